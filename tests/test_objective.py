@@ -1,0 +1,74 @@
+"""The objective's upper bound against a brute force over the requested fraction."""
+
+import numpy as np
+import pytest
+
+from bilevel_tune.objective import (
+    ObjectiveWeights,
+    candidate_outcomes,
+    day_reward_for_fraction,
+    day_upper_bound,
+    sustainability,
+)
+from bilevel_tune.world import Basin, Rules, WorldConfig, stack_days
+
+FINE_GRID = np.linspace(0.0, 1.0, 200_001)
+
+
+def brute_force(need, rain, allowed, pressure, fine, scale, power):
+    grid = np.append(FINE_GRID, allowed)  # the kink at f = a is rarely on the grid
+    return day_reward_for_fraction(grid, need, rain, allowed, pressure, fine, scale, power).max()
+
+
+def test_the_structural_quarter():
+    # pressure 1, no rain, slack quota, scale 1, power 2: max_f f − f² = 1/4 at f = 1/2
+    assert day_upper_bound(5.0, 0.0, 1.0, 1.0, 0.05, 1.0, 2.0) == pytest.approx(0.25, abs=1e-15)
+    assert brute_force(5.0, 0.0, 1.0, 1.0, 0.05, 1.0, 2.0) == pytest.approx(0.25, abs=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_upper_bound_equals_brute_force(seed):
+    rng = np.random.default_rng(seed)
+    for _ in range(40):
+        need = rng.choice([0.0, rng.uniform(0.1, 8)])
+        rain = rng.choice([0.0, rng.uniform(0, 10)])
+        args = (
+            need,
+            rain,
+            rng.uniform(0, 1),
+            rng.choice([0.6, 1.0, rng.uniform()]),
+            rng.uniform(0, 0.1),
+            rng.uniform(0, 1),
+            rng.uniform(1, 5),
+        )
+        assert day_upper_bound(*args) == pytest.approx(brute_force(*args), abs=1e-6)
+        assert day_upper_bound(*args) >= brute_force(*args) - 1e-12
+
+
+def test_sustainability_is_one_for_the_baseline_itself():
+    assert sustainability([0.8, 0.7], [0.8, 0.7]) == 1.0
+    assert sustainability([0.6, 0.7], [0.8, 0.7]) == pytest.approx(1 / (1 + 0.2 / 1.5))
+
+
+def test_candidate_outcomes_bound_the_objective():
+    rules = [Rules(risk_penalty_scale=1.0), Rules(fixed_quota=0.95, min_demand_frac=0.0)]
+    basin = Basin(WorldConfig(num_farms=3, horizon=60), rules)
+    episodes = []
+    for seed in (1, 2):
+        basin.reset(np.random.default_rng(seed))
+        days = [basin.step(np.full((2, 3), 0.5)) for _ in range(60)]
+        episodes.append(stack_days(days))
+    out = candidate_outcomes(episodes, rules, ObjectiveWeights(), basin.failed)
+    for o in out:
+        assert o["objective"] <= o["upper_bound"] + 1e-12
+        assert o["requested_fraction"] == pytest.approx(0.5)
+    mixed = candidate_outcomes(episodes, rules, ObjectiveWeights(econ=1.0, sus=0.5), np.array([False, True]))
+    assert mixed[0]["objective"] == pytest.approx(out[0]["mean_reward"] + 0.5 * out[0]["sustainability"])
+    assert np.isnan(mixed[1]["objective"])
+
+
+def test_weights_are_validated():
+    with pytest.raises(ValueError, match="both 0"):
+        ObjectiveWeights(0, 0)
+    with pytest.raises(ValueError, match="sus=-1"):
+        ObjectiveWeights(1, -1)
