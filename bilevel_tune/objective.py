@@ -123,6 +123,7 @@ def candidate_outcomes(
                 "reward_upper_bound": reward_bound,
                 "upper_bound": weights.econ * reward_bound + weights.sus * mean_sus,
                 "requested_fraction": mean_of("requested_fraction"),
+                "delivered_m3": mean_of("delivered_m3"),
                 "allowed_fraction": mean_of("allowed_fraction"),
                 "pressure": mean_of("pressure"),
                 "flow_penalty": mean_of("flow_penalty"),

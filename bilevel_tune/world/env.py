@@ -73,6 +73,7 @@ class FreshWaterEnv(MultiAgentEnv):
         super().__init__()
         world, rules, seed = parse_env_config(config)
         self.basin = Basin(world, rules)
+        self._base_seed = seed
         self._seed_rng = np.random.default_rng(seed)
         self.population, self.num_farms = self.basin.population, world.num_farms
         self.agents = self.possible_agents = [
@@ -88,8 +89,10 @@ class FreshWaterEnv(MultiAgentEnv):
         return {agent_id(k, i): per_candidate[k] for k in range(self.population) for i in range(self.num_farms)}
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
-        rng = np.random.default_rng(seed) if seed is not None else np.random.default_rng(self._seed_rng.integers(2**63))
-        obs = self.basin.reset(rng)
+        if seed is not None:  # RLlib seeds the first reset; mix in env_config's seed so both count
+            entropy = [seed] if self._base_seed is None else [seed, self._base_seed]
+            self._seed_rng = np.random.default_rng(entropy)
+        obs = self.basin.reset(np.random.default_rng(self._seed_rng.integers(2**63)))
         self.last_day = None
         return self._per_agent(obs), {}
 

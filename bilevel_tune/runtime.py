@@ -1,0 +1,128 @@
+"""Ray runtime: an embedded local cluster (or `address`), thread caps, quiet logs.
+
+Thread caps are set three ways, because each pool reads its cap at a
+different moment: environment variables in the driver (before numpy/torch
+start their pools), the same variables in every worker through
+runtime_env, and a worker setup hook (`worker_setup`) that applies
+threadpoolctl and torch's intra/inter-op caps inside each worker process.
+Nothing is uploaded: the package is installed, runtime_env carries env
+vars only. `local_mode` is never used (Ray ≥ 2.55 refuses it).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from dataclasses import dataclass
+
+THREAD_ENV_VARS = (
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+)
+CAP_ENV = "BILEVEL_THREAD_CAP"  # read by the worker hook for torch's pools
+QUIET_TITLES_ENV = "BILEVEL_QUIET_PROCTITLE"
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:
+    address: str | None = None  # None: start an embedded local cluster
+    num_cpus: int | None = None  # embedded cluster only; None = all cores
+    thread_cap: int = 1
+    quiet_proctitle: bool = sys.platform == "darwin"  # Ray's per-task setproctitle costs an XPC call on macOS
+    include_dashboard: bool = False
+    log_to_driver: bool = True
+
+    def __post_init__(self):
+        if not (isinstance(self.thread_cap, int) and self.thread_cap >= 1):
+            raise ValueError(f"thread_cap={self.thread_cap!r} must be an integer ≥ 1")
+
+
+def thread_env(cap: int, quiet_proctitle: bool = False) -> dict[str, str]:
+    env = {name: str(cap) for name in THREAD_ENV_VARS}
+    env[CAP_ENV] = str(cap)
+    if quiet_proctitle:
+        env[QUIET_TITLES_ENV] = "1"
+    return env
+
+
+def cap_threads(cap: int) -> None:
+    """Cap BLAS/OpenMP and torch pools in this process (driver or worker)."""
+    os.environ.update(thread_env(cap))
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=cap)
+    try:
+        import torch
+    except ImportError:  # the numpy core runs without torch
+        return
+    torch.set_num_threads(cap)
+    try:
+        torch.set_num_interop_threads(cap)
+    except RuntimeError:  # only settable before torch's first parallel work; then already fixed
+        pass
+
+
+def worker_setup() -> None:
+    """Ray worker setup hook: apply the caps, and silence per-task process titles if asked."""
+    cap_threads(int(os.environ.get(CAP_ENV, "1")))
+    if os.environ.get(QUIET_TITLES_ENV) == "1":
+        _silence_proctitle()
+
+
+def _silence_proctitle() -> None:
+    # Ray retitles the worker process on every task through its vendored setproctitle;
+    # no env var turns that off, so replace it with a no-op.
+    import setproctitle
+
+    setproctitle.setproctitle = lambda title: None
+    try:
+        from ray._private import utils as ray_utils
+
+        if hasattr(ray_utils, "setproctitle"):
+            ray_utils.setproctitle = lambda title: None
+    except ImportError:
+        pass
+    try:
+        import ray._raylet as raylet
+
+        if hasattr(raylet, "setproctitle"):
+            raylet.setproctitle = lambda title: None
+    except (ImportError, AttributeError, TypeError):
+        pass
+
+
+def runtime_env(config: RuntimeConfig) -> dict:
+    return {
+        "env_vars": thread_env(config.thread_cap, config.quiet_proctitle),
+        "worker_process_setup_hook": "bilevel_tune.runtime.worker_setup",
+    }
+
+
+def init(config: RuntimeConfig = RuntimeConfig()):
+    """Start (or join) Ray with caps everywhere; returns ray's context. Idempotent."""
+    import ray
+
+    cap_threads(config.thread_cap)
+    if ray.is_initialized():
+        return ray.get_runtime_context()
+    os.environ.setdefault("RAY_DEDUP_LOGS", "1")
+    kwargs = dict(
+        runtime_env=runtime_env(config),
+        logging_level=logging.WARNING,
+        log_to_driver=config.log_to_driver,
+        configure_logging=True,
+    )
+    if config.address is None:
+        return ray.init(num_cpus=config.num_cpus, include_dashboard=config.include_dashboard, **kwargs)
+    return ray.init(address=config.address, **kwargs)
+
+
+def shutdown() -> None:
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
