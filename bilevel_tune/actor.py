@@ -261,7 +261,10 @@ class PolicyLoop:
         if self.config.stop_mode == "none":
             self._kept.append(algo)
             return True
-        return stop_algorithm(algo)
+        confirmed = stop_algorithm(algo)
+        del algo
+        gc.collect()  # an Algorithm is a web of cycles; without this RSS creeps up between full collections
+        return confirmed
 
 
 def make_policy_actor(config: InnerLoopConfig, num_cpus: float = 1):

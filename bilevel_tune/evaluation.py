@@ -31,6 +31,7 @@ def census(learner_thread_cls: type | None = None) -> dict[str, float]:
         M.THREADS_OS: threads_os,
         M.LEARNER_THREADS: sum(isinstance(t, learner_thread_cls) for t in alive) if learner_thread_cls else -1,
         M.RSS_MB: psutil.Process().memory_info().rss / 2**20,
+        M.PID: os.getpid(),
     }
 
 

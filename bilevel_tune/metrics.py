@@ -45,7 +45,8 @@ THREADS_PY = "threads_py"
 THREADS_OS = "threads_os"
 LEARNER_THREADS = "learner_threads"
 RSS_MB = "rss_mb"
-CENSUS_KEYS = (THREADS_PY, THREADS_OS, LEARNER_THREADS, RSS_MB)
+PID = "inner_pid"  # the inner-loop actor's process: which one to look at (or kill, in fault tests)
+CENSUS_KEYS = (THREADS_PY, THREADS_OS, LEARNER_THREADS, RSS_MB, PID)
 REPORT_FIRST = (OBJECTIVE, BEST_OBJECTIVE, SEC_PER_GEN, THREADS_OS)
 
 # Per-candidate outcome fields (bilevel_tune.objective.candidate_outcomes)

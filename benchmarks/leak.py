@@ -1,0 +1,76 @@
+"""Learner-thread leak benchmark: N generations of reset → K × train → evaluate in a real PolicyActor.
+
+    python benchmarks/leak.py --generations 100            # leak-free stop (the fix)
+    python benchmarks/leak.py --generations 100 --no-stop  # skip the stop, keep old algorithms referenced
+
+Prints one line per generation (seconds, threads, RSS) and a final JSON line:
+sgen_ratio (median s/gen of the last 10 % of generations over the first 10 %),
+threads_delta (threads_os last − first), learner_threads_max, rss_growth
+(last-decile median RSS / first-decile median − 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+import numpy as np
+import ray
+
+from bilevel_tune import metrics as M
+from bilevel_tune import runtime
+from bilevel_tune.actor import InnerLoopConfig, make_policy_actor
+from bilevel_tune.world import Rules
+
+
+def leak_summary(seconds: list[float], censuses: list[dict]) -> dict:
+    decile = max(1, len(seconds) // 10)
+    rss = [c[M.RSS_MB] for c in censuses]
+    return {
+        "generations": len(seconds),
+        "sgen_first": round(float(np.median(seconds[:decile])), 4),
+        "sgen_last": round(float(np.median(seconds[-decile:])), 4),
+        "sgen_ratio": round(float(np.median(seconds[-decile:]) / np.median(seconds[:decile])), 3),
+        "threads_delta": censuses[-1][M.THREADS_OS] - censuses[0][M.THREADS_OS],
+        "learner_threads_max": max(c[M.LEARNER_THREADS] for c in censuses),
+        "rss_growth": round(float(np.median(rss[-decile:]) / np.median(rss[:decile]) - 1), 4),
+    }
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--generations", type=int, default=100)
+    parser.add_argument("--inner-iters", type=int, default=5)
+    parser.add_argument("--population", type=int, default=2)
+    parser.add_argument("--no-stop", action="store_true", help="the leaking variant (Ray < 2.56 behaviour)")
+    args = parser.parse_args(argv)
+    if args.generations < 2 or args.inner_iters < 1 or args.population < 1:
+        parser.error("--generations ≥ 2, --inner-iters ≥ 1 and --population ≥ 1 are required")
+
+    runtime.init(runtime.RuntimeConfig(num_cpus=2, thread_cap=1, log_to_driver=False))
+    inner = InnerLoopConfig(num_farms=2, horizon=20, hidden=(16,), stop_mode="none" if args.no_stop else "leak-free")
+    rules = [Rules.from_unit({"min_demand_frac": u}).as_dict() for u in np.linspace(0.1, 0.9, args.population)]
+    actor = make_policy_actor(inner)
+    seconds, censuses = [], []
+    print(f"ray {ray.__version__}, stop_mode={inner.stop_mode}, K={args.inner_iters}, population={args.population}")
+    for g in range(args.generations):
+        start = time.perf_counter()
+        ray.get(actor.reset.remote(rules, g))
+        for _ in range(args.inner_iters):
+            ray.get(actor.train.remote())
+        c = ray.get(actor.evaluate.remote([0]))["census"]
+        seconds.append(time.perf_counter() - start)
+        censuses.append(c)
+        print(
+            f"gen {g:4d}  {seconds[-1]:.3f} s  threads_os {c[M.THREADS_OS]:3d}  learner_threads {c[M.LEARNER_THREADS]:3d}  rss {c[M.RSS_MB]:.1f} MB",
+            flush=True,
+        )
+    ray.get(actor.stop.remote())
+    runtime.shutdown()
+    print(json.dumps({"stop_mode": inner.stop_mode, "ray": ray.__version__, **leak_summary(seconds, censuses)}))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
