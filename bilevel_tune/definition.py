@@ -351,6 +351,15 @@ class Study:
         return cls(**data)
 
 
+def trial_name(study_name: str, cell: Mapping[str, Any]) -> str:
+    """Trial names carry study, cell and seed: weekend_pop16_2d_seed42."""
+    return f"{study_name}_pop{cell['population']}_{len(cell['optimize_params'])}d_seed{cell['seed']}"
+
+
+def trial_dirname(study_name: str, cell: Mapping[str, Any], trial_id: str) -> str:
+    return f"{trial_name(study_name, cell)}_{trial_id}"
+
+
 def json_ready(value):
     if isinstance(value, dict):
         return {k: json_ready(v) for k, v in value.items()}

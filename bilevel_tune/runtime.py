@@ -102,13 +102,13 @@ def runtime_env(config: RuntimeConfig) -> dict:
     }
 
 
-def init(config: RuntimeConfig = RuntimeConfig()):
-    """Start (or join) Ray with caps everywhere; returns ray's context. Idempotent."""
+def init(config: RuntimeConfig = RuntimeConfig()) -> bool:
+    """Start (or join) Ray with caps everywhere; True when this call connected, False if Ray was already up."""
     import ray
 
     cap_threads(config.thread_cap)
     if ray.is_initialized():
-        return ray.get_runtime_context()
+        return False
     os.environ.setdefault("RAY_DEDUP_LOGS", "1")
     kwargs = dict(
         runtime_env=runtime_env(config),
@@ -117,8 +117,10 @@ def init(config: RuntimeConfig = RuntimeConfig()):
         configure_logging=True,
     )
     if config.address is None:
-        return ray.init(num_cpus=config.num_cpus, include_dashboard=config.include_dashboard, **kwargs)
-    return ray.init(address=config.address, **kwargs)
+        ray.init(num_cpus=config.num_cpus, include_dashboard=config.include_dashboard, **kwargs)
+    else:
+        ray.init(address=config.address, **kwargs)
+    return True
 
 
 def shutdown() -> None:

@@ -27,7 +27,15 @@ from typing import Any
 
 from bilevel_tune import __version__
 from bilevel_tune import metrics as M
-from bilevel_tune.definition import STUDIES_DIR, Study, StudyError, available_studies, load_study
+from bilevel_tune.definition import (
+    STUDIES_DIR,
+    Study,
+    StudyError,
+    available_studies,
+    load_study,
+    trial_dirname,
+    trial_name,
+)
 from bilevel_tune.tracking import WANDB_MODES, TrackingError, resolve_wandb_mode
 
 STUDY_FILE = "study.json"
@@ -260,11 +268,6 @@ def print_dry_run(study: Study, cpus: int, max_concurrent: int | None) -> None:
     )
 
 
-def trial_name(study_name: str, config: dict) -> str:
-    dims = len(config["optimize_params"])
-    return f"{study_name}_pop{config['population']}_{dims}d_seed{config['seed']}"
-
-
 # -- running ------------------------------------------------------------------------
 def run(study: Study, args, run_dir: Path, resume: bool) -> Path:
     os.environ.setdefault(
@@ -277,13 +280,16 @@ def run(study: Study, args, run_dir: Path, resume: bool) -> Path:
 
     mode = resolve_wandb_mode(args.wandb, key_dirs=(Path.cwd(), REPO_ROOT))
     try:
-        runtime.init(
+        started = runtime.init(
             runtime.RuntimeConfig(address=args.address, num_cpus=args.num_cpus, include_dashboard=args.dashboard)
         )
     except (ConnectionError, RuntimeError, ValueError) as err:
-        raise UsageError(
-            f"--address {args.address}: cannot connect to a Ray cluster ({str(err).splitlines()[0]})"
-        ) from None
+        where = (
+            f"--address {args.address}: cannot connect to a Ray cluster"
+            if args.address
+            else "cannot start a local Ray cluster"
+        )
+        raise UsageError(f"{where} ({str(err).splitlines()[0]})") from None
     if args.dashboard:
         print_dashboard()
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -291,7 +297,9 @@ def run(study: Study, args, run_dir: Path, resume: bool) -> Path:
         (run_dir / STUDY_FILE).write_text(json.dumps({"study": study.to_dict(), "provenance": provenance()}, indent=2))
     # The study travels through the object store, not the trial config: Tune's tables and W&B's
     # config show the grid axes only, and study.json holds the whole definition.
-    trainable = tune.with_resources(tune.with_parameters(run_trial, study=study.to_dict()), TRIAL_RESOURCES)
+    trainable = tune.with_resources(
+        tune.with_parameters(run_trial, study=study.to_dict(), run_dir=str(run_dir.resolve())), TRIAL_RESOURCES
+    )
     callbacks = tracking.callbacks(mode, group=run_dir.name)
     start = time.time()
     if resume:
@@ -310,7 +318,7 @@ def run(study: Study, args, run_dir: Path, resume: bool) -> Path:
                 mode=M.TUNE_MODE,
                 max_concurrent_trials=args.max_concurrent,
                 trial_name_creator=lambda t: trial_name(study.name, t.config),
-                trial_dirname_creator=lambda t: f"{trial_name(study.name, t.config)}_{t.trial_id}",
+                trial_dirname_creator=lambda t: trial_dirname(study.name, t.config, t.trial_id),
             ),
             run_config=tune.RunConfig(
                 name=run_dir.name,
@@ -332,7 +340,8 @@ def run(study: Study, args, run_dir: Path, resume: bool) -> Path:
     print(f"TensorBoard: tensorboard --logdir {run_dir}")
     if mode == "offline":
         print(f"W&B (offline): wandb sync {run_dir}/*/wandb/offline-run-*")
-    runtime.shutdown()
+    if started:  # leave a cluster we joined as we found it
+        runtime.shutdown()
     return run_dir
 
 

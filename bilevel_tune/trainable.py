@@ -24,7 +24,7 @@ from bilevel_tune import es
 from bilevel_tune import metrics as M
 from bilevel_tune.actor import InnerLoopConfig, make_policy_actor
 from bilevel_tune.analytic import AnalyticLoop
-from bilevel_tune.definition import Study
+from bilevel_tune.definition import Study, trial_dirname
 from bilevel_tune.records import GENERATIONS_FILE, KIND_FINAL, KIND_GENERATION, append_record, read_records
 from bilevel_tune.world import Rules
 
@@ -162,8 +162,8 @@ class InnerLoopHandle:
         ray.kill(self.actor)
 
 
-def run_trial(config: dict[str, Any], study: dict[str, Any]) -> None:
-    """Tune function trainable: one ES run for one grid cell (`tune.with_parameters` passes the study)."""
+def run_trial(config: dict[str, Any], study: dict[str, Any], run_dir: str) -> None:
+    """Tune function trainable: one ES run for one grid cell (`tune.with_parameters` passes study and run folder)."""
     for name in ("ray.train", "ray.tune"):  # no "checkpoint created" line per generation
         logging.getLogger(name).setLevel(logging.WARNING)
     study = Study.from_dict(study)
@@ -171,7 +171,12 @@ def run_trial(config: dict[str, Any], study: dict[str, Any]) -> None:
     cell = {"population": int(config["population"]), "optimize_params": params, "seed": seed}
     generations = study.budget.generations_for(cell["population"])
     seeds = Seeds(seed, study.budget.eval_episodes, study.budget.final_eval_seeds)
-    record_path = Path(tune.get_context().get_trial_dir()) / GENERATIONS_FILE
+    # Written straight into the run folder: Tune's get_trial_dir() is a per-session staging copy
+    # that a resumed session would start empty and sync over the record.
+    record_path = (
+        Path(run_dir) / trial_dirname(study.name, config, tune.get_context().get_trial_id()) / GENERATIONS_FILE
+    )
+    record_path.parent.mkdir(parents=True, exist_ok=True)
     state, extra = _restore(study, cell)
     all_failed_run = int(extra.get("all_failed_run", 0))
     inner = InnerLoopHandle(study)

@@ -1,0 +1,49 @@
+"""Helpers for tests that run real studies."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from bilevel_tune.records import GENERATIONS_FILE, read_records
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def trial_records(run_dir: Path) -> dict[str, tuple[list, dict | None]]:
+    return {p.parent.name: read_records(p) for p in sorted(Path(run_dir).glob(f"*/{GENERATIONS_FILE}"))}
+
+
+def raw_generation_lines(path: Path) -> list[int]:
+    return [json.loads(line)["generation"] for line in path.read_text().splitlines() if '"kind": "generation"' in line]
+
+
+def wait_for(predicate, timeout: float, interval: float = 0.2):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise TimeoutError(f"condition not met within {timeout} s")
+
+
+def study_process(args: list[str], env: dict | None = None) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "bilevel_tune.study", *args],
+        cwd=REPO,
+        env={**os.environ, "RAY_AUTH_MODE": "disabled", **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # its own process group: a SIGKILL of the group takes Ray's children too
+    )
+
+
+def interrupt(proc: subprocess.Popen, sig=signal.SIGINT, timeout: float = 120) -> str:
+    proc.send_signal(sig)
+    out, _ = proc.communicate(timeout=timeout)
+    return out

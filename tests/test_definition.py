@@ -1,0 +1,114 @@
+"""Study files: TOML data into a frozen definition; every mistake is one line naming it."""
+
+import json
+
+import pytest
+
+from bilevel_tune.definition import Study, StudyError, load_study
+
+WEEKEND_CELLS = {
+    (p, tuple(o), s)
+    for p in (1, 16)
+    for o in (["min_demand_frac"], ["min_demand_frac", "fixed_quota"])
+    for s in (42, 7)
+}
+
+
+def test_weekend_is_the_prs_grid_and_budgets():
+    study = load_study("weekend")
+    cells = study.cells()
+    assert {(c["population"], tuple(c["optimize_params"]), c["seed"]) for c in cells} == WEEKEND_CELLS
+    assert {c["population"]: c["generations"] for c in cells} == {1: 1000, 16: 300}
+    assert study.budget.inner_iters == 50 and study.fixed_rules == {
+        "risk_penalty_scale": 1.0,
+        "risk_penalty_power": 2.0,
+    }
+    assert (study.econ_weight, study.sus_weight) == (1.0, 0.0)
+    quick = study.with_budget("quick")
+    assert len(quick.cells()) == 8 and quick.smoke and quick.budget.generations == 3 and quick.budget.horizon == 30
+
+
+def test_round_trip_through_json():
+    study = load_study("weekend").with_budget("quick").with_overrides(rules={"fine_amount": 0.02})
+    assert Study.from_dict(json.loads(json.dumps(study.to_dict()))) == study
+
+
+def test_overrides_narrow_or_replace_axes():
+    study = load_study("weekend").with_overrides(
+        populations=[16], optimize_params=["fixed_quota"], seeds=[1, 2, 3], outer_iters=9, inner_iters=2
+    )
+    assert [(c["population"], c["optimize_params"], c["seed"], c["generations"]) for c in study.cells()] == [
+        (16, ["fixed_quota"], s, 9) for s in (1, 2, 3)
+    ]
+    assert study.budget.inner_iters == 2
+
+
+def write(tmp_path, text):
+    path = tmp_path / "s.toml"
+    path.write_text(text)
+    return path
+
+
+GOOD = """
+name = "tiny"
+[grid]
+population = [2]
+optimize_params = [["fixed_quota"]]
+seed = [1]
+[budget]
+generations = 2
+"""
+
+
+@pytest.mark.parametrize(
+    "text,match",
+    [
+        ("name = 'x'\n[grid\n", "malformed TOML"),
+        (
+            GOOD + "[objectiv]\necon_weight = 1\n",
+            r"unknown key 'objectiv' in the study file \(did you mean 'objective'\?\)",
+        ),
+        (
+            GOOD.replace("generations = 2", "generations = 2\ninner_iter = 3"),
+            r"unknown key 'inner_iter' in \[budget\] \(did you mean 'inner_iters'\?\)",
+        ),
+        (
+            GOOD.replace('[["fixed_quota"]]', '[["fixed_qouta"]]'),
+            r"unknown rule 'fixed_qouta' \(did you mean 'fixed_quota'\?\)",
+        ),
+        (GOOD.replace("population = [2]", "population = [3]"), r"population=3 must be 1 or even"),
+        (GOOD.replace("population = [2]", "population = [0]"), r"population=0 must be an integer ≥ 1"),
+        (GOOD.replace("seed = [1]", "seed = [-1]"), r"seed=-1 must be an integer ≥ 0"),
+        (GOOD.replace("generations = 2", "generations = 0"), r"generations=0 must be an integer ≥ 1"),
+        (GOOD.replace("generations = 2", 'generations = { "4" = 10 }'), r"no entry for population 2"),
+        (GOOD + "[rules]\nrisk_scale = 1.0\n", r"unknown rule 'risk_scale' in \[rules\]"),
+        (GOOD + "[es]\nsigma = 0.9\n", r"sigma=0.9 must be within"),
+        (GOOD + "[es]\nshaping = 'rank'\n", r"shaping='rank' is unknown"),
+        (GOOD + "[objective]\necon_weight = 0\n", "both 0"),
+        (
+            GOOD.replace('name = "tiny"', 'inner = "ppo"\nname = "tiny"'),
+            r"inner='ppo' is unknown; allowed: appo, analytic",
+        ),
+    ],
+)
+def test_bad_study_files_fail_with_one_line(tmp_path, text, match):
+    with pytest.raises(StudyError, match=match) as err:
+        Study.from_toml(write(tmp_path, text))
+    assert "\n" not in str(err.value)
+
+
+def test_unknown_study_name_suggests():
+    with pytest.raises(StudyError, match=r"unknown study 'weeknd' \(did you mean 'weekend'\?\)"):
+        load_study("weeknd")
+    with pytest.raises(StudyError, match="does not exist"):
+        load_study("nowhere/missing.toml")
+
+
+def test_bad_overrides():
+    study = load_study("weekend")
+    with pytest.raises(StudyError, match="--set: unknown rule 'quota'"):
+        study.with_overrides(rules={"quota": 0.9})
+    with pytest.raises(StudyError, match="no budget 'fast'; it has: quick"):
+        study.with_budget("fast")
+    with pytest.raises(StudyError, match="--outer-iters=0"):
+        study.with_overrides(outer_iters=0)

@@ -1,0 +1,154 @@
+"""The study under real Ray Tune with the analytic inner loop: the whole weekend grid, a killed actor, resume."""
+
+import json
+import os
+import signal
+import threading
+
+import numpy as np
+import pytest
+
+from bilevel_tune import es
+from bilevel_tune import metrics as M
+from bilevel_tune.analytic import AnalyticLoop
+from bilevel_tune.definition import load_study
+from bilevel_tune.study import main
+from bilevel_tune.trainable import Seeds, candidate_rules, inner_config
+
+from .study_helpers import interrupt, raw_generation_lines, study_process, trial_records, wait_for
+
+pytestmark = pytest.mark.ray
+ANALYTIC = ["--inner", "analytic", "--wandb", "disabled"]
+
+
+def test_the_weekend_grid_runs_under_tune(ray_cluster, tmp_path, capsys):
+    assert (
+        main(["weekend", "--quick", *ANALYTIC, "--outer-iters", "4", "--results", str(tmp_path), "--name", "run"]) == 0
+    )
+    run = tmp_path / "run"
+    records = trial_records(run)
+    assert len(records) == 8
+    for name, (generations, final) in records.items():
+        assert [g[M.GENERATION] for g in generations] == [0, 1, 2, 3], name
+        assert final is not None and np.isfinite(final[M.FINAL + "best"])
+        trial_dir = run / name
+        assert len(list(trial_dir.glob("checkpoint_*"))) >= 1
+        assert (trial_dir / "progress.csv").read_text().count("\n") == 1 + 4 + 1  # header, 4 generations, final
+        assert list(trial_dir.glob("events.out.tfevents.*"))
+    study = json.loads((run / "study.json").read_text())
+    assert study["study"]["name"] == "weekend" and study["provenance"]["versions"]["ray"]
+    out = capsys.readouterr().out
+    assert "8/8 trials finished" in out and "population:" in out and "ceiling:" in out
+    for f in ("summary.md", "trials.csv", "cells.csv", "grid.csv", "verdicts.json", "plots/grid_heatmap.png"):
+        assert (run / f).is_file(), f
+
+
+def expected_trajectory(study, population, params, seed, generations):
+    """The same ES run, in-process and uninterrupted."""
+    loop = AnalyticLoop(inner_config(study))
+    seeds = Seeds(seed, study.budget.eval_episodes, study.budget.final_eval_seeds)
+    state = es.init(study.es_config(population), len(params), seed)
+    trajectory = []
+    for _ in range(generations):
+        candidates = es.ask(state)
+        loop.reset(candidate_rules(study, params, candidates), seeds.generation(state.generation))
+        objectives = [o["objective"] for o in loop.evaluate(seeds.evaluation)["candidates"]]
+        state, m = es.tell(state, candidates, objectives)
+        trajectory.append((m[M.BEST_OBJECTIVE], state.sigma, tuple(state.mean)))
+    return trajectory
+
+
+def test_a_killed_actor_retries_from_the_checkpoint_and_changes_nothing(ray_cluster, tmp_path):
+    generations = 25
+    args = [
+        "weekend",
+        *ANALYTIC,
+        "--population",
+        "16",
+        "--optimize-params",
+        "min_demand_frac,fixed_quota",
+        "--seed",
+        "42",
+        "--outer-iters",
+        str(generations),
+        "--results",
+        str(tmp_path),
+        "--name",
+        "run",
+    ]
+    killed = {}
+
+    def kill_the_actor_mid_run():
+        def third_generation():
+            recs = trial_records(tmp_path / "run")
+            gens = next(iter(recs.values()))[0] if recs else []
+            return gens[-1] if len(gens) >= 3 else None
+
+        row = wait_for(third_generation, timeout=120, interval=0.05)
+        killed["pid"] = row[M.PID]
+        os.kill(row[M.PID], signal.SIGKILL)
+
+    killer = threading.Thread(target=kill_the_actor_mid_run, daemon=True)
+    killer.start()
+    assert main(args) == 0
+    killer.join(timeout=5)
+    ((name, (rows, final)),) = trial_records(tmp_path / "run").items()
+    assert [r[M.GENERATION] for r in rows] == list(range(generations))  # no gap, no duplicate after dedup
+    assert final is not None
+    pids = {r[M.PID] for r in rows}
+    assert killed["pid"] in pids and len(pids) == 2, "the retry must run in a new actor"
+    study = load_study("weekend").with_overrides(
+        populations=[16],
+        seeds=[42],
+        optimize_params=["min_demand_frac", "fixed_quota"],
+        outer_iters=generations,
+        inner="analytic",
+    )
+    expected = expected_trajectory(study, 16, ("min_demand_frac", "fixed_quota"), 42, generations)
+    actual = [
+        (r[M.BEST_OBJECTIVE], r[M.SIGMA], tuple(r[M.MEAN_RULE + p] for p in ("min_demand_frac", "fixed_quota")))
+        for r in rows
+    ]
+    base = study.fixed_rules
+    for (best_e, sigma_e, mean_u), (best_a, sigma_a, mean_phys) in zip(expected, actual):
+        assert best_a == best_e and sigma_a == sigma_e
+        from bilevel_tune.trainable import physical
+
+        assert tuple(physical(("min_demand_frac", "fixed_quota"), mean_u, base).values()) == mean_phys
+    raw = raw_generation_lines(tmp_path / "run" / name / "generations.jsonl")
+    assert len(raw) >= generations  # the retried generation may be written twice; readers deduplicate
+
+
+def test_an_interrupted_study_resumes_and_loses_nothing(tmp_path):
+    args = [
+        "weekend",
+        "--quick",
+        *ANALYTIC,
+        "--population",
+        "16",
+        "--optimize-params",
+        "min_demand_frac",
+        "--seed",
+        "42,7",
+        "--outer-iters",
+        "40",
+        "--results",
+        str(tmp_path),
+        "--name",
+        "run",
+        "--max-concurrent",
+        "1",
+    ]
+    proc = study_process(args)
+    wait_for(lambda: any(len(g) >= 5 for g, _ in trial_records(tmp_path / "run").values()), timeout=180)
+    interrupt(proc, signal.SIGINT)
+    before = trial_records(tmp_path / "run")
+    assert not all(final for _, final in before.values()), "the interrupt came too late to test anything"
+    resumed = study_process(["weekend", *ANALYTIC, "--results", str(tmp_path), "--name", "run", "--resume"])
+    out, _ = resumed.communicate(timeout=300)
+    assert resumed.returncode == 0, out[-3000:]
+    after = trial_records(tmp_path / "run")
+    assert len(after) == 2
+    for generations, final in after.values():
+        assert [g[M.GENERATION] for g in generations] == list(range(40)) and final is not None
+    assert "2/2 trials finished" in out and (tmp_path / "run" / "summary.md").is_file()

@@ -1,0 +1,78 @@
+"""Verdicts from data: the PR's own table, tables built for the opposite verdicts, and edge cases."""
+
+import pandas as pd
+import pytest
+
+from bilevel_tune.summary import CEILING, FEW, NO_CEILING, NOISE, ROBUST, SummaryError, load_run, main, verdicts
+
+
+def table(rows):
+    return pd.DataFrame(rows, columns=["population", "dims", "seed", "best_objective"])
+
+
+PR_TABLE = table(
+    [
+        (1, 1, 42, 0.2393),
+        (1, 2, 42, 0.2424),
+        (1, 1, 7, 0.2329),
+        (1, 2, 7, 0.2314),
+        (16, 1, 42, 0.2500),
+        (16, 2, 42, 0.2500),
+    ]
+)
+
+
+def test_the_prs_own_table():
+    v = verdicts(PR_TABLE)
+    pop, dims, ceiling = v["population_effect"], v["dims_effect"], v["ceiling"]
+    assert pop["verdict"] == ROBUST
+    assert [round(c["gap"], 4) for c in pop["cells"]] == [0.0139, 0.0131]
+    assert pop["spread"] == pytest.approx(0.0127, abs=1e-4)
+    assert dims["verdict"] == NOISE and "disagree in sign" in dims["sentence"]
+    assert ceiling["verdict"] == CEILING
+    assert {(c["population"], c["dims"]) for c in ceiling["cells"]} == {(16, 1), (16, 2)}
+    for key in ("verdict", "gap", "spread", "n_seeds", "cells", "sentence"):
+        assert all(key in v[k] for k in v)
+
+
+def test_opposite_verdicts():
+    # population within noise (a tiny gap), dimensionality robust, no ceiling
+    rows = []
+    for seed, noise in ((1, 0.0), (2, 0.01), (3, -0.01)):
+        for pop in (1, 16):
+            rows += [(pop, 1, seed, 0.20 + noise + (0.001 if pop == 16 else 0)), (pop, 2, seed, 0.30 + noise)]
+    v = verdicts(table(rows))
+    assert v["population_effect"]["verdict"] == NOISE
+    assert v["dims_effect"]["verdict"] == ROBUST and v["dims_effect"]["gap"] == pytest.approx(0.0995, abs=1e-4)
+    assert v["ceiling"]["verdict"] == NO_CEILING
+
+
+def test_same_direction_but_gap_inside_the_spread_is_noise():
+    rows = [(1, 1, 1, 0.20), (1, 1, 2, 0.30), (16, 1, 1, 0.21), (16, 1, 2, 0.31)]
+    v = verdicts(table(rows))
+    assert v["population_effect"]["verdict"] == NOISE and "does not exceed" in v["population_effect"]["sentence"]
+
+
+def test_no_cell_with_two_seeds():
+    v = verdicts(table([(1, 1, 42, 0.2), (16, 1, 42, 0.3), (1, 2, 42, 0.2), (16, 2, 42, 0.3)]))
+    assert v["population_effect"]["verdict"] == FEW and v["dims_effect"]["verdict"] == FEW
+
+
+def test_ceiling_says_whether_rules_or_search_cap_it():
+    t = table([(16, 1, 42, 0.25), (16, 2, 42, 0.25)]).assign(best_generation=[50, 48], upper_bound=[0.25003, 0.31])
+    cells = {c["dims"]: c for c in verdicts(t)["ceiling"]["cells"]}
+    assert cells[1]["capped_by"] == "rules" and cells[2]["capped_by"] == "search"
+    sentence = verdicts(t)["ceiling"]["sentence"]
+    assert "the rules cap the objective there" in sentence and "the search stopped below the bound" in sentence
+    assert "generation 50" in sentence
+
+
+def test_summary_cli_rejects_foreign_folders(tmp_path, capsys):
+    assert main([str(tmp_path / "missing")]) == 2
+    assert main([str(tmp_path)]) == 2
+    (tmp_path / "study.json").write_text("{}")
+    assert main([str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 3 and all(line.startswith("bilevel_tune.summary: error:") for line in err)
+    with pytest.raises(SummaryError):
+        load_run(tmp_path)
