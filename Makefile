@@ -6,7 +6,11 @@ STAMP  := $(VENV)/.installed
 # The CPU wheel of torch (an unpinned torch pulls a multi-GB CUDA build).
 TORCH  ?= torch==2.13.0
 
-.PHONY: setup study test test-fast lint check bench clean
+# Ray 2.53: the oldest supported release, whose APPO leaves the learner thread alive (by-hand stop path).
+VENV253  := .venv-ray253
+STAMP253 := $(VENV253)/.installed
+
+.PHONY: setup study test test-fast test-ray253 lint check bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +29,17 @@ study: $(STAMP)
 test: $(STAMP)
 	WANDB_MODE=offline $(BIN)/python -m pytest
 
+## The actor's tests on Ray 2.53, in a separate small virtualenv.
+$(STAMP253): pyproject.toml
+	$(PYTHON) -m venv $(VENV253)
+	$(VENV253)/bin/python -m pip install -q --upgrade pip
+	$(VENV253)/bin/python -m pip install -q "$(TORCH)" "ray[rllib,tune]==2.53.0" gymnasium threadpoolctl setproctitle psutil pytest pandas
+	$(VENV253)/bin/python -m pip install -q --no-deps -e .
+	touch $(STAMP253)
+
+test-ray253: $(STAMP253)
+	RAY_AUTH_MODE=disabled $(VENV253)/bin/python -m pytest -p no:cacheprovider tests/test_actor.py
+
 ## The fast tier only.
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not ray and not slow"
@@ -36,4 +51,4 @@ lint: $(STAMP)
 	$(BIN)/ruff check bilevel_tune tests benchmarks
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) $(VENV253) .pytest_cache

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -172,12 +173,23 @@ def drain_learner(algo, timeout: float = DRAIN_TIMEOUT_S) -> None:
     queue = getattr(learner, "_learner_thread_in_queue", None)
     if queue is None:
         return
-    if hasattr(queue, "join"):  # a plain queue.Queue: exact
+    if hasattr(queue, "join"):  # a plain queue.Queue (Ray ≥ 2.54 with use_circular_buffer=False): exact
         queue.join()
         return
-    deadline = time.monotonic() + timeout  # a CircularBuffer (Ray 2.53): wait until it is empty
-    while len(queue) > 0 and time.monotonic() < deadline:
-        time.sleep(0.005)
+    # A CircularBuffer (Ray 2.53) has no join: it is drained once it is empty *and* the thread
+    # is back in sample()'s wait loop, so no update is half-applied.
+    thread = learner_thread_of(algo)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if len(queue) == 0 and (thread is None or not thread.is_alive() or _waiting_in_sample(thread)):
+            return
+        time.sleep(0.001)
+    logger.warning("learner queue not drained after %.0f s; evaluating anyway", timeout)
+
+
+def _waiting_in_sample(thread: threading.Thread) -> bool:
+    frame = sys._current_frames().get(thread.ident)
+    return frame is not None and frame.f_code.co_name == "sample"
 
 
 def greedy_fractions(modules: Sequence[Any], obs: np.ndarray) -> np.ndarray:

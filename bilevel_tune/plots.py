@@ -8,14 +8,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+import matplotlib.pyplot as plt  # headless machines fall back to Agg; notebooks keep their inline backend
+import numpy as np
 
-matplotlib.use("Agg")  # headless: files only
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-from bilevel_tune import metrics as M  # noqa: E402
-from bilevel_tune.summary import grid_table, load_run, trial_table  # noqa: E402
+from bilevel_tune import metrics as M
+from bilevel_tune.summary import grid_table, load_run, trial_table
 
 PLOTS_DIR = "plots"
 

@@ -41,6 +41,10 @@ class RuntimeConfig:
             raise ValueError(f"thread_cap={self.thread_cap!r} must be an integer ≥ 1")
 
 
+# Workers do not inherit the driver's environment: quiet W&B's per-run console summary there too.
+QUIET_ENV = {"WANDB_SILENT": "true", "WANDB_CONSOLE": "off"}
+
+
 def thread_env(cap: int, quiet_proctitle: bool = False) -> dict[str, str]:
     env = {name: str(cap) for name in THREAD_ENV_VARS}
     env[CAP_ENV] = str(cap)
@@ -97,7 +101,7 @@ def _silence_proctitle() -> None:
 
 def runtime_env(config: RuntimeConfig) -> dict:
     return {
-        "env_vars": thread_env(config.thread_cap, config.quiet_proctitle),
+        "env_vars": {**thread_env(config.thread_cap, config.quiet_proctitle), **QUIET_ENV},
         "worker_process_setup_hook": "bilevel_tune.runtime.worker_setup",
     }
 

@@ -232,8 +232,9 @@ def effect_verdict(table: pd.DataFrame, factor: str, value: str = "best_objectiv
     same_direction = all(d > 0 for d in diffs) or all(d < 0 for d in diffs)
     spread = 2 * sd
     better = high if gap > 0 else low
+    better = f"{better}-D" if factor == "dims" else f"{factor} {better}"
     if same_direction and abs(gap) > spread:
-        sentence = f"{label}: {factor} {better} wins — robust: every matched pair agrees and the mean gap {abs(gap):.4f} exceeds 2 × pooled seed SD {spread:.4f} ({value})."
+        sentence = f"{label}: {better} wins — robust: every matched pair agrees and the mean gap {abs(gap):.4f} exceeds 2 × pooled seed SD {spread:.4f} ({value})."
         return {**result, "verdict": ROBUST, "sentence": sentence}
     why = (
         "matched pairs disagree in sign"

@@ -1,0 +1,48 @@
+"""One real-APPO study end to end under Tune: two cells, two generations, a final re-evaluation."""
+
+import json
+
+import numpy as np
+import pytest
+
+from bilevel_tune import metrics as M
+from bilevel_tune.study import main
+
+from .study_helpers import trial_records
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+
+def test_real_appo_study_two_cells_two_generations(ray_cluster, tmp_path, capsys):
+    args = [
+        "weekend",
+        "--quick",
+        "--wandb",
+        "offline",
+        "--population",
+        "2",
+        "--seed",
+        "42",
+        "--outer-iters",
+        "2",
+        "--inner-iters",
+        "2",
+        "--results",
+        str(tmp_path),
+        "--name",
+        "run",
+    ]
+    assert main(args) == 0
+    records = trial_records(tmp_path / "run")
+    assert len(records) == 2
+    for generations, final in records.values():
+        assert [g[M.GENERATION] for g in generations] == [0, 1]
+        for g in generations:
+            objectives = [o["objective"] for o in g["outcomes"]]
+            assert len(objectives) == 2 and all(np.isfinite(objectives))
+            assert all(o["objective"] <= o["upper_bound"] + 1e-12 for o in g["outcomes"])
+            assert g[M.LEARNER_THREADS] <= 1
+        assert np.isfinite(final[M.FINAL + "best"]) and final[M.FINAL + "seeds"] == 2
+    assert json.loads((tmp_path / "run" / "study.json").read_text())["study"]["inner"] == "appo"
+    assert list((tmp_path / "run").glob("*/wandb/offline-run-*")), "W&B offline runs belong in the run folder"
+    assert "2/2 trials finished" in capsys.readouterr().out
