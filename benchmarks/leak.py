@@ -5,7 +5,8 @@
 
 Prints one line per generation (seconds, threads, RSS) and a final JSON line:
 sgen_ratio (median s/gen of the last 10 % of generations over the first 10 %),
-threads_delta (threads_os last − first), learner_threads_max, rss_growth
+threads_delta (threads_os last − first; threads_delta_own without gRPC's
+self-scaling pools), learner_threads_max, rss_growth
 (last-decile median RSS / first-decile median − 1).
 """
 
@@ -34,6 +35,9 @@ def leak_summary(seconds: list[float], censuses: list[dict]) -> dict:
         "sgen_last": round(float(np.median(seconds[-decile:])), 4),
         "sgen_ratio": round(float(np.median(seconds[-decile:]) / np.median(seconds[:decile])), 3),
         "threads_delta": censuses[-1][M.THREADS_OS] - censuses[0][M.THREADS_OS],
+        # the same, less gRPC's self-scaling pools (they come and go whatever our code does)
+        "threads_delta_own": (censuses[-1][M.THREADS_OS] - censuses[-1][M.THREADS_GRPC])
+        - (censuses[0][M.THREADS_OS] - censuses[0][M.THREADS_GRPC]),
         "learner_threads_max": max(c[M.LEARNER_THREADS] for c in censuses),
         "rss_growth": round(float(np.median(rss[-decile:]) / np.median(rss[:decile]) - 1), 4),
     }

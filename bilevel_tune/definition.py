@@ -22,7 +22,8 @@ from bilevel_tune.es import SHAPINGS, ESConfig
 from bilevel_tune.world.rules import RULE_NAMES, check_optimize_params, rule_spec
 
 STUDIES_DIR = Path(__file__).resolve().parent.parent / "studies"
-INNER_LOOPS = ("appo", "analytic")
+INNER_LOOPS = ("appo", "analytic")  # or "package.module:Class", a custom inner loop with the same interface
+INNER_METHODS = ("reset", "train", "evaluate", "census", "stop")
 
 
 class StudyError(ValueError):
@@ -166,9 +167,7 @@ class Study:
         name = data.get("name")
         if not isinstance(name, str) or not name.replace("-", "").replace("_", "").isalnum():
             raise StudyError(f"name={name!r} must be a non-empty string of letters, digits, '-' and '_'")
-        inner = data.get("inner", "appo")
-        if inner not in INNER_LOOPS:
-            raise StudyError(f"inner={inner!r} is unknown; allowed: {', '.join(INNER_LOOPS)}")
+        inner = check_inner(data.get("inner", "appo"), "inner")
 
         grid = data.get("grid", {})
         _unknown(grid, ("population", "optimize_params", "seed"), "[grid]")
@@ -311,9 +310,7 @@ class Study:
                 _number(value, f"--set {rname}")
             study = dataclasses.replace(study, rules=tuple({**study.fixed_rules, **rules}.items()))
         if inner is not None:
-            if inner not in INNER_LOOPS:
-                raise StudyError(f"--inner={inner!r} is unknown; allowed: {', '.join(INNER_LOOPS)}")
-            study = dataclasses.replace(study, inner=inner)
+            study = dataclasses.replace(study, inner=check_inner(inner, "--inner"))
         return dataclasses.replace(study, budget=budget).validate()
 
     # -- serialisation (study.json, the trial config) -------------------------
@@ -349,6 +346,29 @@ class Study:
         data["rules"] = tuple(tuple(r) for r in data["rules"])
         data["es"] = tuple(tuple(e) for e in data["es"])
         return cls(**data)
+
+
+def load_inner_class(spec: str):
+    """The class named by a custom inner loop spec "package.module:Class"."""
+    import importlib
+
+    module_name, _, class_name = spec.partition(":")
+    return getattr(importlib.import_module(module_name), class_name)
+
+
+def check_inner(value, where: str) -> str:
+    if value in INNER_LOOPS:
+        return value
+    if not isinstance(value, str) or value.count(":") != 1:
+        raise StudyError(f"{where}={value!r} is unknown; allowed: {', '.join(INNER_LOOPS)}, or package.module:Class")
+    try:
+        cls = load_inner_class(value)
+    except (ImportError, AttributeError, ValueError) as err:
+        raise StudyError(f"{where}={value!r} cannot be imported ({err})") from None
+    missing = [m for m in INNER_METHODS if not callable(getattr(cls, m, None))]
+    if missing:
+        raise StudyError(f"{where}={value!r} lacks the inner-loop method(s) {', '.join(missing)}")
+    return value
 
 
 def trial_name(study_name: str, cell: Mapping[str, Any]) -> str:

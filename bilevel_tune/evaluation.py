@@ -19,16 +19,34 @@ from bilevel_tune.world import Basin, Rules, WorldConfig, stack_days
 Policy = Callable[[np.ndarray], np.ndarray]  # obs (N, 11) -> requested fraction (N,)
 
 
+# gRPC (inside Ray's core worker) grows and shrinks these pools on its own, whatever our code does.
+GRPC_THREAD_PREFIXES = ("grpc_global_tim", "event_engine", "timer_manager")
+
+
+def _os_thread_names() -> list[str] | None:
+    task_dir = f"/proc/{os.getpid()}/task"
+    if not os.path.isdir(task_dir):
+        return None
+    names = []
+    for tid in os.listdir(task_dir):
+        try:
+            with open(f"{task_dir}/{tid}/comm") as f:
+                names.append(f.read().strip())
+        except OSError:  # the thread ended while we looked
+            pass
+    return names
+
+
 def census(learner_thread_cls: type | None = None) -> dict[str, float]:
-    """Threads (Python, OS, live learner threads of `learner_thread_cls`; −1 if unknown) and RSS."""
+    """Threads (Python, OS, gRPC's self-scaling share of OS, live learner threads of `learner_thread_cls`; −1 if unknown) and RSS."""
     import psutil
 
-    task_dir = f"/proc/{os.getpid()}/task"
-    threads_os = len(os.listdir(task_dir)) if os.path.isdir(task_dir) else psutil.Process().num_threads()
+    names = _os_thread_names()
     alive = threading.enumerate()
     return {
         M.THREADS_PY: len(alive),
-        M.THREADS_OS: threads_os,
+        M.THREADS_OS: len(names) if names is not None else psutil.Process().num_threads(),
+        M.THREADS_GRPC: sum(n.startswith(GRPC_THREAD_PREFIXES) for n in names) if names is not None else -1,
         M.LEARNER_THREADS: sum(isinstance(t, learner_thread_cls) for t in alive) if learner_thread_cls else -1,
         M.RSS_MB: psutil.Process().memory_info().rss / 2**20,
         M.PID: os.getpid(),

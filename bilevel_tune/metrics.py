@@ -43,10 +43,11 @@ TUNE_MODE = "max"
 SEC_PER_GEN = "sec_per_gen"
 THREADS_PY = "threads_py"
 THREADS_OS = "threads_os"
+THREADS_GRPC = "threads_grpc"  # gRPC's self-scaling pools, part of threads_os
 LEARNER_THREADS = "learner_threads"
 RSS_MB = "rss_mb"
 PID = "inner_pid"  # the inner-loop actor's process: which one to look at (or kill, in fault tests)
-CENSUS_KEYS = (THREADS_PY, THREADS_OS, LEARNER_THREADS, RSS_MB, PID)
+CENSUS_KEYS = (THREADS_PY, THREADS_OS, THREADS_GRPC, LEARNER_THREADS, RSS_MB, PID)
 REPORT_FIRST = (OBJECTIVE, BEST_OBJECTIVE, SEC_PER_GEN, THREADS_OS)
 
 # Per-candidate outcome fields (bilevel_tune.objective.candidate_outcomes)

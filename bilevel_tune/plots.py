@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt  # headless machines fall back to Agg; notebooks
 import numpy as np
 
 from bilevel_tune import metrics as M
-from bilevel_tune.summary import grid_table, load_run, trial_table
+from bilevel_tune.summary import grid_table, load_run, num, trial_table
 
 PLOTS_DIR = "plots"
 
@@ -46,8 +46,8 @@ def plot_objective(run_dir: Path):
         for g in gens:
             objs = [o["objective"] for o in g["outcomes"] if o["objective"] is not None]
             ax.scatter([g[M.GENERATION]] * len(objs), objs, s=4, color="0.7", zorder=1)
-        ax.plot(x, [g[M.OBJECTIVE_MEAN] for g in gens], label="population mean", zorder=2)
-        ax.plot(x, [g[M.BEST_OBJECTIVE] for g in gens], label="best so far", zorder=3)
+        ax.plot(x, [num(g[M.OBJECTIVE_MEAN]) for g in gens], label="population mean", zorder=2)
+        ax.plot(x, [num(g[M.BEST_OBJECTIVE]) for g in gens], label="best so far", zorder=3)
         ax.axhline(study.get("ceiling", 0.25), color="r", lw=0.8, ls=":", label="ceiling")
         ax.set_title(_label(gens), fontsize=9)
         ax.set_xlabel("generation")

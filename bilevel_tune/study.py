@@ -106,7 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="RULE=VALUE",
         help="fix a rule (physical value)",
     )
-    p.add_argument("--inner", choices=("appo", "analytic"), help="inner loop: real APPO or the analytic stand-in")
+    p.add_argument(
+        "--inner", help="inner loop: appo (real RLlib APPO), analytic (fast stand-in) or package.module:Class"
+    )
     p.add_argument("--results", default="results", help="results root (default: results/)")
     p.add_argument("--name", help="run folder name (default: <study>-<UTC time>)")
     p.add_argument("--resume", action="store_true", help="continue the latest run of this study (or --name)")
@@ -331,8 +333,12 @@ def run(study: Study, args, run_dir: Path, resume: bool) -> Path:
         )
     results = tuner.fit()
     wall = time.time() - start
-    text = summary.write_summary(run_dir)
-    print(text)
+    try:
+        print(summary.write_summary(run_dir))
+    except Exception as err:  # noqa: BLE001 - the run's data is safe; the summary can be rebuilt from it
+        print(
+            f"summary failed ({type(err).__name__}: {err}); the records are intact — rebuild with: python -m bilevel_tune.summary {run_dir}"
+        )
     errors = [r for r in results if r.error]
     print(
         f"\n{len(results) - len(errors)}/{len(results)} trials finished in {_hms(wall)} ({wall:.0f} s); results: {run_dir}"

@@ -76,6 +76,11 @@ def _cells(study: dict) -> list[dict[str, Any]]:
     ]
 
 
+def num(value) -> float:
+    """A recorded number; JSON null (a NaN or a failure when written) reads as NaN."""
+    return float("nan") if value is None else float(value)
+
+
 def _best_outcome(row: dict) -> dict:
     objectives = np.array([np.nan if o["objective"] is None else o["objective"] for o in row["outcomes"]], dtype=float)
     return row["outcomes"][int(np.nanargmax(objectives))] if np.isfinite(objectives).any() else {}
@@ -103,10 +108,12 @@ def trial_table(study: dict, trials: list[dict]) -> pd.DataFrame:
             continue
         gens, final = t["generations"], t["final"] or {}
         last = gens[-1]
-        best_gen = last[M.BEST_GENERATION]
+        best_gen = (
+            last[M.BEST_GENERATION] if last[M.BEST_GENERATION] is not None and last[M.BEST_GENERATION] >= 0 else None
+        )
         best_row = next((g for g in gens if g[M.GENERATION] == best_gen), None)
         best = _best_outcome(best_row) if best_row else {}
-        bests = [g[M.BEST_OBJECTIVE] for g in gens]
+        bests = np.array([num(g[M.BEST_OBJECTIVE]) for g in gens])
         status = (
             "complete"
             if final and "stop_reason" not in final
@@ -115,21 +122,21 @@ def trial_table(study: dict, trials: list[dict]) -> pd.DataFrame:
         row.update(
             trial=t["trial"],
             status=status,
-            best_objective=last[M.BEST_OBJECTIVE],
+            best_objective=num(last[M.BEST_OBJECTIVE]),
             best_generation=best_gen,
             generations=len(gens),
-            final_sigma=last[M.SIGMA],
-            final_objective=final.get(M.FINAL + "best", np.nan),
-            final_objective_std=final.get(M.FINAL + "best_std", np.nan),
-            final_mean_objective=final.get(M.FINAL + "mean", np.nan),
-            gen0_objective=gens[0][M.OBJECTIVE],
+            final_sigma=num(last[M.SIGMA]),
+            final_objective=num(final.get(M.FINAL + "best")),
+            final_objective_std=num(final.get(M.FINAL + "best_std")),
+            final_mean_objective=num(final.get(M.FINAL + "mean")),
+            gen0_objective=num(gens[0][M.OBJECTIVE]),
             median_sec_per_gen=float(np.median([g[M.SEC_PER_GEN] for g in gens])),
             max_threads=max(g[M.THREADS_OS] for g in gens),
             failed_candidates=sum(g[M.FAILED] for g in gens),
-            upper_bound=best.get(M.UPPER_BOUND, np.nan),
-            exceeded_after_best=bool(np.nanmax(bests) > last[M.BEST_OBJECTIVE]),
+            upper_bound=num(best.get(M.UPPER_BOUND)),
+            exceeded_after_best=bool(np.isfinite(bests).any() and np.nanmax(bests) > num(last[M.BEST_OBJECTIVE])),
             stop_reason=final.get("stop_reason", ""),
-            **{f"diag_{k}": best.get(k, np.nan) for k in M.DIAGNOSTICS},
+            **{f"diag_{k}": num(best.get(k)) for k in M.DIAGNOSTICS},
             **{k: v for k, v in last.items() if k.startswith(M.BEST_RULE)},
         )
         rows.append(row)
@@ -413,7 +420,11 @@ def render(s: dict[str, Any]) -> str:
     if len(missing):
         lines += [
             f"Not complete: {len(missing)} trial(s): "
-            + "; ".join(f"pop {r.population} {r.dims}-D seed {r.seed}: {r.status}" for r in missing.itertuples()),
+            + "; ".join(
+                f"pop {r.population} {r.dims}-D seed {r.seed}: {r.status}"
+                + (f" ({r.stop_reason})" if isinstance(getattr(r, "stop_reason", ""), str) and r.stop_reason else "")
+                for r in missing.itertuples()
+            ),
             "",
         ]
     primary = s["verdicts_final"] or s["verdicts_best"]

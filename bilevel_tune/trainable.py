@@ -24,7 +24,7 @@ from bilevel_tune import es
 from bilevel_tune import metrics as M
 from bilevel_tune.actor import InnerLoopConfig, make_policy_actor
 from bilevel_tune.analytic import AnalyticLoop
-from bilevel_tune.definition import Study, trial_dirname
+from bilevel_tune.definition import Study, load_inner_class, trial_dirname
 from bilevel_tune.records import GENERATIONS_FILE, KIND_FINAL, KIND_GENERATION, append_record, read_records
 from bilevel_tune.world import Rules
 
@@ -49,10 +49,12 @@ def inner_config(study: Study) -> InnerLoopConfig:
 
 
 def start_inner_loop(study: Study):
+    """The trial's inner-loop actor, holding the trial's one-CPU bundle."""
     config = inner_config(study)
-    if study.inner == "analytic":
-        return ray.remote(AnalyticLoop).options(num_cpus=1, max_restarts=0).remote(config)
-    return make_policy_actor(config)
+    if study.inner == "appo":
+        return make_policy_actor(config)
+    cls = AnalyticLoop if study.inner == "analytic" else load_inner_class(study.inner)
+    return ray.remote(cls).options(num_cpus=1, max_restarts=0).remote(config)
 
 
 class Seeds:

@@ -89,6 +89,14 @@ generations = 2
             GOOD.replace('name = "tiny"', 'inner = "ppo"\nname = "tiny"'),
             r"inner='ppo' is unknown; allowed: appo, analytic",
         ),
+        (
+            GOOD.replace('name = "tiny"', 'inner = "nowhere.mod:Loop"\nname = "tiny"'),
+            r"inner='nowhere.mod:Loop' cannot be imported",
+        ),
+        (
+            GOOD.replace('name = "tiny"', 'inner = "bilevel_tune.es:ESConfig"\nname = "tiny"'),
+            r"lacks the inner-loop method",
+        ),
     ],
 )
 def test_bad_study_files_fail_with_one_line(tmp_path, text, match):

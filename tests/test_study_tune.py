@@ -152,3 +152,39 @@ def test_an_interrupted_study_resumes_and_loses_nothing(tmp_path):
     for generations, final in after.values():
         assert [g[M.GENERATION] for g in generations] == list(range(40)) and final is not None
     assert "2/2 trials finished" in out and (tmp_path / "run" / "summary.md").is_file()
+
+
+def test_failed_candidates_rank_worst_and_an_all_failed_trial_stops_alone(ray_cluster, tmp_path, capsys):
+    args = [
+        "weekend",
+        "--inner",
+        "tests.inner_loops:NaNPolicyLoop",
+        "--wandb",
+        "disabled",
+        "--population",
+        "1,2",
+        "--optimize-params",
+        "min_demand_frac",
+        "--seed",
+        "3",
+        "--outer-iters",
+        "6",
+        "--results",
+        str(tmp_path),
+        "--name",
+        "run",
+    ]
+    assert main(args) == 0
+    by_population = {g[0]["population"]: (g, final) for g, final in trial_records(tmp_path / "run").values()}
+    lonely, lonely_final = by_population[1]
+    assert len(lonely) == 3 and all(g[M.FAILED] == 1 for g in lonely)
+    assert "every candidate failed in 3 generations in a row" in lonely_final["stop_reason"]
+    pair, pair_final = by_population[2]
+    assert len(pair) == 6 and all(g[M.FAILED] == 1 for g in pair)  # candidate 0 fails every time, and is counted
+    assert all(g["outcomes"][0]["failed"] and g["outcomes"][0]["objective"] is None for g in pair)
+    assert all(
+        g[M.BEST_OBJECTIVE] == max(h["outcomes"][1]["objective"] for h in pair[: i + 1]) for i, g in enumerate(pair)
+    )
+    assert pair_final is not None and "stop_reason" not in pair_final
+    out = capsys.readouterr().out
+    assert "stopped" in out and "every candidate failed" in out
