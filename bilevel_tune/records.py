@@ -44,6 +44,8 @@ def read_records(path: Path) -> tuple[list[dict[str, Any]], dict[str, Any] | Non
     """(generations sorted and deduplicated — last write wins —, the final record or None)."""
     by_generation: dict[int, dict[str, Any]] = {}
     final = None
+    if not Path(path).exists():
+        return [], None
     with open(path) as f:
         for line in f:
             line = line.strip()

@@ -66,5 +66,15 @@ def callbacks(mode: str, group: str) -> list:
         return found
     from ray.air.integrations.wandb import WandbLoggerCallback
 
-    # No api_key/api_key_file arguments: the key stays in the environment, out of Tune's pickles.
-    return [WandbLoggerCallback(project=WANDB_PROJECT, group=group, upload_timeout=UPLOAD_TIMEOUT_S, mode=mode), *found]
+    # W&B logs from actors on the cluster, which need not share the driver's environment:
+    # the settings travel with the callback. The key does not — Tune pickles callbacks into the
+    # run folder — Ray hands it to the logging actors from the driver's environment.
+    settings = {"init_timeout": INIT_TIMEOUT_S, "silent": True, "console": "off"}
+    if os.environ.get("WANDB_BASE_URL"):
+        settings["base_url"] = os.environ["WANDB_BASE_URL"]
+    return [
+        WandbLoggerCallback(
+            project=WANDB_PROJECT, group=group, upload_timeout=UPLOAD_TIMEOUT_S, mode=mode, settings=settings
+        ),
+        *found,
+    ]

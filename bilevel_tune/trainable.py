@@ -81,7 +81,7 @@ def physical(params, u, base: dict) -> dict[str, float]:
     return {name: getattr(rules, name) for name in params}
 
 
-def generation_metrics(study, params, state, es_metrics, candidates, outcomes, census, sec) -> dict[str, Any]:
+def generation_metrics(study, params, es_metrics, candidates, outcomes, census, sec) -> dict[str, Any]:
     """The flat, scalar metrics Tune reports (REPORT_FIRST first: Tune's live table shows four)."""
     objectives = np.array([o["objective"] for o in outcomes], dtype=float)
     best_k = int(np.nanargmax(objectives)) if np.isfinite(objectives).any() else 0
@@ -164,6 +164,33 @@ class InnerLoopHandle:
         ray.kill(self.actor)
 
 
+class TrialRecord:
+    """The trial's generations.jsonl, written straight into the run folder.
+
+    Tune's get_trial_dir() is a per-session staging copy that a resumed session would start
+    empty and sync over the record, so the path is built from the run folder instead.
+    """
+
+    def __init__(self, run_dir: str, study: Study, config: dict, cell: dict):
+        self.path = (
+            Path(run_dir) / trial_dirname(study.name, config, tune.get_context().get_trial_id()) / GENERATIONS_FILE
+        )
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.cell = cell
+
+    def generation(self, metrics: dict, candidates, outcomes) -> None:
+        append_record(
+            self.path, {"kind": KIND_GENERATION, **self.cell, **metrics, "candidates": candidates, "outcomes": outcomes}
+        )
+
+    def final(self, values: dict) -> None:
+        append_record(self.path, {"kind": KIND_FINAL, **self.cell, **values})
+
+    def recorded_final(self) -> dict:
+        _, final = read_records(self.path)
+        return final or {}
+
+
 def run_trial(config: dict[str, Any], study: dict[str, Any], run_dir: str) -> None:
     """Tune function trainable: one ES run for one grid cell (`tune.with_parameters` passes study and run folder)."""
     for name in ("ray.train", "ray.tune"):  # no "checkpoint created" line per generation
@@ -173,12 +200,7 @@ def run_trial(config: dict[str, Any], study: dict[str, Any], run_dir: str) -> No
     cell = {"population": int(config["population"]), "optimize_params": params, "seed": seed}
     generations = study.budget.generations_for(cell["population"])
     seeds = Seeds(seed, study.budget.eval_episodes, study.budget.final_eval_seeds)
-    # Written straight into the run folder: Tune's get_trial_dir() is a per-session staging copy
-    # that a resumed session would start empty and sync over the record.
-    record_path = (
-        Path(run_dir) / trial_dirname(study.name, config, tune.get_context().get_trial_id()) / GENERATIONS_FILE
-    )
-    record_path.parent.mkdir(parents=True, exist_ok=True)
+    record = TrialRecord(run_dir, study, config, cell)
     state, extra = _restore(study, cell)
     all_failed_run = int(extra.get("all_failed_run", 0))
     inner = InnerLoopHandle(study)
@@ -186,49 +208,30 @@ def run_trial(config: dict[str, Any], study: dict[str, Any], run_dir: str) -> No
         while state.generation < generations:
             start = time.perf_counter()
             candidates = es.ask(state)
+            rules = candidate_rules(study, params, candidates)
             evaluation = inner.run(
-                candidate_rules(study, params, candidates),
-                seeds.generation(state.generation),
-                seeds.evaluation,
-                study.budget.inner_iters,
+                rules, seeds.generation(state.generation), seeds.evaluation, study.budget.inner_iters
             )
             outcomes = evaluation["candidates"]
-            objectives = [o["objective"] for o in outcomes]
-            state, es_metrics = es.tell(state, candidates, objectives)
-            metrics = generation_metrics(
-                study,
-                params,
-                state,
-                es_metrics,
-                candidates,
-                outcomes,
-                evaluation["census"],
-                time.perf_counter() - start,
-            )
-            append_record(
-                record_path,
-                {
-                    "kind": KIND_GENERATION,
-                    **cell,
-                    **metrics,
-                    "candidates": candidates,
-                    "outcomes": outcomes,
-                    M.SIGMA: state.sigma,
-                },
-            )
+            state, es_metrics = es.tell(state, candidates, [o["objective"] for o in outcomes])
+            elapsed = time.perf_counter() - start
+            metrics = generation_metrics(study, params, es_metrics, candidates, outcomes, evaluation["census"], elapsed)
+            record.generation(metrics, candidates, outcomes)
             all_failed_run = all_failed_run + 1 if es_metrics[M.ALL_FAILED] else 0
             tune.report(metrics, checkpoint=_checkpoint(state, {"all_failed_run": all_failed_run}))
             if all_failed_run >= MAX_ALL_FAILED_IN_A_ROW:
                 reason = f"every candidate failed in {all_failed_run} generations in a row; stopping this trial"
-                append_record(record_path, {"kind": KIND_FINAL, **cell, "stop_reason": reason})
+                record.final({"stop_reason": reason})
                 logger.error("%s (cell %s)", reason, cell)
                 return
-        final = final_reevaluation(study, params, state, seeds, inner)
-        append_record(record_path, {"kind": KIND_FINAL, **cell, **final})
-        tune.report(
-            {M.OBJECTIVE: final[M.FINAL + "best"], M.BEST_OBJECTIVE: state.best_objective, **final},
-            checkpoint=_checkpoint(state, {"final": True}),
-        )
+        # A session killed after the final record was written but before Tune saw the last
+        # report resumes here: the record is authoritative, so report it again, not recompute.
+        final = {k: v for k, v in record.recorded_final().items() if k.startswith(M.FINAL)}
+        if not final:
+            final = final_reevaluation(study, params, state, seeds, inner)
+            record.final(final)
+        summary = {M.OBJECTIVE: final.get(M.FINAL + "best"), M.BEST_OBJECTIVE: state.best_objective, **final}
+        tune.report(summary, checkpoint=_checkpoint(state, {"final": True}))
     finally:
         inner.close()
 

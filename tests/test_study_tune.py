@@ -188,3 +188,53 @@ def test_failed_candidates_rank_worst_and_an_all_failed_trial_stops_alone(ray_cl
     assert pair_final is not None and "stop_reason" not in pair_final
     out = capsys.readouterr().out
     assert "stopped" in out and "every candidate failed" in out
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_a_sigkilled_driver_resumes_without_rerunning_finished_trials_or_leaving_processes(tmp_path):
+    args = [
+        "weekend",
+        *ANALYTIC,
+        "--population",
+        "16",
+        "--optimize-params",
+        "min_demand_frac",
+        "--seed",
+        "42,7",
+        "--outer-iters",
+        "30",
+        "--results",
+        str(tmp_path),
+        "--name",
+        "run",
+        "--max-concurrent",
+        "1",
+    ]
+    proc = study_process(args)
+
+    def one_finished_one_started():
+        recs = trial_records(tmp_path / "run")
+        finished = [n for n, (_, final) in recs.items() if final]
+        started = [n for n, (g, final) in recs.items() if g and not final]
+        return (finished, started) if finished and started else None
+
+    (finished,), _ = wait_for(one_finished_one_started, timeout=240, interval=0.05)
+    lines_before = (tmp_path / "run" / finished / "generations.jsonl").read_text()
+    proc.kill()  # SIGKILL the driver alone: no handler, no cleanup
+    proc.communicate(timeout=60)
+    # Ray's fate sharing takes the embedded cluster down at once, but for its dashboard and
+    # runtime-env agents, which notice ~90 s later; the resumed run starts a cluster of its own.
+    resumed = study_process(["weekend", *ANALYTIC, "--results", str(tmp_path), "--name", "run", "--resume"])
+    out, _ = resumed.communicate(timeout=300)
+    assert resumed.returncode == 0, out[-3000:]
+    assert (tmp_path / "run" / finished / "generations.jsonl").read_text() == lines_before, "a finished trial was rerun"
+    for generations, final in trial_records(tmp_path / "run").values():
+        assert [g[M.GENERATION] for g in generations] == list(range(30)) and final is not None
+    wait_for(lambda: not _group_alive(resumed.pid), timeout=60)

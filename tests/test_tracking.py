@@ -1,0 +1,60 @@
+"""W&B: the key never lands in the run folder or the output, and a dead server costs seconds, not 30 minutes."""
+
+import pytest
+
+from bilevel_tune.tracking import TrackingError, load_key_file, resolve_wandb_mode
+
+from .study_helpers import study_process
+
+pytestmark = pytest.mark.ray
+FAKE_KEY = "abcdef0123456789abcdef0123456789deadbeef"
+TINY = [
+    "weekend",
+    "--inner",
+    "analytic",
+    "--population",
+    "2",
+    "--seed",
+    "1",
+    "--optimize-params",
+    "min_demand_frac",
+    "--outer-iters",
+    "3",
+]
+
+
+def files_containing(root, needle: bytes):
+    return [p for p in root.rglob("*") if p.is_file() and needle in p.read_bytes()]
+
+
+def test_the_key_never_lands_in_results_or_output(tmp_path):
+    proc = study_process(
+        [*TINY, "--wandb", "offline", "--results", str(tmp_path), "--name", "run"], env={"WANDB_API_KEY": FAKE_KEY}
+    )
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out[-2000:]
+    assert FAKE_KEY not in out
+    assert list((tmp_path / "run").glob("*/wandb/offline-run-*")), "offline W&B runs should be in the run folder"
+    assert list((tmp_path / "run").glob("tuner.pkl")), "Tune's pickled experiment is part of what is searched"
+    assert files_containing(tmp_path, FAKE_KEY.encode()) == []
+
+
+def test_an_unreachable_wandb_server_is_a_bounded_wait_and_the_data_stays_local(tmp_path):
+    env = {"WANDB_API_KEY": FAKE_KEY, "WANDB_BASE_URL": "http://127.0.0.1:9"}  # a closed port
+    proc = study_process([*TINY, "--wandb", "online", "--results", str(tmp_path), "--name", "run"], env=env)
+    out, _ = proc.communicate(timeout=400)  # Tune's default upload wait alone is 1800 s
+    assert proc.returncode == 0, out[-2000:]
+    assert "trials finished" in out
+    assert list((tmp_path / "run").glob("*/wandb/*run-*")), "the W&B run stays on disk for a later `wandb sync`"
+    assert files_containing(tmp_path, FAKE_KEY.encode()) == []
+
+
+def test_key_file_and_modes(tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_API_KEY", "")  # so that monkeypatch restores the original afterwards
+    monkeypatch.delenv("WANDB_API_KEY")
+    assert resolve_wandb_mode("auto", key_dirs=[tmp_path]) == "offline"
+    with pytest.raises(TrackingError, match="needs an API key"):
+        resolve_wandb_mode("online", key_dirs=[tmp_path])
+    (tmp_path / ".wandb.env").write_text(f"# W&B\nexport WANDB_API_KEY='{FAKE_KEY}'\n")
+    assert load_key_file([tmp_path]) and resolve_wandb_mode("auto", key_dirs=[tmp_path]) == "online"
+    assert resolve_wandb_mode("disabled", key_dirs=[tmp_path]) == "disabled"
