@@ -46,7 +46,7 @@ def leak_summary(seconds: list[float], censuses: list[dict]) -> dict:
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--generations", type=int, default=100)
-    parser.add_argument("--inner-iters", type=int, default=5)
+    parser.add_argument("--inner-iters", type=int, default=10)
     parser.add_argument("--population", type=int, default=2)
     parser.add_argument("--no-stop", action="store_true", help="the leaking variant (Ray < 2.56 behaviour)")
     args = parser.parse_args(argv)

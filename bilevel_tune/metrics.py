@@ -41,6 +41,9 @@ TUNE_MODE = "max"
 
 # Runtime and census (bilevel_tune.actor)
 SEC_PER_GEN = "sec_per_gen"
+SEC_RESET = "sec_reset"  # inner loop, as seen from the trial (Ray calls included)
+SEC_TRAIN = "sec_train"
+SEC_EVALUATE = "sec_evaluate"
 THREADS_PY = "threads_py"
 THREADS_OS = "threads_os"
 THREADS_GRPC = "threads_grpc"  # gRPC's self-scaling pools, part of threads_os

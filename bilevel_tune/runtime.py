@@ -106,11 +106,27 @@ def runtime_env(config: RuntimeConfig) -> dict:
     }
 
 
+def check_reachable(address: str, timeout: float = 5.0) -> None:
+    """Fail fast on a host:port nobody listens on: ray.init itself retries for minutes."""
+    import socket
+
+    if address == "auto":
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            pass
+    except (OSError, ValueError) as err:
+        raise ConnectionError(f"nothing answers at {host}:{port} ({getattr(err, 'strerror', None) or err})") from None
+
+
 def init(config: RuntimeConfig = RuntimeConfig()) -> bool:
     """Start (or join) Ray with caps everywhere; True when this call connected, False if Ray was already up."""
     import ray
 
     cap_threads(config.thread_cap)
+    if config.address is not None:
+        check_reachable(config.address)
     if ray.is_initialized():
         return False
     os.environ.setdefault("RAY_DEDUP_LOGS", "1")

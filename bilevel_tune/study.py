@@ -118,6 +118,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-concurrent", type=_positive_int("--max-concurrent"), help="trials at once (default: as CPUs allow)"
     )
     p.add_argument("--max-failures", type=int, default=3, help="retries of a failed trial from its checkpoint")
+    p.add_argument(
+        "--thread-cap",
+        type=_positive_int("--thread-cap"),
+        default=1,
+        help="BLAS/OpenMP/torch threads per process (default 1)",
+    )
     p.add_argument("--wandb", default="auto", choices=WANDB_MODES, help="auto: online with a key, else offline")
     p.add_argument("--dashboard", action="store_true", help="start the Ray Dashboard and print its address")
     p.add_argument("--list", action="store_true", help="list the studies and their budgets")
@@ -283,7 +289,12 @@ def run(study: Study, args, run_dir: Path, resume: bool) -> Path:
     mode = resolve_wandb_mode(args.wandb, key_dirs=(Path.cwd(), REPO_ROOT))
     try:
         started = runtime.init(
-            runtime.RuntimeConfig(address=args.address, num_cpus=args.num_cpus, include_dashboard=args.dashboard)
+            runtime.RuntimeConfig(
+                address=args.address,
+                num_cpus=args.num_cpus,
+                include_dashboard=args.dashboard,
+                thread_cap=args.thread_cap,
+            )
         )
     except (ConnectionError, RuntimeError, ValueError) as err:
         where = (

@@ -78,3 +78,33 @@ def callbacks(mode: str, group: str) -> list:
         ),
         *found,
     ]
+
+
+def log_summary(run_dir: Path, mode: str, group: str) -> str | None:
+    """Send the summary's plots and tables to W&B as one more run of the group; never fails the study."""
+    if mode == "disabled":
+        return None
+    try:
+        import pandas as pd
+        import wandb
+
+        run = wandb.init(
+            project=WANDB_PROJECT,
+            group=group,
+            name=f"{group}-summary",
+            job_type="summary",
+            dir=str(run_dir),
+            mode=mode,
+            settings=wandb.Settings(init_timeout=INIT_TIMEOUT_S, silent=True, console="off"),
+        )
+        for png in sorted(Path(run_dir, "plots").glob("*.png")):
+            run.log({f"summary/{png.stem}": wandb.Image(str(png))})
+        for name in ("grid", "trials", "cells"):
+            csv = Path(run_dir, f"{name}.csv")
+            if csv.is_file() and csv.stat().st_size > 1:
+                run.log({f"summary/{name}": wandb.Table(dataframe=pd.read_csv(csv))})
+        run.summary["verdicts"] = Path(run_dir, "verdicts.json").read_text()
+        run.finish()
+        return None
+    except Exception as err:  # noqa: BLE001 - tracking must never cost the study its results
+        return f"W&B summary upload skipped ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})"

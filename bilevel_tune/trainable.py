@@ -138,12 +138,18 @@ class InnerLoopHandle:
         self.actor = start_inner_loop(study)
 
     def run(self, rules, seed: int, eval_seeds, inner_iters: int) -> dict[str, Any]:
+        """reset → K × train → evaluate; the evaluation, with the seconds each phase took."""
+        t0 = time.perf_counter()
         if not ray.get(self.actor.reset.remote(rules, seed)):
             self._replace()
             ray.get(self.actor.reset.remote(rules, seed))
+        t1 = time.perf_counter()
         for _ in range(inner_iters):
             ray.get(self.actor.train.remote())
-        return ray.get(self.actor.evaluate.remote(eval_seeds))
+        t2 = time.perf_counter()
+        evaluation = ray.get(self.actor.evaluate.remote(eval_seeds))
+        evaluation["timing"] = {M.SEC_RESET: t1 - t0, M.SEC_TRAIN: t2 - t1, M.SEC_EVALUATE: time.perf_counter() - t2}
+        return evaluation
 
     def _replace(self):
         if not InnerLoopHandle._warned:
@@ -216,6 +222,7 @@ def run_trial(config: dict[str, Any], study: dict[str, Any], run_dir: str) -> No
             state, es_metrics = es.tell(state, candidates, [o["objective"] for o in outcomes])
             elapsed = time.perf_counter() - start
             metrics = generation_metrics(study, params, es_metrics, candidates, outcomes, evaluation["census"], elapsed)
+            metrics.update(evaluation["timing"])
             record.generation(metrics, candidates, outcomes)
             all_failed_run = all_failed_run + 1 if es_metrics[M.ALL_FAILED] else 0
             tune.report(metrics, checkpoint=_checkpoint(state, {"all_failed_run": all_failed_run}))

@@ -1,6 +1,9 @@
 """One real-APPO study end to end under Tune: two cells, two generations, a final re-evaluation."""
 
 import json
+import os
+import signal
+import threading
 
 import numpy as np
 import pytest
@@ -8,7 +11,7 @@ import pytest
 from bilevel_tune import metrics as M
 from bilevel_tune.study import main
 
-from .study_helpers import trial_records
+from .study_helpers import trial_records, wait_for
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -46,3 +49,47 @@ def test_real_appo_study_two_cells_two_generations(ray_cluster, tmp_path, capsys
     assert json.loads((tmp_path / "run" / "study.json").read_text())["study"]["inner"] == "appo"
     assert list((tmp_path / "run").glob("*/wandb/offline-run-*")), "W&B offline runs belong in the run folder"
     assert "2/2 trials finished" in capsys.readouterr().out
+
+
+def test_a_killed_policy_actor_retries_from_the_checkpoint(ray_cluster, tmp_path):
+    generations = 5
+    args = [
+        "weekend",
+        "--quick",
+        "--wandb",
+        "disabled",
+        "--population",
+        "2",
+        "--seed",
+        "42",
+        "--optimize-params",
+        "min_demand_frac",
+        "--outer-iters",
+        str(generations),
+        "--inner-iters",
+        "2",
+        "--results",
+        str(tmp_path),
+        "--name",
+        "run",
+    ]
+    killed = {}
+
+    def kill_after_two_generations():
+        def second_generation():
+            recs = trial_records(tmp_path / "run")
+            gens = next(iter(recs.values()))[0] if recs else []
+            return gens[-1] if len(gens) >= 2 else None
+
+        row = wait_for(second_generation, timeout=300, interval=0.05)
+        killed["pid"] = row[M.PID]
+        os.kill(row[M.PID], signal.SIGKILL)
+
+    killer = threading.Thread(target=kill_after_two_generations, daemon=True)
+    killer.start()
+    assert main(args) == 0
+    killer.join(timeout=5)
+    ((rows, final),) = trial_records(tmp_path / "run").values()
+    assert [r[M.GENERATION] for r in rows] == list(range(generations)) and final is not None
+    pids = {r[M.PID] for r in rows}
+    assert killed["pid"] in pids and len(pids) == 2

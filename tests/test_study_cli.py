@@ -129,3 +129,13 @@ def test_the_module_entry_point_exits_2_without_traceback():
         done.returncode == 2
         and done.stderr.strip() == "bilevel_tune.study: error: --population=5 must be 1 or even (antithetic pairs)"
     )
+
+
+def test_an_unreachable_address_fails_fast(tmp_path, capsys):
+    assert main([*WEEKEND, "--inner", "analytic", "--address", "127.0.0.1:1", "--results", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert (
+        err.count("\n") == 1
+        and "--address 127.0.0.1:1: cannot connect to a Ray cluster (nothing answers at 127.0.0.1:1" in err
+    )
+    assert not (tmp_path / "r").exists()

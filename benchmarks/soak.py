@@ -1,0 +1,68 @@
+"""Soak: 200+ generations of the real APPO inner loop in one tiny trial under Ray Tune.
+
+    python benchmarks/soak.py [--generations 200]
+
+Runs the study machinery end to end (Tune trial, PolicyActor, checkpoints,
+generations.jsonl) and prints the same final JSON keys as benchmarks/leak.py,
+computed from the trial's record.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+from leak import leak_summary  # benchmarks/ is on sys.path when run as a script
+
+from bilevel_tune import metrics as M
+from bilevel_tune.records import GENERATIONS_FILE, read_records
+from bilevel_tune.study import main as study_main
+
+STUDY = """
+name = "soak"
+description = "one tiny real-APPO trial for a long time"
+inner = "appo"
+[grid]
+population = [2]
+optimize_params = [["min_demand_frac"]]
+seed = [0]
+[budget]
+generations = {generations}
+inner_iters = {inner_iters}
+horizon = 20
+num_farms = 2
+hidden = [16]
+final_eval_seeds = 1
+"""
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--generations", type=int, default=200)
+    parser.add_argument("--inner-iters", type=int, default=5)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        study_file = Path(tmp) / "soak.toml"
+        study_file.write_text(STUDY.format(generations=args.generations, inner_iters=args.inner_iters))
+        code = study_main(
+            [str(study_file), "--wandb", "disabled", "--results", tmp, "--name", "run", "--num-cpus", "2"]
+        )
+        if code:
+            return code
+        (path,) = Path(tmp, "run").glob(f"*/{GENERATIONS_FILE}")
+        rows, _ = read_records(path)
+    seconds = [r[M.SEC_PER_GEN] for r in rows]
+    censuses = [{k: r[k] for k in M.CENSUS_KEYS} for r in rows]
+    for r in rows[:: max(1, len(rows) // 20)]:
+        print(
+            f"gen {r[M.GENERATION]:4d}  {r[M.SEC_PER_GEN]:.3f} s  threads_os {r[M.THREADS_OS]:3d}  learner_threads {r[M.LEARNER_THREADS]:3d}  rss {r[M.RSS_MB]:.1f} MB"
+        )
+    print(json.dumps({"soak": "tune+appo", **leak_summary(seconds, censuses)}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
