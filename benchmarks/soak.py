@@ -12,14 +12,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
-from pathlib import Path
 
 from leak import leak_summary  # benchmarks/ is on sys.path when run as a script
+from tiny_study import run_tiny_study
 
 from bilevel_tune import metrics as M
-from bilevel_tune.records import GENERATIONS_FILE, read_records
-from bilevel_tune.study import main as study_main
 
 STUDY = """
 name = "soak"
@@ -44,16 +41,9 @@ def main(argv=None):
     parser.add_argument("--generations", type=int, default=200)
     parser.add_argument("--inner-iters", type=int, default=5)
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory() as tmp:
-        study_file = Path(tmp) / "soak.toml"
-        study_file.write_text(STUDY.format(generations=args.generations, inner_iters=args.inner_iters))
-        code = study_main(
-            [str(study_file), "--wandb", "disabled", "--results", tmp, "--name", "run", "--num-cpus", "2"]
-        )
-        if code:
-            return code
-        (path,) = Path(tmp, "run").glob(f"*/{GENERATIONS_FILE}")
-        rows, _ = read_records(path)
+    ((_, rows, _, _),) = run_tiny_study(
+        STUDY.format(generations=args.generations, inner_iters=args.inner_iters), "--wandb", "disabled"
+    )
     seconds = [r[M.SEC_PER_GEN] for r in rows]
     censuses = [{k: r[k] for k in M.CENSUS_KEYS} for r in rows]
     for r in rows[:: max(1, len(rows) // 20)]:

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import json
 import sys
-import tempfile
-from pathlib import Path
+
+from tiny_study import run_tiny_study
 
 from bilevel_tune import metrics as M
-from bilevel_tune.records import GENERATIONS_FILE, read_records
-from bilevel_tune.study import main as study_main
 
 STUDY = """
 name = "overhead"
@@ -42,18 +41,10 @@ def main(argv=None):
     parser.add_argument("--inner-iters", type=int, default=50)
     parser.add_argument("--wandb", default="offline")
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory() as tmp:
-        study_file = Path(tmp, "overhead.toml")
-        study_file.write_text(STUDY.format(generations=args.generations, inner_iters=args.inner_iters))
-        code = study_main(
-            [str(study_file), "--wandb", args.wandb, "--results", tmp, "--name", "run", "--num-cpus", "2"]
-        )
-        if code:
-            return code
-        (path,) = Path(tmp, "run").glob(f"*/{GENERATIONS_FILE}")
-        rows, _ = read_records(path)
-        with open(path.parent / "progress.csv") as f:
-            wall = float(list(csv.DictReader(f))[-1]["time_total_s"])
+    ((_, rows, _, progress),) = run_tiny_study(
+        STUDY.format(generations=args.generations, inner_iters=args.inner_iters), "--wandb", args.wandb
+    )
+    wall = float(list(csv.DictReader(io.StringIO(progress)))[-1]["time_total_s"])
     inner = sum(r[M.SEC_TRAIN] + r[M.SEC_EVALUATE] for r in rows)
     reset = sum(r[M.SEC_RESET] for r in rows)
     steady = rows[1:] or rows  # generation 0 also pays the actor's start and RLlib's first build

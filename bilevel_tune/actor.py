@@ -229,6 +229,7 @@ class PolicyLoop:
         self.algo = None
         self.rules: list[Rules] = []
         self._kept: list[Any] = []  # stop_mode "none" only: old algorithms stay referenced
+        self._frozen = False
         self.stop_confirmed = True
 
     def reset(self, rules: Sequence[dict[str, float]], seed: int) -> bool:
@@ -276,6 +277,11 @@ class PolicyLoop:
         confirmed = stop_algorithm(algo)
         del algo
         gc.collect()  # an Algorithm is a web of cycles; without this RSS creeps up between full collections
+        if not self._frozen:
+            # What is alive now (torch, the modules RLlib imports on its first build) lives as long as
+            # the actor: freezing it lets every later collection scan only new objects (~1 ms, not ~0.3 s).
+            gc.freeze()
+            self._frozen = True
         return confirmed
 
 

@@ -22,3 +22,11 @@ class NaNPolicyLoop(AnalyticLoop):
 
         outcomes = evaluate_policy(self.config.world, self.config.weights, self.rules, seeds, policy)
         return {"candidates": outcomes, "census": self.census()}
+
+
+class UnconfirmedStopLoop(AnalyticLoop):
+    """Reports, like a PolicyLoop whose RLlib internals moved, that it cannot confirm the learner stopped."""
+
+    def reset(self, rules, seed):
+        super().reset(rules, seed)
+        return False

@@ -5,9 +5,11 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
+from bilevel_tune import metrics as M
 from bilevel_tune.records import GENERATIONS_FILE, read_records
 
 REPO = Path(__file__).resolve().parent.parent
@@ -47,3 +49,22 @@ def interrupt(proc: subprocess.Popen, sig=signal.SIGINT, timeout: float = 120) -
     proc.send_signal(sig)
     out, _ = proc.communicate(timeout=timeout)
     return out
+
+
+def kill_inner_actor_after(run_dir: Path, generations: int, timeout: float = 300) -> tuple[threading.Thread, dict]:
+    """Start a thread that SIGKILLs the (only) trial's inner-loop actor once `generations` are recorded."""
+    killed: dict = {}
+
+    def watch_and_kill():
+        def recorded():
+            recs = trial_records(run_dir)
+            gens = next(iter(recs.values()))[0] if recs else []
+            return gens[-1] if len(gens) >= generations else None
+
+        row = wait_for(recorded, timeout=timeout, interval=0.05)
+        killed["pid"] = row[M.PID]
+        os.kill(row[M.PID], signal.SIGKILL)
+
+    thread = threading.Thread(target=watch_and_kill, daemon=True)
+    thread.start()
+    return thread, killed

@@ -1,9 +1,6 @@
 """One real-APPO study end to end under Tune: two cells, two generations, a final re-evaluation."""
 
 import json
-import os
-import signal
-import threading
 
 import numpy as np
 import pytest
@@ -11,7 +8,7 @@ import pytest
 from bilevel_tune import metrics as M
 from bilevel_tune.study import main
 
-from .study_helpers import trial_records, wait_for
+from .study_helpers import kill_inner_actor_after, trial_records
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -73,20 +70,7 @@ def test_a_killed_policy_actor_retries_from_the_checkpoint(ray_cluster, tmp_path
         "--name",
         "run",
     ]
-    killed = {}
-
-    def kill_after_two_generations():
-        def second_generation():
-            recs = trial_records(tmp_path / "run")
-            gens = next(iter(recs.values()))[0] if recs else []
-            return gens[-1] if len(gens) >= 2 else None
-
-        row = wait_for(second_generation, timeout=300, interval=0.05)
-        killed["pid"] = row[M.PID]
-        os.kill(row[M.PID], signal.SIGKILL)
-
-    killer = threading.Thread(target=kill_after_two_generations, daemon=True)
-    killer.start()
+    killer, killed = kill_inner_actor_after(tmp_path / "run", generations=2, timeout=300)
     assert main(args) == 0
     killer.join(timeout=5)
     ((rows, final),) = trial_records(tmp_path / "run").values()

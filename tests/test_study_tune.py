@@ -3,19 +3,25 @@
 import json
 import os
 import signal
-import threading
 
 import numpy as np
 import pytest
 
-from bilevel_tune import es
+from bilevel_tune import es, summary
 from bilevel_tune import metrics as M
 from bilevel_tune.analytic import AnalyticLoop
 from bilevel_tune.definition import load_study
 from bilevel_tune.study import main
 from bilevel_tune.trainable import Seeds, candidate_rules, inner_config
 
-from .study_helpers import interrupt, raw_generation_lines, study_process, trial_records, wait_for
+from .study_helpers import (
+    interrupt,
+    kill_inner_actor_after,
+    raw_generation_lines,
+    study_process,
+    trial_records,
+    wait_for,
+)
 
 pytestmark = pytest.mark.ray
 ANALYTIC = ["--inner", "analytic", "--wandb", "disabled"]
@@ -41,6 +47,16 @@ def test_the_weekend_grid_runs_under_tune(ray_cluster, tmp_path, capsys):
     assert "8/8 trials finished" in out and "population:" in out and "ceiling:" in out
     for f in ("summary.md", "trials.csv", "cells.csv", "grid.csv", "verdicts.json", "plots/grid_heatmap.png"):
         assert (run / f).is_file(), f
+
+    # missing and crashed trials are reported, not dropped
+    names = sorted(records)
+    (run / names[0] / "generations.jsonl").unlink()
+    crashed = run / names[1] / "generations.jsonl"
+    crashed.write_text("".join(crashed.read_text().splitlines(keepends=True)[:2]))
+    trials = summary.summarise(run)["trials"]
+    assert len(trials) == 8
+    assert sorted(trials["status"]) == ["complete"] * 6 + ["missing", "running or crashed"]
+    assert "Not complete: 2 trial(s)" in summary.render(summary.summarise(run))
 
 
 def expected_trajectory(study, population, params, seed, generations):
@@ -76,20 +92,7 @@ def test_a_killed_actor_retries_from_the_checkpoint_and_changes_nothing(ray_clus
         "--name",
         "run",
     ]
-    killed = {}
-
-    def kill_the_actor_mid_run():
-        def third_generation():
-            recs = trial_records(tmp_path / "run")
-            gens = next(iter(recs.values()))[0] if recs else []
-            return gens[-1] if len(gens) >= 3 else None
-
-        row = wait_for(third_generation, timeout=120, interval=0.05)
-        killed["pid"] = row[M.PID]
-        os.kill(row[M.PID], signal.SIGKILL)
-
-    killer = threading.Thread(target=kill_the_actor_mid_run, daemon=True)
-    killer.start()
+    killer, killed = kill_inner_actor_after(tmp_path / "run", generations=3, timeout=120)
     assert main(args) == 0
     killer.join(timeout=5)
     ((name, (rows, final)),) = trial_records(tmp_path / "run").items()
@@ -238,3 +241,29 @@ def test_a_sigkilled_driver_resumes_without_rerunning_finished_trials_or_leaving
     for generations, final in trial_records(tmp_path / "run").values():
         assert [g[M.GENERATION] for g in generations] == list(range(30)) and final is not None
     wait_for(lambda: not _group_alive(resumed.pid), timeout=60)
+
+
+def test_an_unconfirmed_learner_stop_replaces_the_actor_every_generation(ray_cluster, tmp_path):
+    args = [
+        "weekend",
+        "--inner",
+        "tests.inner_loops:UnconfirmedStopLoop",
+        "--wandb",
+        "disabled",
+        "--population",
+        "2",
+        "--optimize-params",
+        "min_demand_frac",
+        "--seed",
+        "5",
+        "--outer-iters",
+        "4",
+        "--results",
+        str(tmp_path),
+        "--name",
+        "run",
+    ]
+    assert main(args) == 0
+    ((rows, final),) = trial_records(tmp_path / "run").values()
+    assert len({r[M.PID] for r in rows}) == 4, "each generation must run in a fresh actor"
+    assert final is not None

@@ -1,0 +1,25 @@
+"""Run a small study from TOML text in a temporary folder and return its trial records (for benchmarks)."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from bilevel_tune.records import GENERATIONS_FILE, read_records
+from bilevel_tune.study import main as study_main
+
+
+def run_tiny_study(toml: str, *args: str) -> list[tuple[str, list[dict], dict | None, str]]:
+    """(trial folder name, generation rows, final record, progress.csv text) per trial; exits if the study fails."""
+    with tempfile.TemporaryDirectory() as tmp:
+        study_file = Path(tmp, "study.toml")
+        study_file.write_text(toml)
+        code = study_main([str(study_file), "--results", tmp, "--name", "run", "--num-cpus", "2", *args])
+        if code:
+            raise SystemExit(code)
+        trials = []
+        for path in sorted(Path(tmp, "run").glob(f"*/{GENERATIONS_FILE}")):
+            rows, final = read_records(path)
+            progress = (path.parent / "progress.csv").read_text()
+            trials.append((path.parent.name, rows, final, progress))
+        return trials
