@@ -42,7 +42,7 @@ def test_census_is_flat_over_resets_and_the_leaking_variant_grows(ray_cluster, t
     assert own_threads(flat[-1]) - own_threads(flat[0]) == 0
     leaking = census_over_resets(dataclasses.replace(tiny_inner, stop_mode="none"))
     assert leaking[-1][M.LEARNER_THREADS] == 10
-    assert own_threads(leaking[-1]) - own_threads(leaking[0]) == 9
+    assert own_threads(leaking[-1]) - own_threads(leaking[0]) >= 9  # one learner thread a generation, at least
 
 
 def test_by_hand_stop_ends_rllibs_own_learner_thread(ray_cluster, tiny_inner):
