@@ -14,26 +14,9 @@ import json
 import sys
 
 from leak import leak_summary  # benchmarks/ is on sys.path when run as a script
-from tiny_study import run_tiny_study
+from tiny_study import run_tiny_study, tiny_study_toml
 
 from bilevel_tune import metrics as M
-
-STUDY = """
-name = "soak"
-description = "one tiny real-APPO trial for a long time"
-inner = "appo"
-[grid]
-population = [2]
-optimize_params = [["min_demand_frac"]]
-seed = [0]
-[budget]
-generations = {generations}
-inner_iters = {inner_iters}
-horizon = 20
-num_farms = 2
-hidden = [16]
-final_eval_seeds = 1
-"""
 
 
 def main(argv=None):
@@ -42,7 +25,9 @@ def main(argv=None):
     parser.add_argument("--inner-iters", type=int, default=5)
     args = parser.parse_args(argv)
     ((_, rows, _, _),) = run_tiny_study(
-        STUDY.format(generations=args.generations, inner_iters=args.inner_iters), "--wandb", "disabled"
+        tiny_study_toml("soak", 2, ["min_demand_frac"], args.generations, args.inner_iters, final_eval_seeds=1),
+        "--wandb",
+        "disabled",
     )
     seconds = [r[M.SEC_PER_GEN] for r in rows]
     censuses = [{k: r[k] for k in M.CENSUS_KEYS} for r in rows]

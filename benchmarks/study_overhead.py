@@ -15,24 +15,9 @@ import io
 import json
 import sys
 
-from tiny_study import run_tiny_study
+from tiny_study import run_tiny_study, tiny_study_toml
 
 from bilevel_tune import metrics as M
-
-STUDY = """
-name = "overhead"
-[grid]
-population = [16]
-optimize_params = [["min_demand_frac", "fixed_quota"]]
-seed = [0]
-[budget]
-generations = {generations}
-inner_iters = {inner_iters}
-horizon = 20
-num_farms = 2
-hidden = [16]
-final_eval_seeds = 0
-"""
 
 
 def main(argv=None):
@@ -42,7 +27,11 @@ def main(argv=None):
     parser.add_argument("--wandb", default="offline")
     args = parser.parse_args(argv)
     ((_, rows, _, progress),) = run_tiny_study(
-        STUDY.format(generations=args.generations, inner_iters=args.inner_iters), "--wandb", args.wandb
+        tiny_study_toml(
+            "overhead", 16, ["min_demand_frac", "fixed_quota"], args.generations, args.inner_iters, final_eval_seeds=0
+        ),
+        "--wandb",
+        args.wandb,
     )
     wall = float(list(csv.DictReader(io.StringIO(progress)))[-1]["time_total_s"])
     inner = sum(r[M.SEC_TRAIN] + r[M.SEC_EVALUATE] for r in rows)

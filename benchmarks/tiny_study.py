@@ -9,6 +9,27 @@ from bilevel_tune.records import GENERATIONS_FILE, read_records
 from bilevel_tune.study import main as study_main
 
 
+def tiny_study_toml(
+    name: str, population: int, optimize_params: list[str], generations: int, inner_iters: int, final_eval_seeds: int
+) -> str:
+    """One real-APPO cell in a tiny world: 2 farms, 20-day seasons, one 16-unit layer."""
+    return f"""
+name = "{name}"
+inner = "appo"
+[grid]
+population = [{population}]
+optimize_params = [{optimize_params!r}]
+seed = [0]
+[budget]
+generations = {generations}
+inner_iters = {inner_iters}
+horizon = 20
+num_farms = 2
+hidden = [16]
+final_eval_seeds = {final_eval_seeds}
+""".replace("'", '"')
+
+
 def run_tiny_study(toml: str, *args: str) -> list[tuple[str, list[dict], dict | None, str]]:
     """(trial folder name, generation rows, final record, progress.csv text) per trial; exits if the study fails."""
     with tempfile.TemporaryDirectory() as tmp:

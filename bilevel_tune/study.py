@@ -365,10 +365,11 @@ def run(study: Study, args, run_dir: Path, resume: bool) -> Path:
 def print_dashboard() -> None:
     import ray
 
-    url = ray.get_runtime_context().dashboard_url if hasattr(ray.get_runtime_context(), "dashboard_url") else None
-    url = url or ray._private.worker.global_worker.node.address_info.get("webui_url")
+    url = ray._private.worker.global_worker.node.address_info.get("webui_url") or "127.0.0.1:8265"
+    token = Path.home() / ".ray" / "auth_token"
+    how = f"paste the token from {token} when it asks" if token.is_file() else "token authentication is off"
     print(
-        f"Ray Dashboard: http://{url} — it asks for the token Ray saved under ~/.ray/ (token auth is on by default in Ray 2.60; RAY_AUTH_MODE=disabled turns it off)"
+        f"Ray Dashboard: http://{url} — {how} (Ray 2.60 turns token auth on by default; RAY_AUTH_MODE=disabled turns it off)"
     )
 
 
