@@ -104,6 +104,15 @@ class Budget:
             return tuple(sorted(pairs))
         return _int(value, where, 1)
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Budget":
+        """Inverse of dataclasses.asdict after a JSON round trip (lists back to tuples)."""
+        data = dict(data)
+        if not isinstance(data["generations"], int):
+            data["generations"] = tuple(tuple(pair) for pair in data["generations"])
+        data["hidden"] = tuple(data["hidden"])
+        return cls(**data)
+
     def generations_for(self, population: int) -> int:
         if isinstance(self.generations, int):
             return self.generations
@@ -320,26 +329,8 @@ class Study:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Study":
         data = dict(data)
-        b = dict(data["budget"])
-        if isinstance(b["generations"], list):
-            b["generations"] = tuple(tuple(p) for p in b["generations"])
-        b["hidden"] = tuple(b["hidden"])
-        data["budget"] = Budget(**b)
-        data["budgets"] = tuple(
-            (
-                n,
-                Budget(
-                    **{
-                        **bb,
-                        "hidden": tuple(bb["hidden"]),
-                        "generations": bb["generations"]
-                        if isinstance(bb["generations"], int)
-                        else tuple(tuple(p) for p in bb["generations"]),
-                    }
-                ),
-            )
-            for n, bb in data["budgets"]
-        )
+        data["budget"] = Budget.from_dict(data["budget"])
+        data["budgets"] = tuple((name, Budget.from_dict(b)) for name, b in data["budgets"])
         for key in ("populations", "seeds"):
             data[key] = tuple(data[key])
         data["optimize_params"] = tuple(tuple(p) for p in data["optimize_params"])
