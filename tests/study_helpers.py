@@ -15,6 +15,14 @@ from bilevel_tune.records import GENERATIONS_FILE, read_records
 REPO = Path(__file__).resolve().parent.parent
 
 
+def study_args(results: Path, *flags: str, study: str = "weekend", name: str = "run", **options) -> list[str]:
+    """CLI arguments for a test study: `population=2` becomes `--population 2`, flags pass as they are."""
+    args = [study, *flags]
+    for key, value in options.items():
+        args += [f"--{key.replace('_', '-')}", str(value)]
+    return [*args, "--results", str(results), "--name", name]
+
+
 def trial_records(run_dir: Path) -> dict[str, tuple[list, dict | None]]:
     return {p.parent.name: read_records(p) for p in sorted(Path(run_dir).glob(f"*/{GENERATIONS_FILE}"))}
 

@@ -8,30 +8,15 @@ from nbclient import NotebookClient
 
 from bilevel_tune.study import main
 
-from .study_helpers import REPO
+from .study_helpers import REPO, study_args
 
 pytestmark = pytest.mark.ray
 
 
 def test_notebook_runs_on_a_study_run_folder(ray_cluster, tmp_path, monkeypatch):
-    args = [
-        "weekend",
-        "--quick",
-        "--inner",
-        "analytic",
-        "--wandb",
-        "disabled",
-        "--population",
-        "1,2",
-        "--seed",
-        "1,2",
-        "--outer-iters",
-        "3",
-        "--results",
-        str(tmp_path),
-        "--name",
-        "run",
-    ]
+    args = study_args(
+        tmp_path, "--quick", inner="analytic", wandb="disabled", population="1,2", seed="1,2", outer_iters=3
+    )
     assert main(args) == 0
     monkeypatch.setenv("BILEVEL_RUN_DIR", str(tmp_path / "run"))
     notebook = nbformat.read(REPO / "notebooks" / "best_objective_grid.ipynb", as_version=4)

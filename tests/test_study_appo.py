@@ -8,30 +8,13 @@ import pytest
 from bilevel_tune import metrics as M
 from bilevel_tune.study import main
 
-from .study_helpers import kill_inner_actor_after, trial_records
+from .study_helpers import kill_inner_actor_after, study_args, trial_records
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 
 def test_real_appo_study_two_cells_two_generations(ray_cluster, tmp_path, capsys):
-    args = [
-        "weekend",
-        "--quick",
-        "--wandb",
-        "offline",
-        "--population",
-        "2",
-        "--seed",
-        "42",
-        "--outer-iters",
-        "2",
-        "--inner-iters",
-        "2",
-        "--results",
-        str(tmp_path),
-        "--name",
-        "run",
-    ]
+    args = study_args(tmp_path, "--quick", wandb="offline", population=2, seed=42, outer_iters=2, inner_iters=2)
     assert main(args) == 0
     records = trial_records(tmp_path / "run")
     assert len(records) == 2
@@ -50,26 +33,16 @@ def test_real_appo_study_two_cells_two_generations(ray_cluster, tmp_path, capsys
 
 def test_a_killed_policy_actor_retries_from_the_checkpoint(ray_cluster, tmp_path):
     generations = 5
-    args = [
-        "weekend",
+    args = study_args(
+        tmp_path,
         "--quick",
-        "--wandb",
-        "disabled",
-        "--population",
-        "2",
-        "--seed",
-        "42",
-        "--optimize-params",
-        "min_demand_frac",
-        "--outer-iters",
-        str(generations),
-        "--inner-iters",
-        "2",
-        "--results",
-        str(tmp_path),
-        "--name",
-        "run",
-    ]
+        wandb="disabled",
+        population=2,
+        seed=42,
+        optimize_params="min_demand_frac",
+        outer_iters=generations,
+        inner_iters=2,
+    )
     killer, killed = kill_inner_actor_after(tmp_path / "run", generations=2, timeout=300)
     assert main(args) == 0
     killer.join(timeout=5)

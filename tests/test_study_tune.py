@@ -18,19 +18,18 @@ from .study_helpers import (
     interrupt,
     kill_inner_actor_after,
     raw_generation_lines,
+    study_args,
     study_process,
     trial_records,
     wait_for,
 )
 
 pytestmark = pytest.mark.ray
-ANALYTIC = ["--inner", "analytic", "--wandb", "disabled"]
+ANALYTIC = {"inner": "analytic", "wandb": "disabled"}
 
 
 def test_the_weekend_grid_runs_under_tune(ray_cluster, tmp_path, capsys):
-    assert (
-        main(["weekend", "--quick", *ANALYTIC, "--outer-iters", "4", "--results", str(tmp_path), "--name", "run"]) == 0
-    )
+    assert main(study_args(tmp_path, "--quick", **ANALYTIC, outer_iters=4)) == 0
     run = tmp_path / "run"
     records = trial_records(run)
     assert len(records) == 8
@@ -76,22 +75,14 @@ def expected_trajectory(study, population, params, seed, generations):
 
 def test_a_killed_actor_retries_from_the_checkpoint_and_changes_nothing(ray_cluster, tmp_path):
     generations = 25
-    args = [
-        "weekend",
-        *ANALYTIC,
-        "--population",
-        "16",
-        "--optimize-params",
-        "min_demand_frac,fixed_quota",
-        "--seed",
-        "42",
-        "--outer-iters",
-        str(generations),
-        "--results",
-        str(tmp_path),
-        "--name",
-        "run",
-    ]
+    args = study_args(
+        tmp_path,
+        **ANALYTIC,
+        population=16,
+        optimize_params="min_demand_frac,fixed_quota",
+        seed=42,
+        outer_iters=generations,
+    )
     killer, killed = kill_inner_actor_after(tmp_path / "run", generations=3, timeout=120)
     assert main(args) == 0
     killer.join(timeout=5)
@@ -123,31 +114,22 @@ def test_a_killed_actor_retries_from_the_checkpoint_and_changes_nothing(ray_clus
 
 
 def test_an_interrupted_study_resumes_and_loses_nothing(tmp_path):
-    args = [
-        "weekend",
+    args = study_args(
+        tmp_path,
         "--quick",
-        *ANALYTIC,
-        "--population",
-        "16",
-        "--optimize-params",
-        "min_demand_frac",
-        "--seed",
-        "42,7",
-        "--outer-iters",
-        "40",
-        "--results",
-        str(tmp_path),
-        "--name",
-        "run",
-        "--max-concurrent",
-        "1",
-    ]
+        **ANALYTIC,
+        population=16,
+        optimize_params="min_demand_frac",
+        seed="42,7",
+        outer_iters=40,
+        max_concurrent=1,
+    )
     proc = study_process(args)
     wait_for(lambda: any(len(g) >= 5 for g, _ in trial_records(tmp_path / "run").values()), timeout=180)
     interrupt(proc, signal.SIGINT)
     before = trial_records(tmp_path / "run")
     assert not all(final for _, final in before.values()), "the interrupt came too late to test anything"
-    resumed = study_process(["weekend", *ANALYTIC, "--results", str(tmp_path), "--name", "run", "--resume"])
+    resumed = study_process(study_args(tmp_path, "--resume", **ANALYTIC))
     out, _ = resumed.communicate(timeout=300)
     assert resumed.returncode == 0, out[-3000:]
     after = trial_records(tmp_path / "run")
@@ -158,25 +140,15 @@ def test_an_interrupted_study_resumes_and_loses_nothing(tmp_path):
 
 
 def test_failed_candidates_rank_worst_and_an_all_failed_trial_stops_alone(ray_cluster, tmp_path, capsys):
-    args = [
-        "weekend",
-        "--inner",
-        "tests.inner_loops:NaNPolicyLoop",
-        "--wandb",
-        "disabled",
-        "--population",
-        "1,2",
-        "--optimize-params",
-        "min_demand_frac",
-        "--seed",
-        "3",
-        "--outer-iters",
-        "6",
-        "--results",
-        str(tmp_path),
-        "--name",
-        "run",
-    ]
+    args = study_args(
+        tmp_path,
+        inner="tests.inner_loops:NaNPolicyLoop",
+        wandb="disabled",
+        population="1,2",
+        optimize_params="min_demand_frac",
+        seed=3,
+        outer_iters=6,
+    )
     assert main(args) == 0
     by_population = {g[0]["population"]: (g, final) for g, final in trial_records(tmp_path / "run").values()}
     lonely, lonely_final = by_population[1]
@@ -202,24 +174,15 @@ def _group_alive(pgid: int) -> bool:
 
 
 def test_a_sigkilled_driver_resumes_without_rerunning_finished_trials_or_leaving_processes(tmp_path):
-    args = [
-        "weekend",
-        *ANALYTIC,
-        "--population",
-        "16",
-        "--optimize-params",
-        "min_demand_frac",
-        "--seed",
-        "42,7",
-        "--outer-iters",
-        "30",
-        "--results",
-        str(tmp_path),
-        "--name",
-        "run",
-        "--max-concurrent",
-        "1",
-    ]
+    args = study_args(
+        tmp_path,
+        **ANALYTIC,
+        population=16,
+        optimize_params="min_demand_frac",
+        seed="42,7",
+        outer_iters=30,
+        max_concurrent=1,
+    )
     proc = study_process(args)
 
     def one_finished_one_started():
@@ -234,7 +197,7 @@ def test_a_sigkilled_driver_resumes_without_rerunning_finished_trials_or_leaving
     proc.communicate(timeout=60)
     # Ray's fate sharing takes the embedded cluster down at once, but for its dashboard and
     # runtime-env agents, which notice ~90 s later; the resumed run starts a cluster of its own.
-    resumed = study_process(["weekend", *ANALYTIC, "--results", str(tmp_path), "--name", "run", "--resume"])
+    resumed = study_process(study_args(tmp_path, "--resume", **ANALYTIC))
     out, _ = resumed.communicate(timeout=300)
     assert resumed.returncode == 0, out[-3000:]
     assert (tmp_path / "run" / finished / "generations.jsonl").read_text() == lines_before, "a finished trial was rerun"
@@ -244,25 +207,15 @@ def test_a_sigkilled_driver_resumes_without_rerunning_finished_trials_or_leaving
 
 
 def test_an_unconfirmed_learner_stop_replaces_the_actor_every_generation(ray_cluster, tmp_path):
-    args = [
-        "weekend",
-        "--inner",
-        "tests.inner_loops:UnconfirmedStopLoop",
-        "--wandb",
-        "disabled",
-        "--population",
-        "2",
-        "--optimize-params",
-        "min_demand_frac",
-        "--seed",
-        "5",
-        "--outer-iters",
-        "3",
-        "--results",
-        str(tmp_path),
-        "--name",
-        "run",
-    ]
+    args = study_args(
+        tmp_path,
+        inner="tests.inner_loops:UnconfirmedStopLoop",
+        wandb="disabled",
+        population=2,
+        optimize_params="min_demand_frac",
+        seed=5,
+        outer_iters=3,
+    )
     assert main(args) == 0
     ((rows, final),) = trial_records(tmp_path / "run").values()
     assert len({r[M.PID] for r in rows}) == 3, "each generation must run in a fresh actor"
@@ -270,23 +223,9 @@ def test_an_unconfirmed_learner_stop_replaces_the_actor_every_generation(ray_clu
 
 
 def test_dashboard_address_and_how_to_authenticate_are_printed(tmp_path):
-    args = [
-        "weekend",
-        *ANALYTIC,
-        "--population",
-        "2",
-        "--seed",
-        "1",
-        "--optimize-params",
-        "min_demand_frac",
-        "--outer-iters",
-        "1",
-        "--results",
-        str(tmp_path),
-        "--name",
-        "run",
-        "--dashboard",
-    ]
+    args = study_args(
+        tmp_path, "--dashboard", **ANALYTIC, population=2, seed=1, optimize_params="min_demand_frac", outer_iters=1
+    )
     proc = study_process(args)
     out, _ = proc.communicate(timeout=300)
     assert proc.returncode == 0, out[-2000:]

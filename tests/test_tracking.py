@@ -4,23 +4,11 @@ import pytest
 
 from bilevel_tune.tracking import TrackingError, load_key_file, resolve_wandb_mode
 
-from .study_helpers import study_process
+from .study_helpers import study_args, study_process
 
 pytestmark = pytest.mark.ray
 FAKE_KEY = "abcdef0123456789abcdef0123456789deadbeef"
-TINY = [
-    "weekend",
-    "--inner",
-    "analytic",
-    "--population",
-    "2",
-    "--seed",
-    "1",
-    "--optimize-params",
-    "min_demand_frac",
-    "--outer-iters",
-    "3",
-]
+TINY = {"inner": "analytic", "population": 2, "seed": 1, "optimize_params": "min_demand_frac", "outer_iters": 3}
 
 
 def files_containing(root, needle: bytes):
@@ -28,9 +16,7 @@ def files_containing(root, needle: bytes):
 
 
 def test_the_key_never_lands_in_results_or_output(tmp_path):
-    proc = study_process(
-        [*TINY, "--wandb", "offline", "--results", str(tmp_path), "--name", "run"], env={"WANDB_API_KEY": FAKE_KEY}
-    )
+    proc = study_process(study_args(tmp_path, **TINY, wandb="offline"), env={"WANDB_API_KEY": FAKE_KEY})
     out, _ = proc.communicate(timeout=300)
     assert proc.returncode == 0, out[-2000:]
     assert FAKE_KEY not in out
@@ -41,7 +27,7 @@ def test_the_key_never_lands_in_results_or_output(tmp_path):
 
 def test_an_unreachable_wandb_server_is_a_bounded_wait_and_the_data_stays_local(tmp_path):
     env = {"WANDB_API_KEY": FAKE_KEY, "WANDB_BASE_URL": "http://127.0.0.1:9"}  # a closed port
-    proc = study_process([*TINY, "--wandb", "online", "--results", str(tmp_path), "--name", "run"], env=env)
+    proc = study_process(study_args(tmp_path, **TINY, wandb="online"), env=env)
     out, _ = proc.communicate(timeout=400)  # Tune's default upload wait alone is 1800 s
     assert proc.returncode == 0, out[-2000:]
     assert "trials finished" in out
