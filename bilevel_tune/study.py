@@ -54,12 +54,12 @@ class _Parser(argparse.ArgumentParser):
 def _int_list(flag: str):
     def parse(text: str) -> list[int]:
         try:
-            return [int(x) for x in text.split(",") if x.strip()] or _fail()
+            values = [int(x) for x in text.split(",") if x.strip()]
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{flag} {text!r} must be comma-separated integers, e.g. 1,16") from None
-
-    def _fail():
-        raise ValueError
+            values = []
+        if not values:
+            raise argparse.ArgumentTypeError(f"{flag} {text!r} must be comma-separated integers, e.g. 1,16")
+        return values
 
     return parse
 
