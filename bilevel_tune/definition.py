@@ -19,6 +19,7 @@ from typing import Any, Mapping
 import tomllib
 
 from bilevel_tune.es import SHAPINGS, ESConfig
+from bilevel_tune.records import json_safe
 from bilevel_tune.world.rules import RULE_NAMES, check_optimize_params, rule_spec
 
 STUDIES_DIR = Path(__file__).resolve().parent.parent / "studies"
@@ -324,7 +325,7 @@ class Study:
 
     # -- serialisation (study.json, the trial config) -------------------------
     def to_dict(self) -> dict[str, Any]:
-        return json_ready(dataclasses.asdict(self))
+        return json_safe(dataclasses.asdict(self))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Study":
@@ -369,14 +370,6 @@ def trial_name(study_name: str, cell: Mapping[str, Any]) -> str:
 
 def trial_dirname(study_name: str, cell: Mapping[str, Any], trial_id: str) -> str:
     return f"{trial_name(study_name, cell)}_{trial_id}"
-
-
-def json_ready(value):
-    if isinstance(value, dict):
-        return {k: json_ready(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_ready(v) for v in value]
-    return value
 
 
 def available_studies(directory: Path = STUDIES_DIR) -> list[str]:

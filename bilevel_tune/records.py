@@ -18,14 +18,14 @@ KIND_GENERATION = "generation"
 KIND_FINAL = "final"
 
 
-def _plain(value):
-    """JSON-safe: numpy to Python, non-finite floats to None."""
+def json_safe(value):
+    """JSON-safe: tuples to lists, numpy to Python, non-finite floats to None."""
     if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {str(k): json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+        return [json_safe(v) for v in value]
     if hasattr(value, "tolist"):
-        return _plain(value.tolist())
+        return json_safe(value.tolist())
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
@@ -33,7 +33,7 @@ def _plain(value):
 
 def append_record(path: Path, record: dict[str, Any]) -> None:
     """Append one line and flush it to disk: a killed trial loses at most the line being written."""
-    line = json.dumps(_plain(record), allow_nan=False)
+    line = json.dumps(json_safe(record), allow_nan=False)
     with open(path, "a") as f:
         f.write(line + "\n")
         f.flush()

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from bilevel_tune import metrics as M
-from bilevel_tune.records import GENERATIONS_FILE, read_records
+from bilevel_tune.records import GENERATIONS_FILE, json_safe, read_records
 
 STUDY_FILE = "study.json"
 ROBUST, NOISE, FEW = "robust", "within seed noise", "not enough seeds"
@@ -456,18 +456,6 @@ def _mean_pm_std(cells: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _json_safe(value):
-    if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, (np.floating, float)):
-        return None if not np.isfinite(value) else float(value)
-    if isinstance(value, np.integer):
-        return int(value)
-    return value
-
-
 def write_summary(run_dir: Path, plots: bool = True) -> str:
     """Write summary.md, trials.csv, cells.csv, grid.csv, verdicts.json (and plots) into the run folder."""
     run_dir = Path(run_dir)
@@ -478,7 +466,7 @@ def write_summary(run_dir: Path, plots: bool = True) -> str:
     s["cells"].to_csv(run_dir / "cells.csv", index=False)
     s["grid"].to_csv(run_dir / "grid.csv", index=False)
     (run_dir / "verdicts.json").write_text(
-        json.dumps(_json_safe({"best_objective": s["verdicts_best"], "final_objective": s["verdicts_final"]}), indent=2)
+        json.dumps(json_safe({"best_objective": s["verdicts_best"], "final_objective": s["verdicts_final"]}), indent=2)
     )
     if plots:
         from bilevel_tune import plots as plotting
