@@ -5,7 +5,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from bilevel_tune.records import GENERATIONS_FILE, read_records
+from bilevel_tune.run_folder import GENERATIONS_FILE, read_records
 from bilevel_tune.study import main as study_main
 
 

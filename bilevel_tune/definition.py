@@ -1,16 +1,15 @@
 """Study definitions: TOML data validated into a frozen, typed definition.
 
-A study file (see studies/weekend.toml) holds the grid (population ×
-optimize_params × seed), the budget and named budgets such as `quick`,
-fixed rules, objective weights, ES settings and summary thresholds.
-Unknown keys fail with a "did you mean"; every error is one line naming
-the key, the bad value and what is allowed. No loops, no Ray.
+A study file (see studies/weekend.toml and docs/study.md) holds the grid
+(population × optimize_params × seed), the budget and named budgets such as
+`quick`, fixed rules, objective weights, ES settings and summary thresholds.
+Unknown keys fail with a "did you mean"; every error is one line naming the
+key, the bad value and what is allowed. No loops, no Ray.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,12 +18,15 @@ from typing import Any, Mapping
 import tomllib
 
 from bilevel_tune.es import SHAPINGS, ESConfig
-from bilevel_tune.records import json_safe
+from bilevel_tune.hints import unknown_name
+from bilevel_tune.inner import InnerLoopError, check_loop_spec
+from bilevel_tune.run_folder import Cell, json_safe
 from bilevel_tune.world.rules import RULE_NAMES, check_optimize_params, rule_spec
 
 STUDIES_DIR = Path(__file__).resolve().parent.parent / "studies"
-INNER_LOOPS = ("appo", "analytic")  # or "package.module:Class", a custom inner loop with the same interface
-INNER_METHODS = ("reset", "train", "evaluate", "census", "stop")
+DEFAULT_CEILING = 0.25  # the value the user's best objectives stopped at
+DEFAULT_TOL = 1e-4
+FULL_BUDGET = "full"  # the name of a study file's [budget]
 
 
 class StudyError(ValueError):
@@ -34,9 +36,7 @@ class StudyError(ValueError):
 def _unknown(keys, allowed, where: str) -> None:
     for key in keys:
         if key not in allowed:
-            close = difflib.get_close_matches(key, list(allowed), n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise StudyError(f"unknown key {key!r} in {where}{hint}; allowed: {', '.join(allowed)}")
+            raise StudyError(unknown_name("key", key, allowed, where))
 
 
 def _int(value, where: str, minimum: int) -> int:
@@ -53,11 +53,29 @@ def _number(value, where: str, minimum: float | None = None) -> float:
     return float(value)
 
 
+def _rule(name: str, value, where: str) -> float:
+    """A fixed rule's physical value, inside the range the search could reach."""
+    if name not in RULE_NAMES:
+        raise StudyError(unknown_name("rule", name, RULE_NAMES, where))
+    value = _number(value, f"{where} {name}")
+    try:
+        return rule_spec(name).check_physical(value)
+    except ValueError as err:
+        raise StudyError(f"{where}: {err}") from None
+
+
 def check_population(value, where: str = "population") -> int:
     value = _int(value, where, 1)
     if value > 1 and value % 2:
         raise StudyError(f"{where}={value} must be 1 or even (antithetic pairs)")
     return value
+
+
+def check_inner(value, where: str) -> str:
+    try:
+        return check_loop_spec(value)
+    except InnerLoopError as err:
+        raise StudyError(f"{where}={err}") from None
 
 
 @dataclass(frozen=True)
@@ -87,10 +105,7 @@ class Budget:
                 values[key] = _int(value, f"{where}.{key}", 0 if key == "final_eval_seeds" else 1)
         if "generations" not in values:
             raise StudyError(f"{where} needs 'generations' (an integer, or a table keyed by population)")
-        values["hidden"] = tuple(values.get("hidden", cls.hidden))
-        if isinstance(values["generations"], list):
-            values["generations"] = tuple(tuple(p) for p in values["generations"])
-        return cls(**values)
+        return cls.from_dict(values)
 
     @staticmethod
     def _parse_generations(value, where: str):
@@ -107,11 +122,11 @@ class Budget:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Budget":
-        """Inverse of dataclasses.asdict after a JSON round trip (lists back to tuples)."""
+        """Inverse of dataclasses.asdict, also after a JSON round trip (lists back to tuples)."""
         data = dict(data)
         if not isinstance(data["generations"], int):
             data["generations"] = tuple(tuple(pair) for pair in data["generations"])
-        data["hidden"] = tuple(data["hidden"])
+        data["hidden"] = tuple(data.get("hidden", cls.hidden))
         return cls(**data)
 
     def generations_for(self, population: int) -> int:
@@ -136,16 +151,21 @@ class Study:
     budget: Budget
     description: str = ""
     inner: str = "appo"
-    budget_name: str = "full"
+    budget_name: str = FULL_BUDGET
     budgets: tuple[tuple[str, Budget], ...] = ()
+    full_budget: Budget | None = None  # the file's [budget]: what "a shorter run" is measured against
+    overrides: tuple[tuple[str, Any], ...] = ()  # what the command line changed, in order
     rules: tuple[tuple[str, float], ...] = ()
     econ_weight: float = 1.0
     sus_weight: float = 0.0
     smoothing: float = 0.0
     es: tuple[tuple[str, Any], ...] = ()
-    ceiling: float = 0.25
-    tol: float = 1e-4
+    ceiling: float = DEFAULT_CEILING
+    tol: float = DEFAULT_TOL
     source: str = ""
+
+    TOP_KEYS = ("name", "description", "inner", "grid", "budget", "budgets", "rules", "objective", "es", "world", "summary")
+    GRID_KEYS = ("population", "optimize_params", "seed")
 
     # -- loading -----------------------------------------------------------
     @classmethod
@@ -160,74 +180,49 @@ class Study:
 
     @classmethod
     def parse(cls, data: Mapping[str, Any], source: str = "") -> "Study":
-        top = (
-            "name",
-            "description",
-            "inner",
-            "grid",
-            "budget",
-            "budgets",
-            "rules",
-            "objective",
-            "es",
-            "world",
-            "summary",
-        )
-        _unknown(data, top, "the study file")
+        _unknown(data, cls.TOP_KEYS, "the study file")
         name = data.get("name")
         if not isinstance(name, str) or not name.replace("-", "").replace("_", "").isalnum():
             raise StudyError(f"name={name!r} must be a non-empty string of letters, digits, '-' and '_'")
-        inner = check_inner(data.get("inner", "appo"), "inner")
-
         grid = data.get("grid", {})
-        _unknown(grid, ("population", "optimize_params", "seed"), "[grid]")
-        for key in ("population", "optimize_params", "seed"):
+        _unknown(grid, cls.GRID_KEYS, "[grid]")
+        for key in cls.GRID_KEYS:
             if not isinstance(grid.get(key), list) or not grid[key]:
                 raise StudyError(f"[grid].{key} must be a non-empty list")
         budget = Budget.parse(data.get("budget", {}), "[budget]")
         budgets = tuple(
             (bname, Budget.parse(b, f"[budgets.{bname}]", base=budget)) for bname, b in data.get("budgets", {}).items()
         )
-
-        rules = data.get("rules", {})
-        for rname in rules:
-            if rname not in RULE_NAMES:
-                close = difflib.get_close_matches(rname, RULE_NAMES, n=1)
-                hint = f" (did you mean {close[0]!r}?)" if close else ""
-                raise StudyError(f"unknown rule {rname!r} in [rules]{hint}; allowed: {', '.join(RULE_NAMES)}")
-        objective = data.get("objective", {})
+        objective, world, summary = data.get("objective", {}), data.get("world", {}), data.get("summary", {})
         _unknown(objective, ("econ_weight", "sus_weight"), "[objective]")
-        world = data.get("world", {})
         _unknown(world, ("smoothing",), "[world]")
-        es_fields = tuple(f.name for f in dataclasses.fields(ESConfig) if f.name != "population")
-        es = data.get("es", {})
-        _unknown(es, es_fields, "[es]")
-        summary = data.get("summary", {})
         _unknown(summary, ("ceiling", "tol"), "[summary]")
+        es = data.get("es", {})
+        _unknown(es, tuple(f.name for f in dataclasses.fields(ESConfig) if f.name != "population"), "[es]")
         study = cls(
             name=name,
             description=str(data.get("description", "")),
-            inner=inner,
+            inner=check_inner(data.get("inner", "appo"), "inner"),
             populations=tuple(check_population(p, "[grid].population") for p in grid["population"]),
             optimize_params=tuple(cls._params(p) for p in grid["optimize_params"]),
             seeds=tuple(_int(s, "[grid].seed", 0) for s in grid["seed"]),
             budget=budget,
             budgets=budgets,
-            rules=tuple((k, _number(v, f"[rules].{k}")) for k, v in rules.items()),
+            full_budget=budget,
+            rules=tuple((k, _rule(k, v, "[rules]")) for k, v in data.get("rules", {}).items()),
             econ_weight=_number(objective.get("econ_weight", 1.0), "[objective].econ_weight", 0.0),
             sus_weight=_number(objective.get("sus_weight", 0.0), "[objective].sus_weight", 0.0),
             smoothing=_number(world.get("smoothing", 0.0), "[world].smoothing", 0.0),
             es=tuple(es.items()),
-            ceiling=_number(summary.get("ceiling", 0.25), "[summary].ceiling"),
-            tol=_number(summary.get("tol", 1e-4), "[summary].tol", 0.0),
+            ceiling=_number(summary.get("ceiling", DEFAULT_CEILING), "[summary].ceiling"),
+            tol=_number(summary.get("tol", DEFAULT_TOL), "[summary].tol", 0.0),
             source=source,
         )
-        study.validate()
-        return study
+        return study.validate()
 
     @staticmethod
     def _params(value) -> tuple[str, ...]:
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
             raise StudyError(f"[grid].optimize_params entry {value!r} must be a list of rule names")
         try:
             return check_optimize_params(value)
@@ -268,13 +263,24 @@ class Study:
         return tuple(name for name, _ in self.budgets)
 
     @property
-    def smoke(self) -> bool:
-        return self.budget_name != "full"
+    def budget_label(self) -> str:
+        """The budget as run: its name and every command-line change, e.g. 'quick, outer_iters=4'."""
+        return ", ".join([self.budget_name, *(f"{k}={_plain(v)}" for k, v in self.overrides)])
 
-    def cells(self) -> list[dict[str, Any]]:
-        """One entry per trial: population × optimize_params × seed, with its generation budget."""
+    @property
+    def smoke(self) -> bool:
+        """A named budget other than the full one: verdicts from it say nothing about the science."""
+        return self.budget_name != FULL_BUDGET
+
+    def short_of_full(self, cell: Cell) -> bool:
+        """Does this cell run fewer generations (or inner iterations) than the study file's full budget?"""
+        full = self.full_budget or self.budget
+        return cell.generations < full.generations_for(cell.population) or self.budget.inner_iters < full.inner_iters
+
+    def cells(self) -> list[Cell]:
+        """One per trial: population × optimize_params × seed, with its generation budget."""
         return [
-            {"population": p, "optimize_params": list(params), "seed": s, "generations": self.budget.generations_for(p)}
+            Cell(p, params, s, self.budget.generations_for(p))
             for p in self.populations
             for params in self.optimize_params
             for s in self.seeds
@@ -297,31 +303,33 @@ class Study:
         rules: Mapping[str, float] | None = None,
         inner: str | None = None,
     ) -> "Study":
-        study = self
+        study, changed = self, []
         if populations is not None:
             study = dataclasses.replace(
                 study, populations=tuple(check_population(p, "--population") for p in populations)
             )
+            changed.append(("population", study.populations))
         if optimize_params is not None:
             study = dataclasses.replace(study, optimize_params=(self._params(list(optimize_params)),))
+            changed.append(("optimize_params", study.optimize_params[0]))
         if seeds is not None:
             study = dataclasses.replace(study, seeds=tuple(_int(s, "--seed", 0) for s in seeds))
+            changed.append(("seed", study.seeds))
         budget = study.budget
         if outer_iters is not None:
             budget = dataclasses.replace(budget, generations=_int(outer_iters, "--outer-iters", 1))
+            changed.append(("outer_iters", outer_iters))
         if inner_iters is not None:
             budget = dataclasses.replace(budget, inner_iters=_int(inner_iters, "--inner-iters", 1))
+            changed.append(("inner_iters", inner_iters))
         if rules:
-            for rname, value in rules.items():
-                try:
-                    rule_spec(rname)
-                except ValueError as err:
-                    raise StudyError(f"--set: {err}") from None
-                _number(value, f"--set {rname}")
-            study = dataclasses.replace(study, rules=tuple({**study.fixed_rules, **rules}.items()))
+            fixed = {name: _rule(name, value, "--set") for name, value in rules.items()}
+            study = dataclasses.replace(study, rules=tuple({**study.fixed_rules, **fixed}.items()))
+            changed += [(name, value) for name, value in fixed.items()]
         if inner is not None:
             study = dataclasses.replace(study, inner=check_inner(inner, "--inner"))
-        return dataclasses.replace(study, budget=budget).validate()
+            changed.append(("inner", inner))
+        return dataclasses.replace(study, budget=budget, overrides=self.overrides + tuple(changed)).validate()
 
     # -- serialisation (study.json, the trial config) -------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -331,45 +339,26 @@ class Study:
     def from_dict(cls, data: Mapping[str, Any]) -> "Study":
         data = dict(data)
         data["budget"] = Budget.from_dict(data["budget"])
-        data["budgets"] = tuple((name, Budget.from_dict(b)) for name, b in data["budgets"])
+        data["budgets"] = tuple((name, Budget.from_dict(b)) for name, b in data.get("budgets", ()))
+        if data.get("full_budget") is not None:
+            data["full_budget"] = Budget.from_dict(data["full_budget"])
         for key in ("populations", "seeds"):
             data[key] = tuple(data[key])
         data["optimize_params"] = tuple(tuple(p) for p in data["optimize_params"])
-        data["rules"] = tuple(tuple(r) for r in data["rules"])
-        data["es"] = tuple(tuple(e) for e in data["es"])
+        for key in ("rules", "es"):
+            data[key] = tuple(tuple(pair) for pair in data.get(key, ()))
+        data["overrides"] = tuple((k, _frozen(v)) for k, v in data.get("overrides", ()))
         return cls(**data)
 
 
-def load_inner_class(spec: str):
-    """The class named by a custom inner loop spec "package.module:Class"."""
-    import importlib
-
-    module_name, _, class_name = spec.partition(":")
-    return getattr(importlib.import_module(module_name), class_name)
+def _frozen(value):
+    return tuple(_frozen(v) for v in value) if isinstance(value, list) else value
 
 
-def check_inner(value, where: str) -> str:
-    if value in INNER_LOOPS:
-        return value
-    if not isinstance(value, str) or value.count(":") != 1:
-        raise StudyError(f"{where}={value!r} is unknown; allowed: {', '.join(INNER_LOOPS)}, or package.module:Class")
-    try:
-        cls = load_inner_class(value)
-    except (ImportError, AttributeError, ValueError) as err:
-        raise StudyError(f"{where}={value!r} cannot be imported ({err})") from None
-    missing = [m for m in INNER_METHODS if not callable(getattr(cls, m, None))]
-    if missing:
-        raise StudyError(f"{where}={value!r} lacks the inner-loop method(s) {', '.join(missing)}")
-    return value
-
-
-def trial_name(study_name: str, cell: Mapping[str, Any]) -> str:
-    """Trial names carry study, cell and seed: weekend_pop16_2d_seed42."""
-    return f"{study_name}_pop{cell['population']}_{len(cell['optimize_params'])}d_seed{cell['seed']}"
-
-
-def trial_dirname(study_name: str, cell: Mapping[str, Any], trial_id: str) -> str:
-    return f"{trial_name(study_name, cell)}_{trial_id}"
+def _plain(value) -> str:
+    if isinstance(value, (list, tuple)):
+        return ",".join(_plain(v) for v in value)
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def available_studies(directory: Path = STUDIES_DIR) -> list[str]:
@@ -385,9 +374,5 @@ def load_study(name_or_path: str, directory: Path = STUDIES_DIR) -> Study:
         return Study.from_toml(path)
     names = available_studies(directory)
     if name_or_path not in names:
-        close = difflib.get_close_matches(name_or_path, names, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise StudyError(
-            f"unknown study {name_or_path!r}{hint}; available: {', '.join(names) or 'none'} (or a path to a .toml file)"
-        )
+        raise StudyError(unknown_name("study", name_or_path, names) + " (or a path to a .toml file)")
     return Study.from_toml(directory / f"{name_or_path}.toml")

@@ -1,9 +1,20 @@
-"""Every metric key, defined once (trainable, study, summary and notebook import these).
+"""Every metric and record key, defined once: the trainable, study, summary, plots and notebook import these.
 
 Tune's live table shows the first four scalars reported, so REPORT_FIRST
 fixes their order: the generation's objective, the best so far, seconds
-per generation and the actor's OS threads.
+per generation and the inner loop's OS threads.
 """
+
+# The grid axes: a Tune trial's config, and the cell fields of every record
+POPULATION = "population"
+OPTIMIZE_PARAMS = "optimize_params"
+SEED = "seed"
+
+# Record structure (bilevel_tune.run_folder)
+KIND = "kind"  # "generation" or "final"
+CANDIDATES = "candidates"  # the generation's candidates, u per searched rule
+OUTCOMES = "outcomes"  # one CandidateOutcome (as a dict) per candidate
+STOP_REASON = "stop_reason"  # on a final record: why the trial stopped before its budget
 
 # ES metrics (bilevel_tune.es.tell)
 GENERATION = "generation"
@@ -20,42 +31,34 @@ FAILED = "failed"
 ALL_FAILED = "all_failed"
 ACCEPTED = "accepted"
 GRAD_NORM = "grad_norm"
-ES_KEYS = (
-    GENERATION,
-    SIGMA,
-    MEAN,
-    GEN_BEST_OBJECTIVE,
-    GEN_BEST_CANDIDATE,
-    OBJECTIVE_MEAN,
-    OBJECTIVE_STD,
-    BEST_OBJECTIVE,
-    BEST_CANDIDATE,
-    BEST_GENERATION,
-    FAILED,
-)
 
 # The trial's headline: what Tune optimises and the summary ranks.
 OBJECTIVE = "objective"  # the generation's best objective, reported first
 TUNE_METRIC = BEST_OBJECTIVE
 TUNE_MODE = "max"
 
-# Runtime and census (bilevel_tune.actor)
+# Runtime: phase timings as seen from the trial (slowest shard), and the shards themselves
 SEC_PER_GEN = "sec_per_gen"
-SEC_RESET = "sec_reset"  # inner loop, as seen from the trial (Ray calls included)
+SEC_RESET = "sec_reset"
 SEC_TRAIN = "sec_train"
 SEC_EVALUATE = "sec_evaluate"
+SHARDS = "shards"  # inner-loop actors this generation ran on (one CPU each)
+SHARD_DETAIL = "shard_detail"  # per shard: its candidates, node, pid, phase timings and census
+SHARD_FIRST, SHARD_SIZE, NODE = "first", "size", "node"  # keys inside a shard's detail
+
+# Census, totals over the trial's shards (bilevel_tune.census)
 THREADS_PY = "threads_py"
 THREADS_OS = "threads_os"
 THREADS_GRPC = "threads_grpc"  # gRPC's self-scaling pools, part of threads_os
 LEARNER_THREADS = "learner_threads"
 RSS_MB = "rss_mb"
-PID = "inner_pid"  # the inner-loop actor's process: which one to look at (or kill, in fault tests)
+PID = "inner_pid"  # one shard's process: which one to look at (or kill, in fault tests)
 CENSUS_KEYS = (THREADS_PY, THREADS_OS, THREADS_GRPC, LEARNER_THREADS, RSS_MB, PID)
 REPORT_FIRST = (OBJECTIVE, BEST_OBJECTIVE, SEC_PER_GEN, THREADS_OS)
 
-# Per-candidate outcome fields (bilevel_tune.objective.candidate_outcomes)
-OUTCOME_OBJECTIVE = "objective"
+# Per-candidate outcome fields (bilevel_tune.objective.CandidateOutcome)
 UPPER_BOUND = "upper_bound"
+OUTCOME_FAILED = "failed"
 DIAGNOSTICS = (
     "mean_reward",
     "sustainability",
@@ -70,4 +73,12 @@ DIAGNOSTICS = (
 MEAN_RULE = "mean/"  # mean/<rule>: the search mean, physical
 BEST_RULE = "best/"  # best/<rule>: the best-so-far candidate, physical
 BEST_DIAG = "best_diag/"  # best_diag/<diagnostic> of the generation's best candidate
-FINAL = "final/"  # final/<...>: the re-evaluation after the last generation
+CANDIDATE = "cand/"  # cand/<k>/objective and cand/<k>/<rule>: each candidate of the generation
+
+# The final re-evaluation after the last generation (final record and last Tune report)
+FINAL = "final/"
+FINAL_BEST = FINAL + "best"  # the best-so-far candidate, retrained on fresh seeds: the verdicts' value
+FINAL_BEST_STD = FINAL + "best_std"
+FINAL_MEAN = FINAL + "mean"  # the final search mean, likewise
+FINAL_MEAN_STD = FINAL + "mean_std"
+FINAL_SEEDS = FINAL + "seeds"

@@ -17,8 +17,9 @@ day's bound is exactly 1/4 (at f = 1/2).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -83,9 +84,36 @@ def sustainability(levels, baseline_levels) -> float:
     return float(1.0 / (1.0 + deviation))
 
 
+@dataclass(frozen=True)
+class CandidateOutcome:
+    """One candidate's evaluation: the objective, its terms, its upper bound and diagnostics (means over days)."""
+
+    objective: float  # NaN when the candidate failed
+    mean_reward: float
+    sustainability: float
+    reward_upper_bound: float
+    upper_bound: float  # the objective's bound: econ · reward bound + sus · sustainability
+    requested_fraction: float
+    delivered_m3: float
+    allowed_fraction: float
+    pressure: float
+    flow_penalty: float
+    quota_penalty: float
+    failed: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "CandidateOutcome":
+        """From a record (JSON null reads back as NaN)."""
+        values = {f.name: data[f.name] for f in dataclasses.fields(cls)}
+        return cls(**{k: (float("nan") if v is None else v) for k, v in values.items()})
+
+
 def candidate_outcomes(
     episodes: Sequence[dict[str, np.ndarray]], rules: Sequence[Rules], weights: ObjectiveWeights, failed: np.ndarray
-) -> list[dict[str, float]]:
+) -> list[CandidateOutcome]:
     """Per candidate: objective, its terms, upper bound and diagnostics.
 
     `episodes` are `basin.stack_days` records (time-major); `failed` marks
@@ -116,19 +144,19 @@ def candidate_outcomes(
             return float(np.mean(np.concatenate([ep[key][:, k].reshape(-1) for ep in episodes])))
 
         outcomes.append(
-            {
-                "objective": float("nan") if failed[k] or not np.isfinite(objective) else objective,
-                "mean_reward": mean_reward,
-                "sustainability": mean_sus,
-                "reward_upper_bound": reward_bound,
-                "upper_bound": weights.econ * reward_bound + weights.sus * mean_sus,
-                "requested_fraction": mean_of("requested_fraction"),
-                "delivered_m3": mean_of("delivered_m3"),
-                "allowed_fraction": mean_of("allowed_fraction"),
-                "pressure": mean_of("pressure"),
-                "flow_penalty": mean_of("flow_penalty"),
-                "quota_penalty": mean_of("quota_penalty"),
-                "failed": bool(failed[k]),
-            }
+            CandidateOutcome(
+                objective=float("nan") if failed[k] or not np.isfinite(objective) else objective,
+                mean_reward=mean_reward,
+                sustainability=mean_sus,
+                reward_upper_bound=reward_bound,
+                upper_bound=weights.econ * reward_bound + weights.sus * mean_sus,
+                requested_fraction=mean_of("requested_fraction"),
+                delivered_m3=mean_of("delivered_m3"),
+                allowed_fraction=mean_of("allowed_fraction"),
+                pressure=mean_of("pressure"),
+                flow_penalty=mean_of("flow_penalty"),
+                quota_penalty=mean_of("quota_penalty"),
+                failed=bool(failed[k]),
+            )
         )
     return outcomes

@@ -27,18 +27,10 @@ from typing import Any
 
 from bilevel_tune import __version__
 from bilevel_tune import metrics as M
-from bilevel_tune.definition import (
-    STUDIES_DIR,
-    Study,
-    StudyError,
-    available_studies,
-    load_study,
-    trial_dirname,
-    trial_name,
-)
+from bilevel_tune.definition import STUDIES_DIR, Study, StudyError, available_studies, load_study
+from bilevel_tune.run_folder import STUDY_FILE, trial_dirname, trial_name
 from bilevel_tune.tracking import WANDB_MODES, TrackingError, resolve_wandb_mode
 
-STUDY_FILE = "study.json"
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -232,12 +224,12 @@ def plan(study: Study, cpus: int, max_concurrent: int | None) -> dict[str, Any]:
     concurrent = min(len(cells), max_concurrent or cpus, cpus)
     seconds = []
     for cell in cells:
-        agent_steps = cell["population"] * b.num_farms * b.horizon
+        agent_steps = cell.population * b.num_farms * b.horizon
         if study.inner == "appo":
             per_gen = b.inner_iters * agent_steps / AGENT_STEPS_PER_S + 0.3
         else:
             per_gen = agent_steps * b.eval_episodes / ANALYTIC_FARM_DAYS_PER_S + 0.05
-        seconds.append(per_gen * (cell["generations"] + 2 * b.final_eval_seeds))
+        seconds.append(per_gen * (cell.generations + 2 * b.final_eval_seeds))
     return {
         "cells": cells,
         "concurrent": concurrent,
@@ -267,7 +259,7 @@ def print_dry_run(study: Study, cpus: int, max_concurrent: int | None) -> None:
     )
     print(f"{'trial':<44} {'generations':>11} {'~time':>10}")
     for cell, secs in zip(p["cells"], p["trial_seconds"]):
-        print(f"{trial_name(study.name, cell):<44} {cell['generations']:>11} {_hms(secs):>10}")
+        print(f"{trial_name(study.name, cell):<44} {cell.generations:>11} {_hms(secs):>10}")
     print(
         f"resources: per trial a placement group [{{}}, {{'CPU': 1}}] (the trial function takes none; the inner-loop actor one CPU); {p['concurrent']} trials at once on {cpus} CPUs"
     )
@@ -284,7 +276,7 @@ def run(study: Study, args, run_dir: Path, resume: bool) -> Path:
     from ray import tune
 
     from bilevel_tune import runtime, summary, tracking
-    from bilevel_tune.trainable import TRIAL_RESOURCES, run_trial
+    from bilevel_tune.trainable import run_trial, trial_resources
 
     mode = resolve_wandb_mode(args.wandb, key_dirs=(Path.cwd(), REPO_ROOT))
     try:
@@ -311,7 +303,7 @@ def run(study: Study, args, run_dir: Path, resume: bool) -> Path:
     # The study travels through the object store, not the trial config: Tune's tables and W&B's
     # config show the grid axes only, and study.json holds the whole definition.
     trainable = tune.with_resources(
-        tune.with_parameters(run_trial, study=study.to_dict(), run_dir=str(run_dir.resolve())), TRIAL_RESOURCES
+        tune.with_parameters(run_trial, study=study.to_dict(), run_dir=str(run_dir.resolve())), trial_resources(1)
     )
     callbacks = tracking.callbacks(mode, group=run_dir.name)
     start = time.time()

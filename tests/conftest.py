@@ -22,6 +22,6 @@ def ray_cluster():
 @pytest.fixture
 def tiny_inner():
     """The smallest honest APPO inner loop: 2 farms, 10-day seasons, one 8-unit layer."""
-    from bilevel_tune.actor import InnerLoopConfig
+    from bilevel_tune.inner import InnerLoopConfig
 
     return InnerLoopConfig(num_farms=2, horizon=10, hidden=(8,))

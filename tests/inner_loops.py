@@ -20,13 +20,12 @@ class NaNPolicyLoop(AnalyticLoop):
             fractions[0] = np.nan
             return fractions
 
-        outcomes = evaluate_policy(self.config.world, self.config.weights, self.rules, seeds, policy)
-        return {"candidates": outcomes, "census": self.census()}
+        return evaluate_policy(self.config.world, self.config.weights, self.rules, seeds, policy)
 
 
 class UnconfirmedStopLoop(AnalyticLoop):
     """Reports, like a PolicyLoop whose RLlib internals moved, that it cannot confirm the learner stopped."""
 
-    def reset(self, rules, seed):
-        super().reset(rules, seed)
+    def reset(self, rules, seed, candidates):
+        super().reset(rules, seed, candidates)
         return False

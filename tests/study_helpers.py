@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from bilevel_tune import metrics as M
-from bilevel_tune.records import GENERATIONS_FILE, read_records
+from bilevel_tune.run_folder import trial_records  # noqa: F401 - tests import it from here
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -21,10 +21,6 @@ def study_args(results: Path, *flags: str, study: str = "weekend", name: str = "
     for key, value in options.items():
         args += [f"--{key.replace('_', '-')}", str(value)]
     return [*args, "--results", str(results), "--name", name]
-
-
-def trial_records(run_dir: Path) -> dict[str, tuple[list, dict | None]]:
-    return {p.parent.name: read_records(p) for p in sorted(Path(run_dir).glob(f"*/{GENERATIONS_FILE}"))}
 
 
 def raw_generation_lines(path: Path) -> list[int]:

@@ -17,8 +17,8 @@ WEEKEND_CELLS = {
 def test_weekend_is_the_prs_grid_and_budgets():
     study = load_study("weekend")
     cells = study.cells()
-    assert {(c["population"], tuple(c["optimize_params"]), c["seed"]) for c in cells} == WEEKEND_CELLS
-    assert {c["population"]: c["generations"] for c in cells} == {1: 1000, 16: 300}
+    assert {c.key for c in cells} == WEEKEND_CELLS
+    assert {c.population: c.generations for c in cells} == {1: 1000, 16: 300}
     assert study.budget.inner_iters == 50 and study.fixed_rules == {
         "risk_penalty_scale": 1.0,
         "risk_penalty_power": 2.0,
@@ -37,8 +37,8 @@ def test_overrides_narrow_or_replace_axes():
     study = load_study("weekend").with_overrides(
         populations=[16], optimize_params=["fixed_quota"], seeds=[1, 2, 3], outer_iters=9, inner_iters=2
     )
-    assert [(c["population"], c["optimize_params"], c["seed"], c["generations"]) for c in study.cells()] == [
-        (16, ["fixed_quota"], s, 9) for s in (1, 2, 3)
+    assert [(c.population, c.optimize_params, c.seed, c.generations) for c in study.cells()] == [
+        (16, ("fixed_quota",), s, 9) for s in (1, 2, 3)
     ]
     assert study.budget.inner_iters == 2
 
@@ -114,7 +114,7 @@ def test_unknown_study_name_suggests():
 
 def test_bad_overrides():
     study = load_study("weekend")
-    with pytest.raises(StudyError, match="--set: unknown rule 'quota'"):
+    with pytest.raises(StudyError, match="unknown rule 'quota' in --set"):
         study.with_overrides(rules={"quota": 0.9})
     with pytest.raises(StudyError, match="no budget 'fast'; it has: quick"):
         study.with_budget("fast")

@@ -1,15 +1,20 @@
 """The objective's upper bound against a brute force over the requested fraction."""
 
+import dataclasses
+import json
+
 import numpy as np
 import pytest
 
 from bilevel_tune.objective import (
+    CandidateOutcome,
     ObjectiveWeights,
     candidate_outcomes,
     day_reward_for_fraction,
     day_upper_bound,
     sustainability,
 )
+from bilevel_tune.run_folder import json_safe
 from bilevel_tune.world import Basin, Rules, WorldConfig, stack_days
 
 FINE_GRID = np.linspace(0.0, 1.0, 200_001)
@@ -60,11 +65,15 @@ def test_candidate_outcomes_bound_the_objective():
         episodes.append(stack_days(days))
     out = candidate_outcomes(episodes, rules, ObjectiveWeights(), basin.failed)
     for o in out:
-        assert o["objective"] <= o["upper_bound"] + 1e-12
-        assert o["requested_fraction"] == pytest.approx(0.5)
+        assert o.objective <= o.upper_bound + 1e-12
+        assert o.requested_fraction == pytest.approx(0.5)
     mixed = candidate_outcomes(episodes, rules, ObjectiveWeights(econ=1.0, sus=0.5), np.array([False, True]))
-    assert mixed[0]["objective"] == pytest.approx(out[0]["mean_reward"] + 0.5 * out[0]["sustainability"])
-    assert np.isnan(mixed[1]["objective"])
+    assert mixed[0].objective == pytest.approx(out[0].mean_reward + 0.5 * out[0].sustainability)
+    assert np.isnan(mixed[1].objective)
+    # through a record: the failed candidate's NaN is written as null and read back as NaN
+    back = CandidateOutcome.from_dict(json.loads(json.dumps(json_safe(mixed[1].as_dict()))))
+    assert np.isnan(back.objective) and back.failed
+    assert dataclasses.replace(back, objective=0.0) == dataclasses.replace(mixed[1], objective=0.0)
 
 
 def test_weights_are_validated():

@@ -57,7 +57,7 @@ BAD = [
     ([], "give a study"),
     (["weekend", "--optimize-params", "min_demand"], "unknown rule 'min_demand' (did you mean 'min_demand_frac'?)"),
     (["weekend", "--optimize-params", "fixed_quota,fixed_quota"], "repeats a rule"),
-    (["weekend", "--set", "quota=0.9"], "--set: unknown rule 'quota'"),
+    (["weekend", "--set", "quota=0.9"], "unknown rule 'quota' in --set"),
     (["weekend", "--set", "risk_penalty_scale"], "must look like rule=value"),
     (["weekend", "--set", "risk_penalty_scale=high"], "value 'high' must be a number"),
     (["weekend", "--population", "0"], "--population=0 must be an integer ≥ 1"),

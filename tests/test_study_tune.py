@@ -12,7 +12,8 @@ from bilevel_tune import metrics as M
 from bilevel_tune.analytic import AnalyticLoop
 from bilevel_tune.definition import load_study
 from bilevel_tune.study import main
-from bilevel_tune.trainable import Seeds, candidate_rules, inner_config
+from bilevel_tune.inner import InnerLoopConfig
+from bilevel_tune.trainable import Seeds, candidate_rules, searched_values
 
 from .study_helpers import (
     interrupt,
@@ -60,14 +61,14 @@ def test_the_weekend_grid_runs_under_tune(ray_cluster, tmp_path, capsys):
 
 def expected_trajectory(study, population, params, seed, generations):
     """The same ES run, in-process and uninterrupted."""
-    loop = AnalyticLoop(inner_config(study))
+    loop = AnalyticLoop(InnerLoopConfig.from_study(study))
     seeds = Seeds(seed, study.budget.eval_episodes, study.budget.final_eval_seeds)
     state = es.init(study.es_config(population), len(params), seed)
     trajectory = []
     for _ in range(generations):
         candidates = es.ask(state)
-        loop.reset(candidate_rules(study, params, candidates), seeds.generation(state.generation))
-        objectives = [o["objective"] for o in loop.evaluate(seeds.evaluation)["candidates"]]
+        loop.reset(candidate_rules(study, params, candidates), seeds.generation(state.generation), range(population))
+        objectives = [o.objective for o in loop.evaluate(seeds.evaluation)]
         state, m = es.tell(state, candidates, objectives)
         trajectory.append((m[M.BEST_OBJECTIVE], state.sigma, tuple(state.mean)))
     return trajectory
@@ -103,12 +104,9 @@ def test_a_killed_actor_retries_from_the_checkpoint_and_changes_nothing(ray_clus
         (r[M.BEST_OBJECTIVE], r[M.SIGMA], tuple(r[M.MEAN_RULE + p] for p in ("min_demand_frac", "fixed_quota")))
         for r in rows
     ]
-    base = study.fixed_rules
     for (best_e, sigma_e, mean_u), (best_a, sigma_a, mean_phys) in zip(expected, actual):
         assert best_a == best_e and sigma_a == sigma_e
-        from bilevel_tune.trainable import physical
-
-        assert tuple(physical(("min_demand_frac", "fixed_quota"), mean_u, base).values()) == mean_phys
+        assert tuple(searched_values(study, ("min_demand_frac", "fixed_quota"), mean_u).values()) == mean_phys
     raw = raw_generation_lines(tmp_path / "run" / name / "generations.jsonl")
     assert len(raw) >= generations  # the retried generation may be written twice; readers deduplicate
 

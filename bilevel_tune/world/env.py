@@ -13,7 +13,7 @@ Observation  Box(0, 1, (11,), float32): fill level, release pressure,
              farms' peak daily need, season progress, the 6 rules as u.
 Action       Box(0, 1, (1,), float32): fraction of today's deficit volume
              the farm requests.
-Reward       satisfaction − min(1, quota penalty + flow penalty) (DESIGN §2).
+Reward       satisfaction − min(1, quota penalty + flow penalty) (docs/world.md).
 Rules        fixed_quota [0.6, 0.95], min_demand_frac [0, 0.35],
              max_demand_frac [0.35, 1], fine_amount [0, 0.1],
              risk_penalty_scale [0, 1], risk_penalty_power [1, 5]

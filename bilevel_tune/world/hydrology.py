@@ -1,6 +1,6 @@
 """Surrogate lake hydrology: weather, inflow, and one day's water balance.
 
-One day, in this order (DESIGN §2):
+One day, in this order (docs/world.md):
 1. withdrawals are cut pro rata so they never exceed the water there is,
    V + Q_in·Δt;
 2. release Q_out = 0.6·Q_in, reduced so the volume stays ≥ 0;

@@ -1,4 +1,4 @@
-"""The mechanism law: quota ramp, penalties and the farm's reward (DESIGN §2).
+"""The mechanism law: quota ramp, penalties and the farm's reward (docs/world.md).
 
 All functions take physical rule values and broadcast over numpy arrays.
 With q = fixed_quota, m = min_demand_frac, M = max(max_demand_frac, m):

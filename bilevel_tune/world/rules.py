@@ -1,18 +1,21 @@
 """The six mechanism rules: unit-interval encoding, physical maps and defaults.
 
 Every rule is held by the search as u in [0, 1] and mapped affinely to its
-physical value (DESIGN §2). The law's functions take physical values, so
-tests and study overrides can set any value directly.
+physical value (docs/world.md). The law's functions take any physical value,
+so tests can probe the law outside the map's image; studies and the CLI are
+held to it (`check_physical`), where a value outside it would be a typo or
+break the law (a quota of 1 divides by zero, a negative fine pays the farms).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
+
+from bilevel_tune.hints import unknown_name
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,13 @@ class RuleSpec:
     def high(self) -> float:
         return self.low + self.span
 
+    def check_physical(self, value: float) -> float:
+        """The value if it lies in the map's image [low, high]; ValueError naming rule, value and range."""
+        value = float(value)
+        if not self.low - 1e-12 <= value <= self.high + 1e-12:  # also rejects NaN
+            raise ValueError(f"rule {self.name}={value:g} is outside its range [{self.low:g}, {self.high:g}]")
+        return value
+
 
 RULE_SPECS: tuple[RuleSpec, ...] = (
     RuleSpec("fixed_quota", 0.6, 0.35, 0.85, "fill level below which only the floor is allowed"),
@@ -48,19 +58,11 @@ RULE_NAMES: tuple[str, ...] = tuple(spec.name for spec in RULE_SPECS)
 _SPEC_BY_NAME = {spec.name: spec for spec in RULE_SPECS}
 
 
-def unknown_name_message(kind: str, name: str, allowed: Iterable[str]) -> str:
-    """One line naming the bad value, a close match if any, and what is allowed."""
-    allowed = list(allowed)
-    close = difflib.get_close_matches(name, allowed, n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    return f"unknown {kind} {name!r}{hint}; allowed: {', '.join(allowed)}"
-
-
 def rule_spec(name: str) -> RuleSpec:
     try:
         return _SPEC_BY_NAME[name]
     except KeyError:
-        raise ValueError(unknown_name_message("rule", name, RULE_NAMES)) from None
+        raise ValueError(unknown_name("rule", name, RULE_NAMES)) from None
 
 
 def check_unit(name: str, u: float) -> float:

@@ -1,4 +1,4 @@
-"""The real APPO inner loop in a real Ray actor: leak-free resets, caps, evaluation."""
+"""The real APPO inner loop in a real Ray actor: leak-free resets, caps, evaluation, shard-independent weights."""
 
 import dataclasses
 
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import ray
 
-from bilevel_tune import metrics as M
-from bilevel_tune.actor import PolicyLoop, build_algorithm, learner_thread_of, make_policy_actor, stop_learner_thread
+from bilevel_tune.appo import PolicyLoop, build_algorithm, learner_thread_of, stop_learner_thread
+from bilevel_tune.inner import Shard, ShardedInnerLoop
 from bilevel_tune.world import Rules
 
 from .conftest import TEST_THREAD_CAP
@@ -18,14 +18,10 @@ LOOSE = Rules(fixed_quota=0.6, min_demand_frac=0.35, max_demand_frac=1.0).as_dic
 
 
 def census_over_resets(inner, generations=10):
-    actor = make_policy_actor(inner)
+    """A PolicyActor (a shard running the APPO loop) through `generations` of reset → train → evaluate."""
+    actor = ray.remote(Shard).options(num_cpus=1).remote("appo", inner)
     try:
-        counts = []
-        for g in range(generations):
-            ray.get(actor.reset.remote([TIGHT, LOOSE], g))
-            ray.get(actor.train.remote())
-            counts.append(ray.get(actor.evaluate.remote([0]))["census"])
-        return counts
+        return [ray.get(actor.generation.remote([TIGHT, LOOSE], g, 0, [0], 1)).census for g in range(generations)]
     finally:
         ray.get(actor.stop.remote())
         ray.kill(actor)
@@ -33,15 +29,15 @@ def census_over_resets(inner, generations=10):
 
 def own_threads(c):
     """OS threads less gRPC's self-scaling pools, which come and go whatever our code does."""
-    return c[M.THREADS_OS] - c[M.THREADS_GRPC]
+    return c.threads_os - c.threads_grpc
 
 
 def test_census_is_flat_over_resets_and_the_leaking_variant_grows(ray_cluster, tiny_inner):
     flat = census_over_resets(tiny_inner)
-    assert max(c[M.LEARNER_THREADS] for c in flat) <= 1
+    assert max(c.learner_threads for c in flat) <= 1
     assert own_threads(flat[-1]) - own_threads(flat[0]) == 0
     leaking = census_over_resets(dataclasses.replace(tiny_inner, stop_mode="none"))
-    assert leaking[-1][M.LEARNER_THREADS] == 10
+    assert leaking[-1].learner_threads == 10
     assert own_threads(leaking[-1]) - own_threads(leaking[0]) >= 9  # one learner thread a generation, at least
 
 
@@ -84,16 +80,38 @@ def test_thread_caps_hold_inside_workers_and_the_actor(ray_cluster):
 def test_tight_quota_delivers_less_and_evaluation_is_repeatable(ray_cluster, tiny_inner):
     loop = PolicyLoop(dataclasses.replace(tiny_inner, horizon=30))
     try:
-        loop.reset([TIGHT, LOOSE], seed=1)
+        loop.reset([TIGHT, LOOSE], seed=1, candidates=[0, 1])
         for _ in range(2):
             loop.train()
         first, again = loop.evaluate([5, 6]), loop.evaluate([5, 6])
-        tight, loose = first["candidates"]
-        assert tight["allowed_fraction"] < loose["allowed_fraction"]
-        assert tight["delivered_m3"] < loose["delivered_m3"]
-        assert first["candidates"] == again["candidates"]
-        assert all(
-            np.isfinite(c["objective"]) and c["objective"] <= c["upper_bound"] + 1e-12 for c in first["candidates"]
-        )
+        tight, loose = first
+        assert tight.allowed_fraction < loose.allowed_fraction
+        assert tight.delivered_m3 < loose.delivered_m3
+        assert first == again
+        assert all(np.isfinite(c.objective) and c.objective <= c.upper_bound + 1e-12 for c in first)
     finally:
         assert loop.stop()
+
+
+FOUR = [Rules.from_unit({"min_demand_frac": u, "fixed_quota": 1 - u}).as_dict() for u in (0.1, 0.4, 0.6, 0.9)]
+
+
+def test_untrained_candidates_evaluate_identically_whatever_the_sharding(ray_cluster, tiny_inner):
+    """Initial weights depend on (generation seed, candidate index) only, so with K = 0 S is invisible."""
+    outcomes = {}
+    for shards in (1, 2):
+        with ShardedInnerLoop("appo", tiny_inner, shards=shards) as inner:
+            result = inner.run(FOUR, seed=11, eval_seeds=[3], inner_iters=0)
+        assert len(result.shards) == shards and [s.first for s in result.shards] == [0, 2][:shards]
+        assert len({s.census.pid for s in result.shards}) == shards
+        outcomes[shards] = result.outcomes
+    assert outcomes[1] == outcomes[2]
+    assert len({o.requested_fraction for o in outcomes[1]}) == 4, "each candidate needs weights of its own"
+
+
+def test_a_generation_trains_every_shard_and_merges_in_candidate_order(ray_cluster, tiny_inner):
+    with ShardedInnerLoop("appo", tiny_inner, shards=2) as inner:
+        result = inner.run(FOUR, seed=5, eval_seeds=[3], inner_iters=2)
+    assert [s.first for s in result.shards] == [0, 2] and [len(s.outcomes) for s in result.shards] == [2, 2]
+    assert all(np.isfinite(result.objectives)) and all(s.sec_train > 0 for s in result.shards)
+    assert result.census.learner_threads <= 2 and all(s.node for s in result.shards)

@@ -1,18 +1,18 @@
-"""PolicyActor: the RLlib APPO inner loop, rebuilt every generation without leaking.
+"""The APPO inner loop (PolicyLoop; in its shard actor, the PolicyActor): RLlib, rebuilt every generation, leak-free.
 
-Per generation the trainable calls `reset(rules, seed)` (a fresh APPO
-Algorithm whose env hosts one lake per candidate, module `cand{k}` per
-candidate, same initial weights every time), `train()` K times, then
-`evaluate(seeds)` (explore off, fixed seeds, after every queued learner
-update is applied), which returns per-candidate outcomes
-(`objective.candidate_outcomes`) and a thread/memory census.
+Per generation its shard calls `reset(rules, seed, candidates)` — a fresh
+APPO Algorithm whose env hosts one lake per candidate of the block, module
+`cand{j}` per candidate, each module's initial weights drawn from
+`candidate_seed(seed, k)` of its global index k, so they do not depend on
+the block —, `train()` K times, then `evaluate(seeds)` (explore off, fixed
+seeds, after every queued learner update is applied).
 
-Leak-free reset (DESIGN §5): APPO's local learner runs a `_LearnerThread`.
-Ray ≥ 2.56 joins it in `algo.stop()`; older releases leave it alive (on
-2.53 spinning in a 10 kHz sleep loop). `stop_algorithm` stops the
-Algorithm, verifies the thread is dead and otherwise stops it by hand;
-when it cannot confirm the stop (RLlib's private names moved) it says so,
-and the owner replaces the actor so a leak never accumulates.
+Leak-free reset (docs/inner-loop.md): APPO's local learner runs a
+`_LearnerThread`. Ray ≥ 2.56 joins it in `algo.stop()`; older releases
+leave it alive (on 2.53 spinning in a 10 kHz sleep loop). `stop_algorithm`
+stops the Algorithm, verifies the thread is dead and otherwise stops it by
+hand; when it cannot confirm the stop (RLlib's private names moved) reset
+says so, and the shard is replaced so a leak never accumulates.
 """
 
 from __future__ import annotations
@@ -22,55 +22,20 @@ import logging
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
 
-from bilevel_tune.evaluation import census, evaluate_policy
-from bilevel_tune.objective import ObjectiveWeights
-from bilevel_tune.world import Rules, WorldConfig
+from bilevel_tune.evaluation import evaluate_policy
+from bilevel_tune.inner import InnerLoopConfig, candidate_seed
+from bilevel_tune.objective import CandidateOutcome
+from bilevel_tune.world import Rules
 from bilevel_tune.world.env import FreshWaterEnv, module_for_agent, module_id
 
 logger = logging.getLogger(__name__)
-STOP_MODES = ("leak-free", "none")
 LEARNER_JOIN_TIMEOUT_S = 5.0
 DRAIN_TIMEOUT_S = 60.0
-
-
-@dataclass(frozen=True)
-class InnerLoopConfig:
-    """The inner loop's world and APPO settings (defaults: the PR's)."""
-
-    num_farms: int = 5
-    horizon: int = 150
-    smoothing: float = 0.0
-    hidden: tuple[int, ...] = (256, 256)
-    lr: float = 1e-3
-    gamma: float = 0.99
-    entropy_coeff: float = 0.001
-    grad_clip: float = 40.0
-    econ_weight: float = 1.0
-    sus_weight: float = 0.0
-    # "none" skips the stop and keeps old algorithms referenced, as Ray < 2.56 effectively
-    # did: the leaking "before" of benchmarks/leak.py and the test that proves the census can fail.
-    stop_mode: str = "leak-free"
-
-    def __post_init__(self):
-        WorldConfig(self.num_farms, self.horizon, self.smoothing)  # validates the world fields
-        ObjectiveWeights(self.econ_weight, self.sus_weight)
-        if not self.hidden or any(int(h) < 1 for h in self.hidden):
-            raise ValueError(f"hidden={self.hidden!r} must be a non-empty list of layer sizes ≥ 1")
-        if self.stop_mode not in STOP_MODES:
-            raise ValueError(f"stop_mode={self.stop_mode!r} is unknown; allowed: {', '.join(STOP_MODES)}")
-
-    @property
-    def world(self) -> WorldConfig:
-        return WorldConfig(self.num_farms, self.horizon, self.smoothing)
-
-    @property
-    def weights(self) -> ObjectiveWeights:
-        return ObjectiveWeights(self.econ_weight, self.sus_weight)
+INIT_SEED = "bilevel_init_seed"  # model_config key: the seed of a module's initial weights
 
 
 # -- RLlib edge: building, stopping, census ---------------------------------
@@ -82,13 +47,47 @@ def learner_thread_class():
     return _LearnerThread
 
 
-def build_algorithm(config: InnerLoopConfig, rules: Sequence[Rules], seed: int):
-    """APPO, new API stack, local learner, sampling in this process, one module per candidate."""
+_SEEDED_MODULE_CLASS = None
+
+
+def seeded_module_class() -> type:
+    """RLlib's APPO torch module, its weights initialised from the seed in its model_config.
+
+    RLlib seeds torch once per build and builds modules in order, so the j-th
+    module of a block would get the same weights in every block. Seeding each
+    module's own setup (in a forked RNG, so exploration's stream is untouched)
+    makes candidate k's initial weights a function of (generation seed, k).
+    """
+    global _SEEDED_MODULE_CLASS
+    if _SEEDED_MODULE_CLASS is None:
+        import torch
+        from ray.rllib.algorithms.appo import APPOConfig
+
+        base = APPOConfig().framework("torch").get_default_rl_module_spec().module_class
+
+        def setup(self):
+            seed = (self.model_config or {}).get(INIT_SEED)
+            with torch.random.fork_rng(devices=[]):
+                if seed is not None:
+                    torch.manual_seed(int(seed))
+                base.setup(self)
+
+        cls = type("SeededAPPOModule", (base,), {"setup": setup, "__module__": __name__})
+        globals()["SeededAPPOModule"] = _SEEDED_MODULE_CLASS = cls  # findable by name, should RLlib pickle it
+    return _SEEDED_MODULE_CLASS
+
+
+def build_algorithm(config: InnerLoopConfig, rules: Sequence[Rules], seed: int, candidates: Sequence[int] = ()):
+    """APPO, new API stack, local learner, sampling in this process, one module per candidate.
+
+    `candidates` are the block's global indices (default 0, 1, …): they seed each module's initial weights.
+    """
     from ray.rllib.algorithms.appo import APPOConfig
     from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
     population = len(rules)
+    candidates = list(candidates) or list(range(population))
     env_config = {
         "num_farms": config.num_farms,
         "horizon": config.horizon,
@@ -96,11 +95,16 @@ def build_algorithm(config: InnerLoopConfig, rules: Sequence[Rules], seed: int):
         "rules": [r.as_dict() for r in rules],
         "seed": int(seed),
     }
+    module_class = seeded_module_class()
     modules = {
-        module_id(k): RLModuleSpec(model_config={"fcnet_hiddens": list(config.hidden)}) for k in range(population)
+        module_id(j): RLModuleSpec(
+            module_class=module_class,
+            model_config={"fcnet_hiddens": list(config.hidden), INIT_SEED: candidate_seed(seed, k)},
+        )
+        for j, k in enumerate(candidates)
     }
     training = dict(
-        gamma=config.gamma,
+        gamma=config.discount,
         lr=config.lr,
         entropy_coeff=config.entropy_coeff,
         grad_clip=config.grad_clip,
@@ -221,7 +225,7 @@ def quiet_rllib() -> None:
 
 # -- the inner loop ------------------------------------------------------------
 class PolicyLoop:
-    """Owns one APPO Algorithm at a time; the body of the Ray actor `PolicyActor`."""
+    """Owns one APPO Algorithm at a time; a shard actor running it is the PolicyActor."""
 
     def __init__(self, config: InnerLoopConfig):
         quiet_rllib()
@@ -232,34 +236,29 @@ class PolicyLoop:
         self._frozen = False
         self.stop_confirmed = True
 
-    def reset(self, rules: Sequence[dict[str, float]], seed: int) -> bool:
+    def reset(self, rules: Sequence[dict[str, float]], seed: int, candidates: Sequence[int]) -> bool:
         """Fresh policies for these candidates' rules; False when the old learner's stop is unconfirmed."""
         self.stop_confirmed = self._release()
         self.rules = [Rules.from_physical(r) for r in rules]
-        self.algo = build_algorithm(self.config, self.rules, seed)
+        self.algo = build_algorithm(self.config, self.rules, seed, candidates)
         return self.stop_confirmed
 
-    def train(self) -> dict[str, float]:
-        result = self.algo.train()
-        learners = result.get("learners", {})
-        return {
-            "env_steps": float(result.get("num_env_steps_sampled_lifetime", 0) or 0),
-            "modules_trained": float(len(learners)),
-        }
+    def train(self) -> dict[str, Any]:
+        return self.algo.train()
 
-    def evaluate(self, seeds: Sequence[int]) -> dict[str, Any]:
+    def evaluate(self, seeds: Sequence[int]) -> list[CandidateOutcome]:
         """Explore-off evaluation on fixed seeds, after every queued update is applied."""
         drain_learner(self.algo)
         learner = local_learner(self.algo)
         module_set = learner.module if learner is not None else self.algo.get_module()
-        modules = [module_set[module_id(k)] for k in range(len(self.rules))]
-        outcomes = evaluate_policy(
+        modules = [module_set[module_id(j)] for j in range(len(self.rules))]
+        return evaluate_policy(
             self.config.world, self.config.weights, self.rules, seeds, lambda obs: greedy_fractions(modules, obs)
         )
-        return {"candidates": outcomes, "census": self.census()}
 
-    def census(self) -> dict[str, float]:
-        return census(learner_thread_class())
+    def learner_thread_class(self) -> type | None:
+        """What the shard's census counts as learner threads."""
+        return learner_thread_class()
 
     def stop(self) -> bool:
         confirmed = self._release()
@@ -283,10 +282,3 @@ class PolicyLoop:
             gc.freeze()
             self._frozen = True
         return confirmed
-
-
-def make_policy_actor(config: InnerLoopConfig, num_cpus: float = 1):
-    """Start a PolicyActor (a Ray actor around PolicyLoop) holding `num_cpus` of its trial's bundle."""
-    import ray
-
-    return ray.remote(PolicyLoop).options(num_cpus=num_cpus, max_restarts=0).remote(config)

@@ -1,0 +1,127 @@
+"""The run folder's schema: its file names, the grid cell, trial names, and the per-trial record.
+
+    results/<study>-<UTC time>/
+      study.json                      STUDY_FILE: the resolved study, its CPU plan, provenance
+      <trial>/generations.jsonl       GENERATIONS_FILE: one JSON line per generation, then a final line
+      summary.md, trials.csv, ...     SUMMARY_FILES, and PLOTS_DIR/*.png
+
+`generations.jsonl` is the authoritative record of a trial (Tune's own files
+are a view). A retried trial may append a generation again; `read_records`
+keeps the last line per generation, so readers see no gap and no duplicate.
+Every key inside a record is named in `bilevel_tune.metrics`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from bilevel_tune import metrics as M
+
+STUDY_FILE = "study.json"
+GENERATIONS_FILE = "generations.jsonl"
+SUMMARY_MARKDOWN = "summary.md"
+TRIALS_CSV, CELLS_CSV, GRID_CSV = "trials.csv", "cells.csv", "grid.csv"
+VERDICTS_FILE = "verdicts.json"
+SUMMARY_FILES = (SUMMARY_MARKDOWN, TRIALS_CSV, CELLS_CSV, GRID_CSV, VERDICTS_FILE)
+PLOTS_DIR = "plots"
+
+KIND_GENERATION = "generation"  # values of the record key M.KIND
+KIND_FINAL = "final"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One trial of the grid: population × searched rules × seed, with its generation budget."""
+
+    population: int
+    optimize_params: tuple[str, ...]
+    seed: int
+    generations: int
+
+    @property
+    def dims(self) -> int:
+        return len(self.optimize_params)
+
+    @property
+    def key(self) -> tuple[int, tuple[str, ...], int]:
+        """What identifies a cell in the grid (its budget does not)."""
+        return (self.population, self.optimize_params, self.seed)
+
+    def as_config(self) -> dict[str, Any]:
+        """The Tune trial config of this cell (the grid axes)."""
+        return {M.POPULATION: self.population, M.OPTIMIZE_PARAMS: list(self.optimize_params), M.SEED: self.seed}
+
+    @staticmethod
+    def key_of(config: Mapping[str, Any]) -> tuple[int, tuple[str, ...], int]:
+        """The cell key of a Tune trial config or a record."""
+        return (int(config[M.POPULATION]), tuple(config[M.OPTIMIZE_PARAMS]), int(config[M.SEED]))
+
+
+def trial_name(study_name: str, cell: Mapping[str, Any] | Cell) -> str:
+    """Trial names carry study, cell and seed: weekend_pop16_2d_seed42."""
+    population, params, seed = cell.key if isinstance(cell, Cell) else Cell.key_of(cell)
+    return f"{study_name}_pop{population}_{len(params)}d_seed{seed}"
+
+
+def trial_dirname(study_name: str, cell: Mapping[str, Any] | Cell, trial_id: str) -> str:
+    return f"{trial_name(study_name, cell)}_{trial_id}"
+
+
+# -- the per-trial record --------------------------------------------------------
+def json_safe(value):
+    """JSON-safe: tuples to lists, numpy to Python, non-finite floats to None."""
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if hasattr(value, "tolist"):
+        return json_safe(value.tolist())
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def append_record(path: Path, record: dict[str, Any]) -> None:
+    """Append one line and flush it to disk: a killed trial loses at most the line being written."""
+    line = json.dumps(json_safe(record), allow_nan=False)
+    with open(path, "a") as f:
+        f.write(line + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def read_records(path: Path) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """(generations sorted and deduplicated — last write wins —, the final record or None)."""
+    by_generation: dict[int, dict[str, Any]] = {}
+    final = None
+    if not Path(path).exists():
+        return [], None
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:  # a line cut by a kill mid-write
+                continue
+            if record.get(M.KIND) == KIND_FINAL:
+                final = record
+            else:
+                by_generation[int(record[M.GENERATION])] = record
+    return [by_generation[g] for g in sorted(by_generation)], final
+
+
+def trial_records(run_dir: Path) -> dict[str, tuple[list[dict[str, Any]], dict[str, Any] | None]]:
+    """{trial folder name: (generations, final record)} for every trial folder with a record."""
+    return {p.parent.name: read_records(p) for p in sorted(Path(run_dir).glob(f"*/{GENERATIONS_FILE}"))}
+
+
+def read_study_file(run_dir: Path) -> dict[str, Any]:
+    """The parsed study.json of a run folder (KeyError/ValueError/OSError when it is not one)."""
+    return json.loads((Path(run_dir) / STUDY_FILE).read_text())
