@@ -19,10 +19,10 @@ import time
 
 import numpy as np
 import ray
+from bilevel_tune.actor import InnerLoopConfig, make_policy_actor
 
 from bilevel_tune import metrics as M
 from bilevel_tune import runtime
-from bilevel_tune.actor import InnerLoopConfig, make_policy_actor
 from bilevel_tune.world import Rules
 
 

@@ -24,7 +24,6 @@ import pandas as pd
 from bilevel_tune import metrics as M
 from bilevel_tune.run_folder import GENERATIONS_FILE, STUDY_FILE, json_safe, read_records
 
-
 ROBUST, NOISE, FEW = "robust", "within seed noise", "not enough seeds"
 CEILING, NO_CEILING = "ceiling", "no ceiling"
 BOUND_TOL = 1e-3  # a best this close to its upper bound is capped by the rules

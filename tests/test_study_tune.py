@@ -11,8 +11,8 @@ from bilevel_tune import es, summary
 from bilevel_tune import metrics as M
 from bilevel_tune.analytic import AnalyticLoop
 from bilevel_tune.definition import load_study
-from bilevel_tune.study import main
 from bilevel_tune.inner import InnerLoopConfig
+from bilevel_tune.study import main
 from bilevel_tune.trainable import Seeds, candidate_rules, searched_values
 
 from .study_helpers import (
