@@ -164,7 +164,19 @@ class Study:
     tol: float = DEFAULT_TOL
     source: str = ""
 
-    TOP_KEYS = ("name", "description", "inner", "grid", "budget", "budgets", "rules", "objective", "es", "world", "summary")
+    TOP_KEYS = (
+        "name",
+        "description",
+        "inner",
+        "grid",
+        "budget",
+        "budgets",
+        "rules",
+        "objective",
+        "es",
+        "world",
+        "summary",
+    )
     GRID_KEYS = ("population", "optimize_params", "seed")
 
     # -- loading -----------------------------------------------------------
