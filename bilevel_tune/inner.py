@@ -32,7 +32,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass
-from typing import Any, Mapping, Protocol, Sequence
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 import numpy as np
 
@@ -51,10 +51,15 @@ LOOP_METHODS = ("reset", "train", "evaluate", "stop")
 RESET_PARAMETERS = ("rules", "seed", "candidates")
 STOP_MODES = ("leak-free", "none")
 SHARD_STOP_TIMEOUT_S = 30.0
+STOP_POLL_S = 0.05
 
 
 class InnerLoopError(ValueError):
     """A loop spec that cannot be loaded or does not meet the contract; one line for the user."""
+
+
+class InnerLoopStopped(Exception):
+    """The trial running this inner loop was asked to stop mid-generation."""
 
 
 @dataclass(frozen=True)
@@ -303,10 +308,12 @@ class ShardedInnerLoop:
 
     _warned = False
 
-    def __init__(self, spec: str, config: InnerLoopConfig, shards: int = 1):
+    def __init__(
+        self, spec: str, config: InnerLoopConfig, shards: int = 1, stop_requested: Callable[[], bool] = lambda: False
+    ):
         if shards < 1:
             raise ValueError(f"shards={shards} must be ≥ 1")
-        self.spec, self.config = spec, config
+        self.spec, self.config, self.stop_requested = spec, config, stop_requested
         self.actors = [self._start() for _ in range(shards)]
 
     def _start(self):
@@ -329,6 +336,14 @@ class ShardedInnerLoop:
             actor.generation.remote(list(rules[first : first + size]), seed, first, list(eval_seeds), inner_iters)
             for actor, (first, size) in zip(self.actors, work)
         ]
+        pending = futures
+        while pending:
+            _, pending = ray.wait(pending, num_returns=len(pending), timeout=STOP_POLL_S)
+            if pending and self.stop_requested():
+                # Our owner is being stopped: end the shards' calls ourselves, before Ray ends
+                # this process under them (a shard whose caller vanished mid-call crashes loudly).
+                self.close(timeout=0)
+                raise InnerLoopStopped("the trial was stopped during a generation")
         reports = ray.get(futures)
         for i, report in enumerate(reports):
             if not report.stop_confirmed:
@@ -348,19 +363,24 @@ class ShardedInnerLoop:
         ray.kill(self.actors[i])
         self.actors[i] = self._start()
 
-    def close(self) -> None:
+    def close(self, timeout: float = SHARD_STOP_TIMEOUT_S) -> None:
+        """Stop every shard's loop (waiting up to `timeout`), then end the actors."""
         import ray
 
-        stops = [actor.stop.remote() for actor in self.actors]
+        stops = [actor.stop.remote() for actor in self.actors] if timeout > 0 else []
         try:
-            ray.get(stops, timeout=SHARD_STOP_TIMEOUT_S)
+            ray.get(stops, timeout=timeout)
         except Exception:  # noqa: BLE001 - an actor may already be dead; all are killed below either way
             pass
         for actor in self.actors:
             ray.kill(actor)
+        self.actors = []
 
     def __enter__(self) -> "ShardedInnerLoop":
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def __exit__(self, exc_type, exc, tb) -> None:
+        # Ending with an error or a stop (Tune is tearing this trial down): kill, send no last call —
+        # a call that reaches a shard after its caller is gone crashes that shard, loudly.
+        stopping = exc_type is not None or self.stop_requested()
+        self.close(timeout=0 if stopping else SHARD_STOP_TIMEOUT_S)

@@ -42,6 +42,7 @@ SEC_PER_GEN = "sec_per_gen"
 SEC_RESET = "sec_reset"
 SEC_TRAIN = "sec_train"
 SEC_EVALUATE = "sec_evaluate"
+SEC_FINAL = "sec_final"  # on the final record: the final re-evaluation's wall time
 SHARDS = "shards"  # inner-loop actors this generation ran on (one CPU each)
 SHARD_DETAIL = "shard_detail"  # per shard: its candidates, node, pid, phase timings and census
 SHARD_FIRST, SHARD_SIZE, NODE = "first", "size", "node"  # keys inside a shard's detail

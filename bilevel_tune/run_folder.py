@@ -125,3 +125,67 @@ def trial_records(run_dir: Path) -> dict[str, tuple[list[dict[str, Any]], dict[s
 def read_study_file(run_dir: Path) -> dict[str, Any]:
     """The parsed study.json of a run folder (KeyError/ValueError/OSError when it is not one)."""
     return json.loads((Path(run_dir) / STUDY_FILE).read_text())
+
+
+# -- locating runs under a results root -----------------------------------------------
+class RunFolderError(ValueError):
+    """A results root or run folder the study cannot use; one line for the user."""
+
+
+def check_results_root(root: str | Path) -> Path:
+    """The results root as an absolute path: a folder (or creatable as one) that this process can write."""
+    text = str(root)
+    if "://" in text:
+        scheme = text.split("://", 1)[0]
+        raise RunFolderError(
+            f"--results {text}: storage URIs ({scheme}://) are not supported; give a folder path that every node mounts"
+        )
+    path = Path(text).expanduser().resolve()
+    for parent in [path, *path.parents]:
+        if parent.exists():
+            if not parent.is_dir():
+                raise RunFolderError(f"--results {path}: {parent} is a file, not a folder")
+            if not os.access(parent, os.W_OK):
+                raise RunFolderError(f"--results {path}: {parent} is not writable")
+            break
+    return path
+
+
+def new_run_dir(root: Path, study_name: str, name: str | None, now_utc: str) -> Path:
+    """root/<name>, or root/<study>-<UTC time>; never an existing folder."""
+    if name is not None and (not name or "/" in name or name.startswith(".")):
+        raise RunFolderError(f"--name {name!r} must be a plain folder name")
+    run_dir = root / (name or f"{study_name}-{now_utc}")
+    if run_dir.exists():
+        raise RunFolderError(f"run folder {run_dir} exists; --resume continues it, or choose another --name")
+    return run_dir
+
+
+def _study_name_of(run_dir: Path) -> str | None:
+    try:
+        return read_study_file(run_dir)["study"]["name"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def find_run(root: Path, study_name: str, name: str | None) -> Path:
+    """The run to resume: root/<name>, or the latest run of this study under root."""
+    if name is not None:
+        run_dir = root / name
+        owner = _study_name_of(run_dir)
+        if owner is None:
+            raise RunFolderError(f"--resume: {run_dir} is not a study run folder (no readable {STUDY_FILE})")
+        if owner != study_name:
+            raise RunFolderError(f"--resume: run {name!r} belongs to study {owner!r}, not {study_name!r}")
+        return run_dir
+    runs = sorted(
+        (d for d in root.glob(f"{study_name}-*") if _study_name_of(d) == study_name), key=lambda d: d.stat().st_mtime
+    )
+    if not runs:
+        raise RunFolderError(f"--resume: no earlier run of study {study_name!r} under {root}")
+    return runs[-1]
+
+
+def finished_cells(run_dir: Path) -> set[tuple]:
+    """Keys of the cells whose trial wrote its final record."""
+    return {Cell.key_of(final) for _, (_, final) in trial_records(run_dir).items() if final is not None}

@@ -1,4 +1,4 @@
-"""Ray runtime: an embedded local cluster (or `address`), thread caps, quiet logs.
+"""Ray runtime: a Ray of the study's own (or the cluster at `address`), thread caps, quiet logs.
 
 Thread caps are set three ways, because each pool reads its cap at a
 different moment: environment variables in the driver (before numpy/torch
@@ -6,7 +6,10 @@ start their pools), the same variables in every worker through
 runtime_env, and a worker setup hook (`worker_setup`) that applies
 threadpoolctl and torch's intra/inter-op caps inside each worker process.
 Nothing is uploaded: the package is installed, runtime_env carries env
-vars only. `local_mode` is never used (Ray ≥ 2.55 refuses it).
+vars only (caps, quiet W&B, the run's scratch TMPDIR). `local_mode` is
+never used (Ray ≥ 2.55 refuses it). Without an address, `ray.init` is told
+to start a new local instance: a plain `ray.init()` would join whatever
+cluster /tmp/ray/ray_current_cluster names, dead or alive.
 """
 
 from __future__ import annotations
@@ -29,12 +32,13 @@ QUIET_TITLES_ENV = "BILEVEL_QUIET_PROCTITLE"
 
 @dataclass(frozen=True)
 class RuntimeConfig:
-    address: str | None = None  # None: start an embedded local cluster
-    num_cpus: int | None = None  # embedded cluster only; None = all cores
+    address: str | None = None  # None: start a Ray of our own on this machine
+    num_cpus: int | None = None  # our own Ray only; None = all cores
     thread_cap: int = 1
     quiet_proctitle: bool = sys.platform == "darwin"  # Ray's per-task setproctitle costs an XPC call on macOS
     include_dashboard: bool = False
     log_to_driver: bool = True
+    extra_env: tuple[tuple[str, str], ...] = ()  # more env vars for every worker (the run's scratch TMPDIR)
 
     def __post_init__(self):
         if not (isinstance(self.thread_cap, int) and self.thread_cap >= 1):
@@ -72,6 +76,8 @@ def cap_threads(cap: int) -> None:
 
 def worker_setup() -> None:
     """Ray worker setup hook: apply the caps, and silence per-task process titles if asked."""
+    if os.environ.get("TMPDIR"):  # the run's scratch folder: on another node it does not exist yet
+        os.makedirs(os.environ["TMPDIR"], exist_ok=True)
     cap_threads(int(os.environ.get(CAP_ENV, "1")))
     if os.environ.get(QUIET_TITLES_ENV) == "1":
         _silence_proctitle()
@@ -101,23 +107,9 @@ def _silence_proctitle() -> None:
 
 def runtime_env(config: RuntimeConfig) -> dict:
     return {
-        "env_vars": {**thread_env(config.thread_cap, config.quiet_proctitle), **QUIET_ENV},
+        "env_vars": {**thread_env(config.thread_cap, config.quiet_proctitle), **QUIET_ENV, **dict(config.extra_env)},
         "worker_process_setup_hook": "bilevel_tune.runtime.worker_setup",
     }
-
-
-def check_reachable(address: str, timeout: float = 5.0) -> None:
-    """Fail fast on a host:port nobody listens on: ray.init itself retries for minutes."""
-    import socket
-
-    if address == "auto":
-        return
-    host, _, port = address.removeprefix("ray://").rpartition(":")
-    try:
-        with socket.create_connection((host, int(port)), timeout=timeout):
-            pass
-    except (OSError, ValueError) as err:
-        raise ConnectionError(f"nothing answers at {host}:{port} ({getattr(err, 'strerror', None) or err})") from None
 
 
 def init(config: RuntimeConfig = RuntimeConfig()) -> bool:
@@ -125,8 +117,6 @@ def init(config: RuntimeConfig = RuntimeConfig()) -> bool:
     import ray
 
     cap_threads(config.thread_cap)
-    if config.address is not None:
-        check_reachable(config.address)
     if ray.is_initialized():
         return False
     os.environ.setdefault("RAY_DEDUP_LOGS", "1")
@@ -137,7 +127,7 @@ def init(config: RuntimeConfig = RuntimeConfig()) -> bool:
         configure_logging=True,
     )
     if config.address is None:
-        ray.init(num_cpus=config.num_cpus, include_dashboard=config.include_dashboard, **kwargs)
+        ray.init(address="local", num_cpus=config.num_cpus, include_dashboard=config.include_dashboard, **kwargs)
     else:
         ray.init(address=config.address, **kwargs)
     return True

@@ -1,22 +1,32 @@
 """Trackers: W&B (driver-side Tune callback) and TensorBoard, with the key never passed as an argument.
 
-Tune pickles its callbacks into the experiment folder, so the W&B key is
-read into the environment (from WANDB_API_KEY or a git-ignored `.wandb.env`)
-and never given to the callback. Every wait on W&B is bounded: no hang at
-the end of an interrupted study when its server cannot be reached.
+Tune pickles its callbacks into the run folder, so the W&B key is never
+given to the callback: it comes from WANDB_API_KEY, a git-ignored
+`.wandb.env`, or `wandb login`'s ~/.netrc entry, all checked without a
+network call. Each trial is one W&B run whose id is the trial's, so a
+resumed trial continues its own run; at the end the summary — tables,
+verdicts, plots — is one more run of the group. Every wait on W&B is
+bounded: an unreachable server costs seconds, not Tune's default 30 minutes.
 """
 
 from __future__ import annotations
 
+import netrc
 import os
 from pathlib import Path
+from typing import Sequence
+from urllib.parse import urlparse
+
+from bilevel_tune.run_folder import PLOTS_DIR, VERDICTS_FILE
 
 WANDB_PROJECT = "bilevel"
 WANDB_MODES = ("auto", "online", "offline", "disabled")
 KEY_ENV = "WANDB_API_KEY"
 KEY_FILES = (".wandb.env",)
+DEFAULT_HOST = "api.wandb.ai"
 UPLOAD_TIMEOUT_S = 30  # Tune's default is 1800 s
 INIT_TIMEOUT_S = 30
+SUMMARY_TABLES = ("grid", "trials", "cells")
 
 
 class TrackingError(ValueError):
@@ -40,22 +50,36 @@ def load_key_file(directories=None) -> bool:
     return False
 
 
+def netrc_has_key() -> bool:
+    """Did `wandb login` leave a key for this W&B host in ~/.netrc (or $NETRC)?"""
+    host = urlparse(os.environ.get("WANDB_BASE_URL", f"https://{DEFAULT_HOST}")).hostname or DEFAULT_HOST
+    path = os.environ.get("NETRC") or str(Path.home() / ".netrc")
+    try:
+        entry = netrc.netrc(path).authenticators(host)
+    except (OSError, netrc.NetrcParseError):
+        return False
+    return bool(entry and entry[2])
+
+
 def resolve_wandb_mode(requested: str, key_dirs=None) -> str:
-    """auto → online with a key, else offline; online without a key is an error."""
+    """auto → online with credentials, else offline; online without credentials is an error."""
     if requested not in WANDB_MODES:
         raise TrackingError(f"--wandb={requested!r} is unknown; allowed: {', '.join(WANDB_MODES)}")
-    has_key = load_key_file(key_dirs) if requested != "disabled" else False
+    if requested == "disabled":
+        return requested
+    has_key = load_key_file(key_dirs) or netrc_has_key()
     if requested == "auto":
         return "online" if has_key else "offline"
     if requested == "online" and not has_key:
         raise TrackingError(
-            f"--wandb online needs an API key: set {KEY_ENV} or put {KEY_ENV}=... in .wandb.env (never on the command line)"
+            f"--wandb online needs credentials: `wandb login`, {KEY_ENV} in the environment, "
+            f"or {KEY_ENV}=... in .wandb.env (never on the command line)"
         )
     return requested
 
 
-def callbacks(mode: str, group: str) -> list:
-    """Tune callbacks for this mode: W&B unless disabled; TensorBoard files always."""
+def callbacks(mode: str, group: str, tags: Sequence[str] = ()) -> list:
+    """Tune callbacks for this mode: W&B unless disabled; TensorBoard, CSV and JSON files always."""
     from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback, TBXLoggerCallback
 
     found = [JsonLoggerCallback(), CSVLoggerCallback(), TBXLoggerCallback()]
@@ -68,20 +92,35 @@ def callbacks(mode: str, group: str) -> list:
 
     # W&B logs from actors on the cluster, which need not share the driver's environment:
     # the settings travel with the callback. The key does not — Tune pickles callbacks into the
-    # run folder — Ray hands it to the logging actors from the driver's environment.
-    settings = {"init_timeout": INIT_TIMEOUT_S, "silent": True, "console": "off"}
-    if os.environ.get("WANDB_BASE_URL"):
-        settings["base_url"] = os.environ["WANDB_BASE_URL"]
+    # run folder — Ray hands it to the logging actors from the driver's environment (or W&B reads netrc).
     return [
         WandbLoggerCallback(
-            project=WANDB_PROJECT, group=group, upload_timeout=UPLOAD_TIMEOUT_S, mode=mode, settings=settings
+            project=WANDB_PROJECT,
+            group=group,
+            upload_timeout=UPLOAD_TIMEOUT_S,
+            mode=mode,
+            settings=_settings(),
+            resume="allow",  # the run id is the trial id: a resumed trial continues its own run
+            tags=list(tags),
         ),
         *found,
     ]
 
 
-def log_summary(run_dir: Path, mode: str, group: str) -> str | None:
-    """Send the summary's plots and tables to W&B as one more run of the group; never fails the study."""
+def _settings() -> dict:
+    settings = {"init_timeout": INIT_TIMEOUT_S, "silent": True, "console": "off"}
+    if os.environ.get("WANDB_BASE_URL"):
+        settings["base_url"] = os.environ["WANDB_BASE_URL"]
+    return settings
+
+
+def sync_command(run_dir: Path) -> str:
+    """Uploads every W&B run of this study that is not on the server: offline runs, and online ones that failed."""
+    return f"wandb sync {run_dir}/wandb/*run-* {run_dir}/*/wandb/*run-*"
+
+
+def log_summary(run_dir: Path, mode: str, group: str, tags: Sequence[str] = ()) -> str | None:
+    """The summary's tables, verdicts and plots as one more run of the group; a line when it could not."""
     if mode == "disabled":
         return None
     try:
@@ -93,18 +132,19 @@ def log_summary(run_dir: Path, mode: str, group: str) -> str | None:
             group=group,
             name=f"{group}-summary",
             job_type="summary",
+            tags=list(tags),
             dir=str(run_dir),
             mode=mode,
-            settings=wandb.Settings(init_timeout=INIT_TIMEOUT_S, silent=True, console="off"),
+            settings=wandb.Settings(**_settings()),
         )
-        for png in sorted(Path(run_dir, "plots").glob("*.png")):
+        for png in sorted(Path(run_dir, PLOTS_DIR).glob("*.png")):
             run.log({f"summary/{png.stem}": wandb.Image(str(png))})
-        for name in ("grid", "trials", "cells"):
+        for name in SUMMARY_TABLES:
             csv = Path(run_dir, f"{name}.csv")
             if csv.is_file() and csv.stat().st_size > 1:
                 run.log({f"summary/{name}": wandb.Table(dataframe=pd.read_csv(csv))})
-        run.summary["verdicts"] = Path(run_dir, "verdicts.json").read_text()
+        run.summary["verdicts"] = Path(run_dir, VERDICTS_FILE).read_text()
         run.finish()
         return None
     except Exception as err:  # noqa: BLE001 - tracking must never cost the study its results
-        return f"W&B summary upload skipped ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})"
+        return f"W&B summary skipped ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})"

@@ -44,6 +44,21 @@ def trial_resources(shards: int) -> tune.PlacementGroupFactory:
     return tune.PlacementGroupFactory([{}] + [{"CPU": 1}] * shards)
 
 
+def stop_requested() -> bool:
+    """Has Tune asked this trial to stop (Ctrl-C, the end of the study)?
+
+    Tune only tells a function trainable at its next report; a generation can
+    take minutes, so the inner loop asks while it waits. Ray's session object is
+    private: where it moved, the answer is "no" and the trial stops at its report.
+    """
+    try:
+        from ray.train._internal.session import get_session
+
+        return get_session().stop_event.is_set()
+    except (ImportError, AttributeError):
+        return False
+
+
 def granted_shards(population: int) -> int:
     """The shards this trial's placement group holds CPUs for (never more than its candidates)."""
     bundles = tune.get_context().get_trial_resources().bundles
@@ -174,7 +189,8 @@ def run_trial(config: dict[str, Any], study: dict[str, Any], run_dir: str) -> No
     state, extra = restore(study, cell)
     all_failed_run = int(extra.get("all_failed_run", 0))
     inner_iters = study.budget.inner_iters
-    with ShardedInnerLoop(study.inner, InnerLoopConfig.from_study(study), granted_shards(population)) as inner:
+    config = InnerLoopConfig.from_study(study)
+    with ShardedInnerLoop(study.inner, config, granted_shards(population), stop_requested) as inner:
         while state.generation < cell.generations:
             start = time.perf_counter()
             candidates = es.ask(state)
@@ -194,8 +210,9 @@ def run_trial(config: dict[str, Any], study: dict[str, Any], run_dir: str) -> No
         # report resumes here: the record is authoritative, so report it again, not recompute.
         final = {k: v for k, v in record.recorded_final().items() if k.startswith(M.FINAL)}
         if not final:
+            start = time.perf_counter()
             final = final_reevaluation(study, params, state, seeds, inner)
-            record.final(final)
+            record.final({**final, M.SEC_FINAL: time.perf_counter() - start})
         report({M.OBJECTIVE: final.get(M.FINAL_BEST), M.BEST_OBJECTIVE: state.best_objective, **final}, state)
 
 

@@ -1,20 +1,45 @@
-"""Shared fixtures: one small Ray cluster for the whole session (ray init costs ~8 s here)."""
+"""Shared fixtures: one small Ray cluster for the whole session (ray init costs ~8 s here), and no debris.
+
+The session runs in a scratch TMPDIR of its own (removed at the end), so
+what in-process studies, Ray workers and W&B leave behind never lands in
+/tmp; pytest's own folders live in the repository (`.pytest-tmp/`, see
+pyproject.toml). Calibration probes go to a session store, not ~/.cache.
+"""
 
 import os
+import shutil
+import tempfile
 
 import pytest
+
+from bilevel_tune.lifecycle import Scratch
 
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
 TEST_THREAD_CAP = 1
+_SCRATCH = Scratch().__enter__()  # before any test imports Ray or W&B: they read TMPDIR once
+os.environ["BILEVEL_CACHE_DIR"] = tempfile.mkdtemp(prefix="calibration-", dir=_SCRATCH.path)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    shutil.rmtree(os.environ["BILEVEL_CACHE_DIR"], ignore_errors=True)
+    _SCRATCH.__exit__(None, None, None)
 
 
 @pytest.fixture(scope="session")
-def ray_cluster():
+def scratch() -> Scratch:
+    return _SCRATCH
+
+
+@pytest.fixture(scope="session")
+def ray_cluster(scratch):
     from bilevel_tune import runtime
 
-    runtime.init(runtime.RuntimeConfig(num_cpus=2, thread_cap=TEST_THREAD_CAP, log_to_driver=False))
+    config = runtime.RuntimeConfig(
+        num_cpus=2, thread_cap=TEST_THREAD_CAP, log_to_driver=False, extra_env=tuple(scratch.env().items())
+    )
+    runtime.init(config)
     yield
     runtime.shutdown()
 

@@ -28,7 +28,7 @@ def test_real_appo_study_two_cells_two_generations(ray_cluster, tmp_path, capsys
         assert np.isfinite(final[M.FINAL + "best"]) and final[M.FINAL + "seeds"] == 2
     assert json.loads((tmp_path / "run" / "study.json").read_text())["study"]["inner"] == "appo"
     assert list((tmp_path / "run").glob("*/wandb/offline-run-*")), "W&B offline runs belong in the run folder"
-    assert "2/2 trials finished" in capsys.readouterr().out
+    assert "2 finished, 0 errored, 0 interrupted of 2 trials" in capsys.readouterr().out
 
 
 def test_a_killed_policy_actor_retries_from_the_checkpoint(ray_cluster, tmp_path):

@@ -1,5 +1,6 @@
 """The study CLI before anything runs: --dry-run, --list, and bad input (one line, exit 2, nothing written)."""
 
+import re
 import subprocess
 import sys
 
@@ -10,34 +11,33 @@ from bilevel_tune.study import main
 WEEKEND = ["weekend", "--wandb", "disabled"]
 
 
-def test_dry_run_shows_the_eight_trials(capsys, tmp_path):
-    assert main(["weekend", "--dry-run", "--results", str(tmp_path / "r")]) == 0
+ETA_LINE = re.compile(r"ETA (\d+ days?, )?\d+:\d\d:\d\d")
+
+
+def test_dry_run_shows_the_trials_their_shards_and_an_eta(capsys, tmp_path):
+    argv = ["weekend", "--inner", "analytic", "--dry-run", "--num-cpus", "16", "--results", str(tmp_path / "r")]
+    assert main(argv) == 0
     out = capsys.readouterr().out
     assert "8 trials = population [1, 16]" in out
-    assert out.count("weekend_pop") == 8 and "rough ETA" in out and "placement group" in out
-    assert "1000" in out and "300" in out
+    rows = {line.split()[0]: line.split() for line in out.splitlines() if line.startswith("weekend_pop")}
+    assert len(rows) == 8
+    assert {r[1] for n, r in rows.items() if "pop1_" in n} == {"1000"} and {
+        r[1] for n, r in rows.items() if "pop16" in n
+    } == {"300"}
+    assert all(r[2] == "1" for n, r in rows.items() if "pop1_" in n), "one candidate, one shard"
+    assert "16 CPUs" in out and "empty head bundle" in out
+    last_eta = [line for line in out.splitlines() if "ETA" in line][-1]
+    assert ETA_LINE.search(last_eta) and last_eta == out.strip().splitlines()[-1]
     assert not (tmp_path / "r").exists()
 
 
-def test_dry_run_applies_overrides(capsys):
-    assert (
-        main(
-            [
-                "weekend",
-                "--quick",
-                "--dry-run",
-                "--population",
-                "16",
-                "--seed",
-                "1,2,3",
-                "--optimize-params",
-                "fixed_quota",
-            ]
-        )
-        == 0
-    )
+def test_dry_run_applies_overrides_and_cpus_per_trial(capsys):
+    argv = ["weekend", "--quick", "--inner", "analytic", "--dry-run", "--population", "16", "--seed", "1,2,3"]
+    assert main([*argv, "--optimize-params", "fixed_quota", "--num-cpus", "4", "--cpus-per-trial", "2"]) == 0
     out = capsys.readouterr().out
-    assert "3 trials" in out and "smoke-budget" in out and "weekend_pop16_1d_seed3" in out
+    assert "3 trials" in out and "(smoke)" in out and "weekend_pop16_1d_seed3" in out
+    assert [line.split()[2] for line in out.splitlines() if line.startswith("weekend_pop")] == ["2", "2", "2"]
+    assert "--cpus-per-trial" in out and "2 waves" in out
 
 
 def test_list(capsys):
@@ -71,6 +71,13 @@ BAD = [
     (["weekend", "--budget", "slow"], "no budget 'slow'; it has: quick"),
     (["weekend", "--max-concurrent", "0"], "--max-concurrent 0 must be ≥ 1"),
     (["weekend", "--address", "nonsense"], "--address 'nonsense' must be host:port"),
+    (
+        ["weekend", "--num-cpus", "2", "--cpus-per-trial", "3", "--dry-run"],
+        "--cpus-per-trial 3 exceeds the cluster's 2 CPUs",
+    ),
+    (["weekend", "--set", "fixed_quota=1", "--dry-run"], "rule fixed_quota=1 is outside its range [0.6, 0.95]"),
+    (["weekend", "--set", "fine_amount=-1"], "rule fine_amount=-1 is outside its range [0, 0.1]"),
+    (["weekend", "--address", "127.0.0.1:1", "--num-cpus", "2"], "--num-cpus sizes a Ray of the study's own"),
     (["weekend", "--name", "../x"], "--name '../x' must be a plain folder name"),
     (["weekend", "--resume"], "--resume: no earlier run of study 'weekend'"),
 ]
@@ -84,6 +91,14 @@ def test_bad_input_is_one_line_exit_2_nothing_written(argv, message, capsys, tmp
     assert err.count("\n") == 1 and message in err, err
     assert "Traceback" not in err
     assert not results.exists()
+
+
+def test_a_storage_uri_is_refused_not_made_a_folder(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main([*WEEKEND, "--results", "s3://bucket/x"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "storage URIs (s3://) are not supported" in err
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_results_under_a_regular_file(file_in_the_way, capsys):
@@ -104,9 +119,10 @@ def test_malformed_and_unknown_keys_in_a_study_path(tmp_path, capsys):
 
 def test_online_without_a_key_fails_before_writing(tmp_path, monkeypatch, capsys):
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
     monkeypatch.chdir(tmp_path)
     assert main(["weekend", "--wandb", "online", "--results", str(tmp_path / "r")]) == 2
-    assert "needs an API key" in capsys.readouterr().err
+    assert "needs credentials: `wandb login`" in capsys.readouterr().err
     assert not (tmp_path / "r").exists()
 
 

@@ -44,7 +44,7 @@ def test_the_weekend_grid_runs_under_tune(ray_cluster, tmp_path, capsys):
     study = json.loads((run / "study.json").read_text())
     assert study["study"]["name"] == "weekend" and study["provenance"]["versions"]["ray"]
     out = capsys.readouterr().out
-    assert "8/8 trials finished" in out and "population:" in out and "ceiling:" in out
+    assert "8 finished, 0 errored, 0 interrupted of 8 trials" in out and "population:" in out and "ceiling:" in out
     for f in ("summary.md", "trials.csv", "cells.csv", "grid.csv", "verdicts.json", "plots/grid_heatmap.png"):
         assert (run / f).is_file(), f
 
@@ -134,7 +134,7 @@ def test_an_interrupted_study_resumes_and_loses_nothing(tmp_path):
     assert len(after) == 2
     for generations, final in after.values():
         assert [g[M.GENERATION] for g in generations] == list(range(40)) and final is not None
-    assert "2/2 trials finished" in out and (tmp_path / "run" / "summary.md").is_file()
+    assert "2 finished, 0 errored, 0 interrupted of 2 trials" in out and (tmp_path / "run" / "summary.md").is_file()
 
 
 def test_failed_candidates_rank_worst_and_an_all_failed_trial_stops_alone(ray_cluster, tmp_path, capsys):

@@ -1,0 +1,533 @@
+"""Running a study: options in, a run folder and an honest exit status out.
+
+    outcome = run_study(RunOptions(study="weekend", budget="quick", wandb="offline"))
+
+A run, top to bottom: resolve the study and its run folder → start or join
+Ray → check that every node sees the results root → plan the CPUs →
+write study.json → Tune, fresh or restored → summary and trackers → the
+last line (finished / errored / interrupted, and how to resume). `dry_run`
+stops after the plan and prints it with an ETA. Bad input raises
+`UsageError` (the CLI prints one line, exit 2) before anything is written.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import platform
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from bilevel_tune import __version__, calibration, cluster, lifecycle
+from bilevel_tune.definition import Study, StudyError, load_study
+from bilevel_tune.plan import Plan, PlanError, hms, make_plan
+from bilevel_tune.run_folder import (
+    STUDY_FILE,
+    Cell,
+    RunFolderError,
+    check_results_root,
+    find_run,
+    finished_cells,
+    json_safe,
+    new_run_dir,
+    read_study_file,
+    trial_name,
+)
+from bilevel_tune.tracking import TrackingError, resolve_wandb_mode
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_RESULTS = "results"
+
+
+class UsageError(Exception):
+    """Bad input: printed as one line, exit code 2, nothing written."""
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Everything a run can be told; the CLI builds one, tests and benchmarks too."""
+
+    study: str  # a name in studies/ or a path to a .toml file
+    # the study: narrow or replace its axes and budget (a fresh run only)
+    budget: str | None = None
+    populations: tuple[int, ...] | None = None
+    optimize_params: tuple[str, ...] | None = None
+    seeds: tuple[int, ...] | None = None
+    outer_iters: int | None = None
+    inner_iters: int | None = None
+    rules: tuple[tuple[str, float], ...] = ()
+    inner: str | None = None
+    # the run folder
+    results: str = DEFAULT_RESULTS
+    name: str | None = None
+    resume: bool = False
+    # this session: where and how it runs
+    address: str | None = None
+    num_cpus: int | None = None
+    cpus_per_trial: int | None = None
+    max_concurrent: int | None = None
+    max_failures: int = 3
+    thread_cap: int = 1
+    wandb: str = "auto"
+    dashboard: bool = False
+    recalibrate: bool = False
+    command: str = "python -m bilevel_tune.study"  # how the user invoked the study, for the resume line
+
+    STUDY_FIELDS = ("budget", "populations", "optimize_params", "seeds", "outer_iters", "inner_iters", "rules", "inner")
+    FLAGS = {
+        "budget": "--budget/--quick",
+        "populations": "--population",
+        "optimize_params": "--optimize-params",
+        "seeds": "--seed",
+        "outer_iters": "--outer-iters",
+        "inner_iters": "--inner-iters",
+        "rules": "--set",
+        "inner": "--inner",
+    }
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    run_dir: Path
+    exit_code: int
+    finished: int
+    errored: int
+    interrupted: int
+    last_line: str
+
+
+# -- the study and its run folder ---------------------------------------------------------
+def resolve_study(options: RunOptions) -> Study:
+    """The study as this fresh run defines it: the file, a named budget, then the overrides."""
+    study = load_study(options.study)
+    if options.budget:
+        study = study.with_budget(options.budget)
+    return study.with_overrides(
+        populations=options.populations,
+        optimize_params=options.optimize_params,
+        seeds=options.seeds,
+        outer_iters=options.outer_iters,
+        inner_iters=options.inner_iters,
+        rules=dict(options.rules),
+        inner=options.inner,
+    )
+
+
+def resolve_run(options: RunOptions) -> tuple[Study, Path, Path]:
+    """(study, results root, run folder) for a fresh run or a resume; UsageError on anything wrong."""
+    try:
+        root = check_results_root(options.results)
+        if options.max_failures < 0:
+            raise UsageError(f"--max-failures {options.max_failures} must be ≥ 0")
+        if options.address is not None and options.num_cpus is not None:
+            raise UsageError("--num-cpus sizes a Ray of the study's own; with --address the cluster's CPUs are used")
+        if not options.resume:
+            study = resolve_study(options)
+            return study, root, new_run_dir(root, study.name, options.name, _utc_stamp())
+        run_dir = find_run(root, load_study(options.study).name, options.name)
+        recorded = Study.from_dict(read_study_file(run_dir)["study"])
+        changed = _changed_on_resume(options, recorded)
+        if changed:
+            raise UsageError(
+                f"--resume continues the run as its study.json records it; {', '.join(changed)} would change it "
+                "(drop it, or start a new run)"
+            )
+        return recorded, root, run_dir
+    except (StudyError, RunFolderError) as err:
+        raise UsageError(str(err)) from None
+
+
+def _changed_on_resume(options: RunOptions, recorded: Study) -> list[str]:
+    """The study options given that would change the recorded study (repeating a recorded value is fine)."""
+    given = [f for f in RunOptions.STUDY_FIELDS if getattr(options, f) not in (None, ())]
+    if not given:
+        return []
+    try:
+        asked = resolve_study(options)
+    except StudyError:
+        return [RunOptions.FLAGS[f] for f in given]
+    aspect = {
+        "budget": lambda s: (s.budget_name, s.budget),
+        "populations": lambda s: s.populations,
+        "optimize_params": lambda s: s.optimize_params,
+        "seeds": lambda s: s.seeds,
+        "outer_iters": lambda s: s.budget,
+        "inner_iters": lambda s: s.budget,
+        "rules": lambda s: s.fixed_rules,
+        "inner": lambda s: s.inner,
+    }
+    return [RunOptions.FLAGS[f] for f in given if aspect[f](asked) != aspect[f](recorded)]
+
+
+def _utc_stamp() -> str:
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+
+
+def provenance() -> dict[str, Any]:
+    """Versions, git SHA and machine, read without importing the heavy packages."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=5)
+        sha = sha.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        sha = ""
+    versions = {"bilevel_tune": __version__, "python": platform.python_version()}
+    for package in ("ray", "torch", "numpy", "pandas", "wandb", "gymnasium"):
+        try:
+            versions[package] = version(package)
+        except PackageNotFoundError:
+            versions[package] = None
+    return {
+        "versions": versions,
+        "git_sha": sha or None,
+        "cores": os.cpu_count(),
+        "platform": platform.platform(),
+        "started_utc": dt.datetime.now(dt.timezone.utc).isoformat(),
+    }
+
+
+# -- the plan ----------------------------------------------------------------------------------
+def plan_run(study: Study, options: RunOptions, cpus: int, mode: str, skip: set = frozenset()) -> Plan:
+    """Shards per trial for this cluster (cells in Tune's order, finished ones left out), with its ETA."""
+    from bilevel_tune.experiment import tune_order
+
+    if options.cpus_per_trial is not None and options.cpus_per_trial > cpus:
+        raise UsageError(f"--cpus-per-trial {options.cpus_per_trial} exceeds the cluster's {cpus} CPUs")
+    cells = [c for c in tune_order(study) if c.key not in skip]
+    busy = min(cpus, sum(c.population for c in cells) or 1)
+    try:
+        model = calibration.cost_model(study, mode, options.thread_cap, busy, refresh=options.recalibrate)
+        return make_plan(cells, study.budget, cpus, model, options.cpus_per_trial, options.max_concurrent)
+    except PlanError as err:
+        raise UsageError(str(err)) from None
+
+
+def describe_plan(study: Study, plan: Plan, out: Callable[[str], None] = print) -> None:
+    """The plan's table — shards, start, duration per trial —, which trials run together, and its ETA (last)."""
+    out(f"{'trial':<34} {'gens':>5} {'shards':>6} {'starts':>9} {'~time':>9}")
+    for t in plan.trials:
+        out(
+            f"{trial_name(study.name, t.cell):<34} {t.cell.generations:>5} {t.shards:>6} {hms(t.start_s):>9} {hms(t.seconds):>9}"
+        )
+    waves = plan.waves
+    together = "all trials at once" if len(waves) == 1 else f"{len(waves)} waves as CPUs free up"
+    how = "--cpus-per-trial" if plan.fixed else "chosen in proportion to each trial's work"
+    used = sum(t.shards for t in waves[0]) if waves else 0
+    out(
+        f"resources: {plan.cpus} CPUs; per trial an empty head bundle + one CPU per shard ({how}); {together}, {used} CPUs busy at first"
+    )
+    m = plan.model
+    out(
+        f"assumed per busy CPU: train() of n candidates {m.train_fixed_s:.3f} + {m.train_per_candidate_s:.3f}·n s, "
+        f"evaluation {m.evaluate_fixed_s:.3f} + {m.evaluate_per_candidate_s:.3f}·n s, shard start {m.shard_start_s:.1f} s, "
+        f"trial overhead {m.trial_overhead_s:.1f} s ({m.source})"
+    )
+    out(
+        f"ETA {hms(plan.eta_s)} for the whole command: start {hms(m.launch_s)}, trials {hms(plan.makespan_s)}, summary {hms(m.finish_s)}"
+    )
+
+
+def dry_run(options: RunOptions, out: Callable[[str], None] = print) -> Plan:
+    """Validate everything a run would, then print the grid, the plan and the ETA; writes nothing but the calibration cache."""
+    if options.resume:
+        raise UsageError("--dry-run plans a new run; drop --resume")
+    study, _, _ = resolve_run(options)
+    mode = _wandb_mode(options)
+    cpus = options.num_cpus or os.cpu_count() or 1
+    address = cluster.requested_address(options.address)
+    if address is not None:
+        cpus = _cluster_cpus(address)
+    b = study.budget
+    out(
+        f"study {study.name} ({study.source}), budget {study.budget_label}{' (smoke)' if study.smoke else ''}, inner loop {study.inner}"
+    )
+    out(
+        f"{len(study.cells())} trials = population {list(study.populations)} × optimize_params "
+        f"{[list(p) for p in study.optimize_params]} × seed {list(study.seeds)}"
+    )
+    out(
+        f"budget: inner_iters {b.inner_iters}, horizon {b.horizon} days, {b.num_farms} farms, hidden {list(b.hidden)}, "
+        f"eval episodes {b.eval_episodes}, final re-evaluation seeds {b.final_eval_seeds}"
+    )
+    out(
+        f"fixed rules: {study.fixed_rules or 'defaults'}; objective: econ {study.econ_weight}, sus {study.sus_weight}; "
+        f"es: {study.es_settings}; W&B {mode}"
+    )
+    plan = plan_run(study, options, cpus, mode)
+    describe_plan(study, plan, out)
+    return plan
+
+
+def _cluster_cpus(address: str) -> int:
+    import ray
+
+    try:
+        address = cluster.probe_address(address)
+    except cluster.ClusterError as err:
+        raise UsageError(str(err)) from None
+    ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+    try:
+        return cluster.cluster_cpus()
+    finally:
+        ray.shutdown()
+
+
+def _wandb_mode(options: RunOptions) -> str:
+    try:
+        return resolve_wandb_mode(options.wandb, key_dirs=(Path.cwd(), REPO_ROOT))
+    except TrackingError as err:
+        raise UsageError(str(err)) from None
+
+
+# -- a run ------------------------------------------------------------------------------------
+def run_study(options: RunOptions, out: Callable[[str], None] = print) -> RunOutcome:
+    """Run (or resume) a study to the end, or to an interrupt; never raises for what happened to trials."""
+    launched = time.time()
+    study, root, run_dir = resolve_run(options)
+    mode = _wandb_mode(options)
+    if options.resume:
+        from bilevel_tune.experiment import RestoreError, check_restorable
+
+        try:
+            check_restorable(run_dir)
+        except RestoreError as err:
+            raise UsageError(str(err)) from None
+    signals = lifecycle.Signals().install()
+    with lifecycle.Scratch() as scratch:
+        started_ray = _connect(options, scratch)
+        try:
+            signals.install()  # ray.init replaced SIGTERM's handler
+            return _run_on_cluster(study, options, root, run_dir, mode, signals, launched, out)
+        finally:
+            if cluster.requested_address(options.address):
+                cluster.remove_on_every_node(scratch.path)
+            if started_ray:
+                from bilevel_tune import runtime
+
+                runtime.shutdown()
+            signals.restore()
+
+
+def _connect(options: RunOptions, scratch: lifecycle.Scratch) -> bool:
+    """Start a Ray of the study's own, or join the cluster asked for; True when this call started or joined it."""
+    from bilevel_tune import runtime
+
+    address = cluster.requested_address(options.address)
+    try:
+        if address is not None:
+            address = cluster.probe_address(address)
+        return runtime.init(
+            runtime.RuntimeConfig(
+                address=address,
+                num_cpus=options.num_cpus,
+                include_dashboard=options.dashboard,
+                thread_cap=options.thread_cap,
+                extra_env=tuple(scratch.env().items()),
+            )
+        )
+    except cluster.ClusterError as err:
+        raise UsageError(str(err)) from None
+    except (ConnectionError, RuntimeError, ValueError) as err:
+        where = f"--address {address}: cannot connect to a Ray cluster" if address else "cannot start a local Ray"
+        raise UsageError(f"{where} ({str(err).splitlines()[0]})") from None
+
+
+def _run_on_cluster(study, options, root, run_dir, mode, signals, launched, out) -> RunOutcome:
+    from bilevel_tune import experiment, tracking
+
+    try:
+        cluster.check_shared_storage(root)
+    except cluster.ClusterError as err:
+        raise UsageError(str(err)) from None
+    if options.dashboard:
+        out(_dashboard_line())
+    skip = finished_cells(run_dir) if options.resume else set()
+    calibrating = time.time()
+    plan = plan_run(study, options, cluster.cluster_cpus(), mode, skip)
+    launched += time.time() - calibrating  # a probe is not part of what the next ETA's launch figure predicts
+    describe_plan(study, plan, out)
+    _write_study_file(study, run_dir, plan, options)
+    shards = {c.key: plan.shards_of(c.key) if c.key not in skip else 1 for c in study.cells()}
+    watch = experiment.ClusterWatch()
+    session = experiment.SessionOptions(
+        callbacks=(*tracking.callbacks(mode, group=run_dir.name, tags=_tags(study)), watch),
+        max_failures=options.max_failures,
+        max_concurrent=options.max_concurrent,
+    )
+    os.environ.setdefault(
+        "TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0"
+    )  # a checkpoint per generation is the design
+    try:
+        make = experiment.restored_tuner if options.resume else experiment.fresh_tuner
+        tuner = make(study, run_dir, shards, session)
+    except experiment.RestoreError as err:
+        raise UsageError(str(err)) from None
+    start = time.time()
+    grid = None
+    try:
+        grid = tuner.fit()
+        fit_wall = time.time() - start
+        counts = _counts(study, run_dir, errored=grid.num_errors)
+        if counts[2] and watch.reason is None:  # unfinished, not errored, not stopped by us: Tune took a Ctrl-C
+            signals.note_tune_interrupt()
+        finished_at = time.time()
+        _summarise(run_dir, mode, study, out)
+        if watch.reason:
+            out(f"stopped: {watch.reason}")
+        if not options.resume and counts[1] == counts[2] == 0:
+            _learn(study, plan, mode, grid, launched, start, fit_wall, finished_at)
+    except KeyboardInterrupt:  # a second Ctrl-C or SIGTERM: stop now; the records are fsynced per generation
+        signals.received = signals.received or signal.SIGINT
+        counts = _counts(study, run_dir, errored=0)
+    code = signals.exit_code or (lifecycle.EXIT_ERRORED if counts[1] or watch.reason else lifecycle.EXIT_OK)
+    line = _last_line(counts, time.time() - start, run_dir, options, code)
+    out(line)
+    return RunOutcome(run_dir, code, *counts, line)
+
+
+def _tags(study: Study) -> list[str]:
+    """W&B tags (64 characters at most each): the study, its named budget, and whether the command line changed it."""
+    tags = [f"study:{study.name}", f"budget:{study.budget_name}"]
+    if study.overrides:
+        tags.append("budget:overridden")
+    return [t[:64] for t in tags]
+
+
+def _write_study_file(study: Study, run_dir: Path, plan: Plan, options: RunOptions) -> None:
+    """study.json: the resolved study, provenance, this session's plan, and every session's command."""
+    path = run_dir / STUDY_FILE
+    data = read_study_file(run_dir) if options.resume else {"study": study.to_dict(), "provenance": provenance()}
+    data["plan"] = plan.to_dict(study.name)
+    session = {"started_utc": dt.datetime.now(dt.timezone.utc).isoformat(), "cpus": plan.cpus, "resume": options.resume}
+    data["sessions"] = [*data.get("sessions", []), session]
+    run_dir.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(json_safe(data), indent=2))
+    tmp.replace(path)
+
+
+def _counts(study: Study, run_dir: Path, errored: int) -> tuple[int, int, int]:
+    """(finished, errored, interrupted): a trial finished when its record holds the final line — in any session."""
+    finished = len(finished_cells(run_dir) & {c.key for c in study.cells()})
+    return finished, errored, len(study.cells()) - finished - errored
+
+
+def _summarise(run_dir: Path, mode: str, study: Study, out) -> None:
+    from bilevel_tune import summary, tracking
+
+    try:
+        out(summary.write_summary(run_dir))
+    except Exception as err:  # noqa: BLE001 - the run's data is safe; the summary can be rebuilt from it
+        out(
+            f"summary failed ({type(err).__name__}: {err}); the records are intact — rebuild with: python -m bilevel_tune.summary {run_dir}"
+        )
+        return
+    skipped = tracking.log_summary(run_dir, mode, group=run_dir.name, tags=_tags(study))
+    if skipped:
+        out(skipped)
+    out(f"\nTensorBoard: tensorboard --logdir {run_dir}")
+    if mode != "disabled":
+        out(f"W&B ({mode}): runs not on the server yet upload with: {tracking.sync_command(run_dir)}")
+
+
+def _learn(study, plan, mode, grid, launched, fit_started, fit_wall, finished_at) -> None:
+    """What this complete run measured, for the next ETA: launch, finish, per-trial overhead, per-generation report."""
+    from bilevel_tune import metrics as M
+    from bilevel_tune.plan import simulate
+
+    by_key, report_s = {}, []
+    for result in grid:
+        rows, final = _records_of(result)
+        if not rows:
+            return
+        inside = float(result.metrics.get("time_total_s", 0.0))  # the trial function's own time, reports included
+        generations = sum(r[M.SEC_PER_GEN] for r in rows) + float((final or {}).get(M.SEC_FINAL, 0.0))
+        report_s.append(max(inside - generations, 0.0) / len(rows))
+        by_key[Cell.key_of(rows[0])] = inside
+    shards = [t.shards for t in plan.trials]
+    inside = [by_key.get(t.cell.key, 0.0) for t in plan.trials]
+
+    def makespan(overhead: float) -> float:
+        seconds = [d + overhead for d in inside]
+        return max(s + d for s, d in zip(simulate(seconds, shards, plan.cpus, None), seconds))
+
+    low, high = 0.0, max(fit_wall, 1.0)
+    for _ in range(40):  # the per-trial overhead that makes the trials' own times add up to the measured fit
+        mid = (low + high) / 2
+        low, high = (mid, high) if makespan(mid) < fit_wall else (low, mid)
+    calibration.learn_overheads(
+        mode,
+        study.inner,
+        {
+            "launch_s": fit_started - launched,
+            "finish_s": time.time() - finished_at,
+            "trial_overhead_s": low,
+            "report_s": sum(report_s) / len(report_s),
+        },
+    )
+
+
+def _records_of(result):
+    from bilevel_tune.run_folder import GENERATIONS_FILE, read_records
+
+    return read_records(Path(result.path) / GENERATIONS_FILE) if result.path else ([], None)
+
+
+def _last_line(counts: tuple[int, int, int], seconds: float, run_dir: Path, options: RunOptions, code: int) -> str:
+    finished, errored, interrupted = counts
+    total = finished + errored + interrupted
+    head = f"{finished} finished, {errored} errored, {interrupted} interrupted of {total} trials in {hms(seconds)}"
+    if code == lifecycle.EXIT_OK:
+        return f"{head}; results: {run_dir}"
+    return f"{head}; resume with: {resume_command(options, run_dir)}"
+
+
+def resume_command(options: RunOptions, run_dir: Path) -> str:
+    """The exact command that continues this run with this session's settings."""
+    args = [options.study, "--resume", "--name", run_dir.name]
+    if options.results != DEFAULT_RESULTS:
+        args += ["--results", str(options.results)]
+    defaults = RunOptions(study=options.study)
+    for field, flag in (
+        ("address", "--address"),
+        ("num_cpus", "--num-cpus"),
+        ("cpus_per_trial", "--cpus-per-trial"),
+        ("max_concurrent", "--max-concurrent"),
+        ("max_failures", "--max-failures"),
+        ("thread_cap", "--thread-cap"),
+        ("wandb", "--wandb"),
+    ):
+        value = getattr(options, field)
+        if value != getattr(defaults, field):
+            args += [flag, str(value)]
+    return f"{options.command} {shlex.join(args)}"
+
+
+def _dashboard_line() -> str:
+    import ray
+
+    url = ray._private.worker.global_worker.node.address_info.get("webui_url") or "127.0.0.1:8265"
+    token = Path.home() / ".ray" / "auth_token"
+    how = f"paste the token from {token} when it asks" if token.is_file() else "token authentication is off"
+    return f"Ray Dashboard: http://{url} — {how} (Ray 2.60 turns token auth on by default; RAY_AUTH_MODE=disabled turns it off)"
+
+
+def default_command() -> str:
+    """How this process was started, as a user would type it again."""
+    program = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else ""
+    if program == "bilevel-study":
+        return program
+    python = Path(sys.executable)
+    try:
+        python_text = str(python.relative_to(Path.cwd()))
+    except ValueError:
+        python_text = "python"
+    return f"{python_text} -m bilevel_tune.study"
