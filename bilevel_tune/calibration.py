@@ -215,8 +215,10 @@ def probe(spec: str, config: dict[str, Any], sizes: Sequence[int], thread_cap: i
 
 
 # -- the model a plan uses -------------------------------------------------------------
-def inner_loop_figures(study, thread_cap: int, busy_cpus: int, refresh: bool = False) -> tuple[dict[str, float], str]:
-    """The inner loop's figures for this study's settings: cached, or probed now (and cached)."""
+def inner_loop_figures(
+    study, thread_cap: int, busy_cpus: int, refresh: bool = False, probe_if_missing: bool = True
+) -> tuple[dict[str, float] | None, str]:
+    """The inner loop's figures for this study's settings: cached, or probed now (and cached); None if not asked to."""
     from bilevel_tune.inner import InnerLoopConfig
 
     config = dataclasses.asdict(InnerLoopConfig.from_study(study))
@@ -227,6 +229,8 @@ def inner_loop_figures(study, thread_cap: int, busy_cpus: int, refresh: bool = F
     cached = store.get("probes", {}).get(key)
     if cached and not refresh:
         return cached, f"cached probe of {cached['measured']} ({store_path()})"
+    if not probe_if_missing:
+        return None, "not calibrated on this machine for these settings yet (`--dry-run` calibrates)"
     figures = probe(study.inner, config, sizes, thread_cap, parallel)
     figures["measured"] = time.strftime("%Y-%m-%d %H:%M")
     store.setdefault("probes", {})[key] = figures
@@ -257,9 +261,16 @@ def _loop_kind(inner: str) -> str:
     return inner if inner in ("appo", "analytic") else "custom"
 
 
-def cost_model(study, wandb_mode: str, thread_cap: int, busy_cpus: int, refresh: bool = False) -> CostModel:
-    """The plan's CostModel for this study on this machine; `source` says where each part came from."""
-    figures, how_inner = inner_loop_figures(study, thread_cap, busy_cpus, refresh)
+def cost_model(
+    study, wandb_mode: str, thread_cap: int, busy_cpus: int, refresh: bool = False, probe_if_missing: bool = True
+) -> CostModel:
+    """The plan's CostModel for this study on this machine; `source` says where each part came from.
+
+    Without figures (and not asked to probe), shards follow each trial's work alone.
+    """
+    figures, how_inner = inner_loop_figures(study, thread_cap, busy_cpus, refresh, probe_if_missing)
+    if figures is None:
+        return CostModel.by_work(f"by work alone: {how_inner}")
     fixed, how_fixed = overheads(wandb_mode, study.inner)
     fields = {f.name for f in dataclasses.fields(CostModel)}
     return CostModel(

@@ -49,6 +49,21 @@ class CostModel:
     launch_s: float = 10.0  # once: process start, Ray start, Tune's first trial
     finish_s: float = 5.0  # once: summary tables and plots, Ray shutdown
     source: str = "defaults"
+    calibrated: bool = True  # False: relative work only, seconds meaningless
+
+    @classmethod
+    def by_work(cls, why: str) -> "CostModel":
+        """No measurement: a train() of n candidates costs n units and nothing else costs anything.
+
+        Shards then follow each trial's work (population × generations × K) alone.
+        """
+        zero = dict.fromkeys(
+            ("shard_start_s", "rebuild_s", "train_fixed_s", "first_train_extra_s", "evaluate_fixed_s"), 0.0
+        )
+        fixed = dict.fromkeys(("report_s", "trial_overhead_s", "launch_s", "finish_s"), 0.0)
+        return cls(
+            **zero, train_per_candidate_s=1.0, evaluate_per_candidate_s=0.0, **fixed, source=why, calibrated=False
+        )
 
     def train_s(self, block: int) -> float:
         return self.train_fixed_s + self.train_per_candidate_s * block

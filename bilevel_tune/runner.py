@@ -195,8 +195,13 @@ def provenance() -> dict[str, Any]:
 
 
 # -- the plan ----------------------------------------------------------------------------------
-def plan_run(study: Study, options: RunOptions, cpus: int, mode: str, skip: set = frozenset()) -> Plan:
-    """Shards per trial for this cluster (cells in Tune's order, finished ones left out), with its ETA."""
+def plan_run(
+    study: Study, options: RunOptions, cpus: int, mode: str, skip: set = frozenset(), probe: bool = True
+) -> Plan:
+    """Shards per trial for this cluster (cells in Tune's order, finished ones left out), with its ETA.
+
+    A dry run probes this machine when it has no figures yet; a real run plans by work alone then.
+    """
     from bilevel_tune.experiment import tune_order
 
     if options.cpus_per_trial is not None and options.cpus_per_trial > cpus:
@@ -204,7 +209,14 @@ def plan_run(study: Study, options: RunOptions, cpus: int, mode: str, skip: set 
     cells = [c for c in tune_order(study) if c.key not in skip]
     busy = min(cpus, sum(c.population for c in cells) or 1)
     try:
-        model = calibration.cost_model(study, mode, options.thread_cap, busy, refresh=options.recalibrate)
+        model = calibration.cost_model(
+            study,
+            mode,
+            options.thread_cap,
+            busy,
+            refresh=options.recalibrate,
+            probe_if_missing=probe or options.recalibrate,
+        )
         return make_plan(cells, study.budget, cpus, model, options.cpus_per_trial, options.max_concurrent)
     except PlanError as err:
         raise UsageError(str(err)) from None
@@ -351,7 +363,7 @@ def _run_on_cluster(study, options, root, run_dir, mode, signals, launched, out)
         out(_dashboard_line())
     skip = finished_cells(run_dir) if options.resume else set()
     calibrating = time.time()
-    plan = plan_run(study, options, cluster.cluster_cpus(), mode, skip)
+    plan = plan_run(study, options, cluster.cluster_cpus(), mode, skip, probe=False)
     launched += time.time() - calibrating  # a probe is not part of what the next ETA's launch figure predicts
     describe_plan(study, plan, out)
     _write_study_file(study, run_dir, plan, options)

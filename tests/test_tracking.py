@@ -38,8 +38,9 @@ def test_an_unreachable_wandb_server_is_a_bounded_wait_and_the_data_stays_local(
 def test_key_file_and_modes(tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_API_KEY", "")  # so that monkeypatch restores the original afterwards
     monkeypatch.delenv("WANDB_API_KEY")
+    monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
     assert resolve_wandb_mode("auto", key_dirs=[tmp_path]) == "offline"
-    with pytest.raises(TrackingError, match="needs an API key"):
+    with pytest.raises(TrackingError, match="needs credentials"):
         resolve_wandb_mode("online", key_dirs=[tmp_path])
     (tmp_path / ".wandb.env").write_text(f"# W&B\nexport WANDB_API_KEY='{FAKE_KEY}'\n")
     assert load_key_file([tmp_path]) and resolve_wandb_mode("auto", key_dirs=[tmp_path]) == "online"
