@@ -12,9 +12,11 @@ cluster still has (a node was lost): a trial is never left pending forever.
 from __future__ import annotations
 
 import dataclasses
+import os
+import signal
 import time
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 from ray import tune
 from ray.tune.experiment import Trial
@@ -84,7 +86,6 @@ def fresh_tuner(study: Study, run_dir: Path, shards: Mapping[tuple, int], option
             failure_config=tune.FailureConfig(max_failures=options.max_failures),
             checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
             callbacks=list(options.callbacks),
-            stop=_stopper(options.callbacks),
             verbose=1,
         ),
     )
@@ -109,14 +110,9 @@ def restored_tuner(study: Study, run_dir: Path, shards: Mapping[tuple, int], opt
             "run without them, or upgrade bilevel_tune"
         )
     run_config.callbacks = [*options.callbacks, Replan(shards)]
-    run_config.stop = _stopper(options.callbacks)
     run_config.failure_config = tune.FailureConfig(max_failures=options.max_failures)
     tune_config.max_concurrent_trials = options.max_concurrent
     return tuner
-
-
-def _stopper(callbacks: Sequence) -> Any:
-    return next((c for c in callbacks if isinstance(c, ClusterWatch)), None)
 
 
 def _ray_version() -> str:
@@ -146,8 +142,12 @@ class Replan(tune.Callback):
                 trial.update_resources(wanted)
 
 
-class ClusterWatch(tune.Callback, tune.Stopper):
-    """Ends the study when a waiting trial can no longer fit the cluster (say a node was lost)."""
+class ClusterWatch(tune.Callback):
+    """Ends the study when a waiting trial can no longer fit the cluster (say a node was lost).
+
+    It ends it the way Ctrl-C does — Tune saves every unfinished trial as
+    resumable —, not through a Tune Stopper, which would mark them finished.
+    """
 
     def __init__(self):
         self.reason: str | None = None
@@ -172,9 +172,5 @@ class ClusterWatch(tune.Callback, tune.Stopper):
                     f"trial {trial} needs {_cpus(trial)} CPUs but the cluster has {cpus} left (a node was lost?); "
                     "--resume re-plans the unfinished trials for the cluster as it is"
                 )
-
-    def __call__(self, trial_id: str, result: dict) -> bool:
-        return False
-
-    def stop_all(self) -> bool:
-        return self.reason is not None
+                os.kill(os.getpid(), signal.SIGINT)  # Tune's handler: a graceful, resumable stop
+                return

@@ -388,7 +388,7 @@ def _run_on_cluster(study, options, root, run_dir, mode, signals, launched, out)
         grid = tuner.fit()
         fit_wall = time.time() - start
         counts = _counts(study, run_dir, errored=grid.num_errors)
-        if counts[2] and watch.reason is None:  # unfinished, not errored, not stopped by us: Tune took a Ctrl-C
+        if counts[2]:  # unfinished and not errored: Tune took a Ctrl-C (the user's, or ClusterWatch's)
             signals.note_tune_interrupt()
         finished_at = time.time()
         _summarise(run_dir, mode, study, out)
@@ -399,7 +399,10 @@ def _run_on_cluster(study, options, root, run_dir, mode, signals, launched, out)
     except KeyboardInterrupt:  # a second Ctrl-C or SIGTERM: stop now; the records are fsynced per generation
         signals.received = signals.received or signal.SIGINT
         counts = _counts(study, run_dir, errored=0)
-    code = signals.exit_code or (lifecycle.EXIT_ERRORED if counts[1] or watch.reason else lifecycle.EXIT_OK)
+    if watch.reason:  # our own stop, not the user's
+        code = lifecycle.EXIT_ERRORED
+    else:
+        code = signals.exit_code or (lifecycle.EXIT_ERRORED if counts[1] else lifecycle.EXIT_OK)
     line = _last_line(counts, time.time() - start, run_dir, options, code)
     out(line)
     return RunOutcome(run_dir, code, *counts, line)

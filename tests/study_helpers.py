@@ -38,8 +38,13 @@ def wait_for(predicate, timeout: float, interval: float = 0.2):
 
 
 def study_process(args: list[str], env: dict | None = None) -> subprocess.Popen:
+    return command_process([sys.executable, "-m", "bilevel_tune.study", *args], env)
+
+
+def command_process(command: list[str], env: dict | None = None) -> subprocess.Popen:
+    """A command run from the repository, as a user would (a printed resume command, say)."""
     return subprocess.Popen(
-        [sys.executable, "-m", "bilevel_tune.study", *args],
+        command,
         cwd=REPO,
         env={**os.environ, "RAY_AUTH_MODE": "disabled", **(env or {})},
         stdout=subprocess.PIPE,
