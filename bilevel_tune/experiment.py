@@ -12,6 +12,7 @@ cluster still has (a node was lost): a trial is never left pending forever.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import signal
 import time
@@ -123,6 +124,30 @@ def _ray_version() -> str:
 
 def _cpus(trial: Trial) -> int:
     return int(sum(b.get("CPU", 0) for b in trial.placement_group_factory.bundles))
+
+
+class OneLineTrialFailures(logging.Filter):
+    """Tune logs every failed trial attempt with its whole traceback; with retries a failure is routine.
+
+    One line per failure here; the traceback stays in the trial folder's error.txt.
+    """
+
+    LOGGER = "ray.tune.execution.tune_controller"
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.exc_info[1] is not None and "Trial task failed" in str(record.msg):
+            err = record.exc_info[1]
+            first = next((line for line in str(err).splitlines() if line.strip()), "")
+            record.msg = f"{record.getMessage()} ({type(err).__name__}: {first[:200]}); traceback in its error.txt"
+            record.args, record.exc_info, record.exc_text = (), None, None
+        return True
+
+    def __enter__(self) -> "OneLineTrialFailures":
+        logging.getLogger(self.LOGGER).addFilter(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        logging.getLogger(self.LOGGER).removeFilter(self)
 
 
 class Replan(tune.Callback):

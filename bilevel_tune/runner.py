@@ -385,7 +385,8 @@ def _run_on_cluster(study, options, root, run_dir, mode, signals, launched, out)
     start = time.time()
     grid = None
     try:
-        grid = tuner.fit()
+        with experiment.OneLineTrialFailures():
+            grid = tuner.fit()
         fit_wall = time.time() - start
         counts = _counts(study, run_dir, errored=grid.num_errors)
         if counts[2]:  # unfinished and not errored: Tune took a Ctrl-C (the user's, or ClusterWatch's)

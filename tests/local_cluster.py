@@ -68,6 +68,7 @@ class LocalCluster:
         _wait_for(log, "Ray runtime started", self.head)
         self.address = Path(self.head_tmp, "ray_current_cluster").read_text().strip()
         self.worker: subprocess.Popen | None = None
+        self.worker_node_id = ""
         self.worker_log = Path(self.head_tmp) / "worker.log"
 
     def start_worker(self, cpus: int = 2, private: tuple[Path, ...] = ()) -> None:
@@ -82,6 +83,16 @@ class LocalCluster:
             stdout=open(self.worker_log, "w"), stderr=subprocess.STDOUT, env=self.env, start_new_session=True,
         )  # fmt: skip
         _wait_for(self.worker_log, "Ray runtime started", self.worker)
+        self.worker_node_id = self._node_id_at(WORKER_IP)
+
+    def _node_id_at(self, ip: str) -> str:
+        """The id of the node at `ip`, asked of the cluster by a short-lived driver."""
+        script = (
+            "import ray; ray.init(address=%r, logging_level='ERROR', log_to_driver=False); "
+            "print([n['NodeID'] for n in ray.nodes() if n['Alive'] and n['NodeManagerAddress'] == %r][0])"
+        ) % (self.address, ip)
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=self.env, timeout=120)
+        return done.stdout.strip().splitlines()[-1]
 
     def kill_worker(self) -> None:
         """The worker node dies at once: SIGKILL to its whole process group, no cleanup."""

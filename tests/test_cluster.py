@@ -60,20 +60,26 @@ def test_a_lost_worker_node_costs_a_retry_from_the_checkpoint_and_no_generation(
     )  # fmt: skip
     proc = study_process(args)
 
-    def both_nodes_have_recorded_generations():
-        rows = [rows for rows, _ in trial_records(tmp_path / "run").values() if len(rows) >= 20]
-        return len(set().union(*map(nodes_of, rows))) == 2 if rows else False
+    def a_trial_is_well_under_way_on_the_worker():
+        return any(
+            len(rows) >= 20 and cluster.worker_node_id in nodes_of(rows)
+            for rows, _ in trial_records(tmp_path / "run").values()
+        )
 
-    wait_for(both_nodes_have_recorded_generations, timeout=240, interval=0.1)
+    wait_for(a_trial_is_well_under_way_on_the_worker, timeout=240, interval=0.1)
     cluster.kill_worker()
     out, _ = proc.communicate(timeout=600)
     assert proc.returncode == 0, out[-3000:]
     records = trial_records(tmp_path / "run")
     for rows, final in records.values():
         assert [r[M.GENERATION] for r in rows] == list(range(generations)) and final is not None
-    moved = [rows for rows, _ in records.values() if len(nodes_of(rows)) == 2]
+    moved = [
+        rows for rows, _ in records.values() if cluster.worker_node_id in nodes_of(rows) and len(nodes_of(rows)) == 2
+    ]
     assert moved, "a trial of the lost node must have continued on the head"
     assert "2 finished, 0 errored, 0 interrupted of 2 trials" in out.strip().splitlines()[-1]
+    failures = [line for line in out.splitlines() if "Trial task failed" in line]
+    assert failures and all("traceback in its error.txt" in line for line in failures) and "Traceback" not in out
 
 
 def test_a_results_folder_a_node_cannot_see_is_refused_before_anything_starts(cluster, tmp_path):
