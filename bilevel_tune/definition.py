@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
-
-import tomllib
 
 from bilevel_tune.es import SHAPINGS, ESConfig
 from bilevel_tune.hints import unknown_name
@@ -27,6 +26,7 @@ STUDIES_DIR = Path(__file__).resolve().parent.parent / "studies"
 DEFAULT_CEILING = 0.25  # the value the user's best objectives stopped at
 DEFAULT_TOL = 1e-4
 FULL_BUDGET = "full"  # the name of a study file's [budget]
+BUDGET_OVERRIDES = ("outer_iters", "inner_iters")
 
 
 class StudyError(ValueError):
@@ -276,8 +276,14 @@ class Study:
 
     @property
     def budget_label(self) -> str:
-        """The budget as run: its name and every command-line change, e.g. 'quick, outer_iters=4'."""
-        return ", ".join([self.budget_name, *(f"{k}={_plain(v)}" for k, v in self.overrides)])
+        """The budget as run: its name and the command line's changes to it, e.g. 'quick, outer_iters=4'."""
+        changes = [f"{k}={_plain(v)}" for k, v in self.overrides if k in BUDGET_OVERRIDES]
+        return ", ".join([self.budget_name, *changes])
+
+    @property
+    def overrides_label(self) -> str:
+        """The command line's other changes (grid axes, rules, inner loop), e.g. 'population=16, inner=analytic'."""
+        return ", ".join(f"{k}={_plain(v)}" for k, v in self.overrides if k not in BUDGET_OVERRIDES)
 
     @property
     def smoke(self) -> bool:
