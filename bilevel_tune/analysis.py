@@ -349,11 +349,11 @@ def budget_note(study: Study) -> str | None:
         return None
     full = study.full_budget or study.budget
     ran = sorted({c.generations for c in study.cells()})
-    planned = sorted({full.generations_for(c.population) for c in study.cells()})
+    planned = sorted({g for c in study.cells() if (g := study.full_generations_for(c.population)) is not None})
+    of = f" of {'/'.join(map(str, planned))}" if planned else ""
     return (
-        f"SHORT RUN (budget {study.budget_label}): cells ran {'/'.join(map(str, ran))} generations of "
-        f"{'/'.join(map(str, planned))}, K = {study.budget.inner_iters} of {full.inner_iters} — "
-        "these verdicts describe this run, not the science"
+        f"SHORT RUN (budget {study.budget_label}): cells ran {'/'.join(map(str, ran))} generations{of}, "
+        f"K = {study.budget.inner_iters} of {full.inner_iters} — these verdicts describe this run, not the science"
     )
 
 

@@ -34,6 +34,11 @@ def requested_address(explicit: str | None) -> str | None:
     return explicit or os.environ.get("RAY_ADDRESS") or None
 
 
+def address_label(explicit: str | None) -> str:
+    """How the user asked for the cluster, for messages: '--address X' or 'RAY_ADDRESS=X'."""
+    return f"--address {explicit}" if explicit else f"RAY_ADDRESS={os.environ.get('RAY_ADDRESS')}"
+
+
 def _recorded_address() -> str:
     from ray._common.utils import get_ray_address_file
 
@@ -45,12 +50,12 @@ def _recorded_address() -> str:
     return address
 
 
-def probe_address(address: str, timeout: float = 5.0) -> str:
+def probe_address(address: str, label: str | None = None, timeout: float = 5.0) -> str:
     """host:port of `address` if something listens there; ClusterError otherwise ('auto' reads ray start's record)."""
-    where = address
+    label = label or f"--address {address}"
     if address == "auto":
         address = _recorded_address()
-        where = f"auto ({address}, recorded by `ray start`)"
+        label = f"{label} ({address}, recorded by `ray start`)"
     host, _, port = address.removeprefix("ray://").rpartition(":")
     try:
         with socket.create_connection((host, int(port)), timeout=timeout):
@@ -58,7 +63,7 @@ def probe_address(address: str, timeout: float = 5.0) -> str:
     except (OSError, ValueError) as err:
         reason = getattr(err, "strerror", None) or err
         raise ClusterError(
-            f"--address {where}: cannot connect to a Ray cluster (nothing answers at {host}:{port}: {reason})"
+            f"{label}: cannot connect to a Ray cluster (nothing answers at {host}:{port}: {reason})"
         ) from None
     return address
 

@@ -290,10 +290,19 @@ class Study:
         """A named budget other than the full one: verdicts from it say nothing about the science."""
         return self.budget_name != FULL_BUDGET
 
+    def full_generations_for(self, population: int) -> int | None:
+        """The study file's full budget for this population; None when it has none (a population added on the command line)."""
+        full = self.full_budget or self.budget
+        try:
+            return full.generations_for(population)
+        except StudyError:
+            return None
+
     def short_of_full(self, cell: Cell) -> bool:
         """Does this cell run fewer generations (or inner iterations) than the study file's full budget?"""
-        full = self.full_budget or self.budget
-        return cell.generations < full.generations_for(cell.population) or self.budget.inner_iters < full.inner_iters
+        full_generations = self.full_generations_for(cell.population)
+        fewer = full_generations is not None and cell.generations < full_generations
+        return fewer or self.budget.inner_iters < (self.full_budget or self.budget).inner_iters
 
     def cells(self) -> list[Cell]:
         """One per trial: population × optimize_params × seed, with its generation budget."""

@@ -4,8 +4,8 @@ Everything is drawn from the run folder alone (through `analysis`), so the
 notebook and the study's end-of-run summary draw the same pictures. The
 search is shown in the rules' physical units: in 1-D each candidate's rule
 value against its objective; in 2-D the candidates in the plane of the two
-searched rules, coloured by objective on one scale for the whole run, with
-the search mean's path over the generations.
+searched rules, coloured by objective on one scale for all of a trial's
+generations, with the search mean's path over the generations.
 """
 
 from __future__ import annotations
@@ -78,9 +78,6 @@ def plot_objective(run_dir: Path):
 def plot_population(run_dir: Path):
     """Where the search went, in physical units: 1-D rule vs objective; 2-D the rules' plane and the mean's path."""
     trials = _trials(run_dir)
-    every = np.concatenate([_objectives(g) for _, t in trials for g in t.generations] or [np.zeros(1)])
-    finite = every[np.isfinite(every)]
-    norm = plt.Normalize(*(np.percentile(finite, [2, 98]) if finite.size else (0.0, 1.0)))
     fig, axes = _panels(len(trials))
     for ax, (key, t) in zip(axes.flat, trials):
         params = key[1]
@@ -95,6 +92,9 @@ def plot_population(run_dir: Path):
             ax.set_xlabel(params[0])
             ax.set_ylabel("objective")
         else:
+            # one colour scale for all of the trial's generations, so early and late candidates compare
+            finite = objs[np.isfinite(objs)]
+            norm = plt.Normalize(*(np.percentile(finite, [2, 98]) if finite.size else (0.0, 1.0)))
             shown = ax.scatter(points[:, 0], points[:, 1], c=objs, cmap="viridis", norm=norm, s=6)
             fig.colorbar(shown, ax=ax, label="objective")
             path = np.array([[num(g[M.MEAN_RULE + p]) for p in params[:2]] for g in gens])

@@ -256,7 +256,7 @@ def dry_run(options: RunOptions, out: Callable[[str], None] = print) -> Plan:
     cpus = options.num_cpus or os.cpu_count() or 1
     address = cluster.requested_address(options.address)
     if address is not None:
-        cpus = _cluster_cpus(address)
+        cpus = _cluster_cpus(address, options.address)
     b = study.budget
     out(
         f"study {study.name} ({study.source}), budget {study.budget_label}{' (smoke)' if study.smoke else ''}, inner loop {study.inner}"
@@ -278,11 +278,11 @@ def dry_run(options: RunOptions, out: Callable[[str], None] = print) -> Plan:
     return plan
 
 
-def _cluster_cpus(address: str) -> int:
+def _cluster_cpus(address: str, explicit: str | None) -> int:
     import ray
 
     try:
-        address = cluster.probe_address(address)
+        address = cluster.probe_address(address, cluster.address_label(explicit))
     except cluster.ClusterError as err:
         raise UsageError(str(err)) from None
     ray.init(address=address, logging_level="ERROR", log_to_driver=False)
@@ -335,7 +335,7 @@ def _connect(options: RunOptions, scratch: lifecycle.Scratch) -> bool:
     address = cluster.requested_address(options.address)
     try:
         if address is not None:
-            address = cluster.probe_address(address)
+            address = cluster.probe_address(address, cluster.address_label(options.address))
         return runtime.init(
             runtime.RuntimeConfig(
                 address=address,

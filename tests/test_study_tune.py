@@ -53,7 +53,7 @@ def test_the_weekend_grid_runs_under_tune(ray_cluster, tmp_path, capsys):
     (run / names[0] / "generations.jsonl").unlink()
     crashed = run / names[1] / "generations.jsonl"
     crashed.write_text("".join(crashed.read_text().splitlines(keepends=True)[:2]))
-    trials = summary.summarise(run)["trials"]
+    trials = summary.summarise(run).trials
     assert len(trials) == 8
     assert sorted(trials["status"]) == ["complete"] * 6 + ["missing", "running or crashed"]
     assert "Not complete: 2 trial(s)" in summary.render(summary.summarise(run))

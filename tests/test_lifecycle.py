@@ -1,0 +1,184 @@
+"""What a user meets around a run: exit status and last line, resume, a stale cluster record, /tmp, W&B and TensorBoard.
+
+Each test drives the real CLI in a subprocess, as a user or a scheduler would.
+"""
+
+import json
+import re
+import shlex
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from bilevel_tune import metrics as M
+from bilevel_tune.lifecycle import SCRATCH_PREFIX
+
+from .study_helpers import command_process, interrupt, study_args, study_process, trial_records, wait_for
+
+pytestmark = pytest.mark.ray
+ANALYTIC = {"inner": "analytic"}
+LAST_LINE = re.compile(
+    r"^(\d+) finished, (\d+) errored, (\d+) interrupted of (\d+) trials in [\d:]+; resume with: (.+)$"
+)
+RAYS_OWN = {"ray", "_ray_lockfiles"}  # Ray's own folders in /tmp, kept on purpose (logs of every session)
+
+
+def last_line(out: str) -> str:
+    return out.strip().splitlines()[-1]
+
+
+def wandb_run_ids(trial_dir: Path) -> list[str]:
+    """The W&B run id of every session's offline run in a trial folder (dirs are offline-run-<time>-<id>)."""
+    return [p.name.rsplit("-", 1)[1] for p in sorted(trial_dir.glob("wandb/offline-run-*"))]
+
+
+def test_ctrl_c_exits_130_with_a_resume_command_that_resumes_with_its_new_session_options(tmp_path):
+    generations = 200
+    args = study_args(
+        tmp_path, "--quick", **ANALYTIC, wandb="offline", cpus_per_trial=1, population=16,
+        optimize_params="min_demand_frac", seed="42,7", outer_iters=generations, max_concurrent=1,
+    )  # fmt: skip
+    proc = study_process(args)
+    wait_for(lambda: any(len(g) >= 5 for g, _ in trial_records(tmp_path / "run").values()), timeout=180)
+    out = interrupt(proc, signal.SIGINT)
+    assert proc.returncode == 130, out[-3000:]
+    match = LAST_LINE.match(last_line(out))
+    assert match and int(match[3]) >= 1 and match[4] == "2", last_line(out)
+    command = shlex.split(match[5])
+    assert command[command.index("--cpus-per-trial") + 1] == "1" and command[command.index("--wandb") + 1] == "offline"
+
+    # a study option cannot change on resume: one line, nothing run
+    refused = study_process([*command[3:], "--outer-iters", "5"])
+    said, _ = refused.communicate(timeout=120)
+    assert refused.returncode == 2 and said.strip().count("\n") == 0 and "--outer-iters would change it" in said
+
+    # session options can: more shards this time
+    command[command.index("--cpus-per-trial") + 1] = "2"
+    resumed = command_process(command)
+    out, _ = resumed.communicate(timeout=600)
+    assert resumed.returncode == 0, out[-3000:]
+    assert re.match(r"2 finished, 0 errored, 0 interrupted of 2 trials in [\d:]+; results: ", last_line(out))
+    records = trial_records(tmp_path / "run")
+    for rows, final in records.values():
+        assert [r[M.GENERATION] for r in rows] == list(range(generations)) and final is not None
+    interrupted = [name for name, (rows, _) in records.items() if {r[M.SHARDS] for r in rows} == {1, 2}]
+    assert interrupted, "the trial that was interrupted must resume with two shards"
+    ids = wandb_run_ids(tmp_path / "run" / interrupted[0])
+    assert len(ids) >= 2 and len(set(ids)) == 1, f"a resumed trial continues its own W&B run: {ids}"
+
+
+def test_sigterm_exits_143_and_says_how_to_resume(tmp_path):
+    args = study_args(tmp_path, "--quick", **ANALYTIC, wandb="disabled", population=16, seed=1, outer_iters=400)
+    proc = study_process(args)
+    wait_for(lambda: any(len(g) >= 3 for g, _ in trial_records(tmp_path / "run").values()), timeout=180)
+    out = interrupt(proc, signal.SIGTERM)
+    assert proc.returncode == 143, out[-3000:]
+    assert LAST_LINE.match(last_line(out)), last_line(out)
+
+
+def test_a_second_ctrl_c_stops_at_once_and_loses_nothing(tmp_path):
+    args = study_args(
+        tmp_path, "--quick", inner="appo", wandb="disabled", population=2, optimize_params="fixed_quota", seed=1,
+        outer_iters=200,
+    )  # fmt: skip
+    proc = study_process(args)
+    wait_for(lambda: any(len(g) >= 2 for g, _ in trial_records(tmp_path / "run").values()), timeout=300)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out[-3000:]
+    assert LAST_LINE.match(last_line(out)), last_line(out)
+    ((rows, _),) = trial_records(tmp_path / "run").values()
+    assert [r[M.GENERATION] for r in rows] == list(range(len(rows))), "every recorded generation is whole"
+
+
+def test_resuming_a_folder_without_tunes_state_is_one_line(tmp_path):
+    args = study_args(tmp_path, "--quick", **ANALYTIC, wandb="disabled", population=2, seed=1, outer_iters=2)
+    first = study_process(args)
+    first.communicate(timeout=300)
+    (tmp_path / "run" / "tuner.pkl").unlink()
+    again = study_process(study_args(tmp_path, "--resume"))
+    out, _ = again.communicate(timeout=120)
+    assert again.returncode == 2 and out.strip().count("\n") == 0, out
+    assert "holds no restorable Tune experiment (no tuner.pkl)" in out and "Traceback" not in out
+
+
+@pytest.fixture
+def stale_cluster_record():
+    """/tmp/ray/ray_current_cluster naming a cluster that died (ray start's record, left behind)."""
+    record = Path("/tmp/ray/ray_current_cluster")
+    saved = record.read_text() if record.exists() else None
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text("127.0.0.1:1")
+    yield record
+    if saved is None:
+        record.unlink(missing_ok=True)
+    else:
+        record.write_text(saved)
+
+
+def test_a_stale_cluster_record_does_not_capture_the_study(tmp_path, stale_cluster_record):
+    args = study_args(tmp_path, "--quick", **ANALYTIC, wandb="disabled", population=2, seed=1, outer_iters=2)
+    proc = study_process(args)
+    out, _ = proc.communicate(timeout=180)
+    assert proc.returncode == 0, out[-3000:]
+    assert "Failed to connect" not in out and "127.0.0.1:1" not in out
+
+
+def test_joining_a_cluster_is_asked_for_explicitly_and_probed_first(tmp_path, stale_cluster_record):
+    args = study_args(tmp_path, "--quick", **ANALYTIC, wandb="disabled")
+    for env, named in ({"RAY_ADDRESS": "127.0.0.1:1"}, "RAY_ADDRESS=127.0.0.1:1"), ({}, "--address auto"):
+        proc = study_process([*args, "--address", "auto"] if not env else args, env=env)
+        out, _ = proc.communicate(timeout=60)
+        assert proc.returncode == 2 and out.strip().count("\n") == 0, out
+        assert named in out and "cannot connect to a Ray cluster" in out and "127.0.0.1:1" in out
+    assert not (tmp_path / "run").exists()
+
+
+def _tmp_entries() -> set[str]:
+    return {p.name for p in Path("/tmp").iterdir()}
+
+
+def test_a_study_stopped_by_ctrl_c_leaves_nothing_in_tmp(tmp_path):
+    real_tmp = {"TMPDIR": "/tmp", "RAY_TMPDIR": "/tmp"}  # the test session has a scratch TMPDIR; here, the real one
+    before = _tmp_entries()
+    args = study_args(
+        tmp_path, "--quick", inner="appo", wandb="offline", population=2, optimize_params="fixed_quota", seed=1,
+        outer_iters=100,
+    )  # fmt: skip
+    proc = study_process(args, env=real_tmp)
+    wait_for(lambda: any(len(g) >= 2 for g, _ in trial_records(tmp_path / "run").values()), timeout=300)
+    out = interrupt(proc, signal.SIGINT)
+    assert proc.returncode == 130, out[-3000:]
+    left = _tmp_entries() - before - RAYS_OWN
+    assert left == set(), f"debris in /tmp: {sorted(left)}"
+    assert not [p for p in Path("/tmp").glob(f"{SCRATCH_PREFIX}*") if p.name not in before]
+
+
+def test_the_summary_reaches_wandb_and_tensorboard_reads_every_trials_curve(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    args = study_args(tmp_path, "--quick", **ANALYTIC, wandb="offline", population="1,2", seed=1, outer_iters=3)
+    proc = study_process(args)
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out[-3000:]
+    run = tmp_path / "run"
+    (summary_run,) = run.glob("wandb/offline-run-*")
+    tables = [p for p in summary_run.glob("files/media/table/summary/*.table.json")]
+    images = [p for p in summary_run.glob("files/media/images/summary/*.png")]
+    assert {t.name.split("_")[0] for t in tables} >= {"grid", "trials", "cells"} and len(images) == 3
+    assert b"verdicts" in next(summary_run.glob("*.wandb")).read_bytes()
+    sync = next(line for line in out.splitlines() if "wandb sync" in line).split("wandb sync ", 1)[1].split()
+    matched = {str(p) for pattern in sync for p in Path("/").glob(pattern.lstrip("/"))}
+    assert matched == {str(p) for p in run.glob("**/wandb/offline-run-*")}, "the sync command names every W&B run"
+    for trial_dir in [p.parent for p in run.glob("*/generations.jsonl")]:
+        (events,) = trial_dir.glob("events.out.tfevents.*")
+        curve = EventAccumulator(str(events))
+        curve.Reload()
+        rows = [json.loads(line) for line in (trial_dir / "generations.jsonl").read_text().splitlines()]
+        objectives = [r[M.OBJECTIVE] for r in rows if r[M.KIND] == "generation"]
+        logged = [e.value for e in curve.Scalars("ray/tune/objective")][: len(objectives)]
+        assert logged == pytest.approx(objectives, rel=1e-6)
