@@ -120,3 +120,22 @@ def test_bad_overrides():
         study.with_budget("fast")
     with pytest.raises(StudyError, match="--outer-iters=0"):
         study.with_overrides(outer_iters=0)
+
+
+def test_fixed_rules_must_lie_in_the_range_the_search_could_reach(tmp_path):
+    with pytest.raises(StudyError, match=r"\[rules\]: rule fixed_quota=1 is outside its range \[0.6, 0.95\]"):
+        Study.from_toml(write(tmp_path, GOOD + "[rules]\nfixed_quota = 1.0\n"))
+    with pytest.raises(StudyError, match=r"--set: rule fine_amount=-1 is outside its range \[0, 0.1\]"):
+        load_study("weekend").with_overrides(rules={"fine_amount": -1.0})
+    edge = load_study("weekend").with_overrides(rules={"fixed_quota": 0.95, "max_demand_frac": 0.35})
+    assert edge.fixed_rules["fixed_quota"] == 0.95
+
+
+def test_the_budget_as_run_names_every_change():
+    study = load_study("weekend")
+    assert study.budget_label == "full" and not study.smoke
+    short = study.with_overrides(outer_iters=4, inner_iters=10, seeds=[1])
+    assert short.budget_label == "full, outer_iters=4, inner_iters=10" and short.overrides_label == "seed=1"
+    assert all(short.short_of_full(c) for c in short.cells())
+    assert not any(study.short_of_full(c) for c in study.cells())
+    assert Study.from_dict(json.loads(json.dumps(short.to_dict()))) == short

@@ -4,6 +4,7 @@ Each test drives the real CLI in a subprocess, as a user or a scheduler would.
 """
 
 import json
+import os
 import re
 import shlex
 import signal
@@ -182,3 +183,14 @@ def test_the_summary_reaches_wandb_and_tensorboard_reads_every_trials_curve(tmp_
         objectives = [r[M.OBJECTIVE] for r in rows if r[M.KIND] == "generation"]
         logged = [e.value for e in curve.Scalars("ray/tune/objective")][: len(objectives)]
         assert logged == pytest.approx(objectives, rel=1e-6)
+
+
+def test_scratch_folders_of_dead_runs_are_swept_and_live_ones_kept(tmp_path):
+    from bilevel_tune.lifecycle import Scratch
+
+    dead = tmp_path / f"{SCRATCH_PREFIX}{2**22 + 12345}-abc"  # above Linux's default pid_max: nobody's
+    alive = tmp_path / f"{SCRATCH_PREFIX}{os.getppid()}-abc"
+    for folder in (dead, alive):
+        (folder / "wandb-media").mkdir(parents=True)
+    Scratch.sweep(str(tmp_path))
+    assert not dead.exists() and alive.exists()

@@ -3,9 +3,11 @@
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+from bilevel_tune.runner import RunOptions, resume_command
 from bilevel_tune.study import main
 
 WEEKEND = ["weekend", "--wandb", "disabled"]
@@ -155,3 +157,18 @@ def test_an_unreachable_address_fails_fast(tmp_path, capsys):
         and "--address 127.0.0.1:1: cannot connect to a Ray cluster (nothing answers at 127.0.0.1:1" in err
     )
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("script", ["bilevel-study", "bilevel-summary"])
+def test_console_scripts_answer_help(script):
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name(script)), "--help"], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0 and "usage:" in done.stdout
+
+
+def test_the_resume_command_repeats_this_sessions_choices():
+    options = RunOptions(study="weekend", results="/data/r", num_cpus=8, wandb="offline", command="bilevel-study")
+    assert resume_command(options, Path("/data/r/weekend-1")) == (
+        "bilevel-study weekend --resume --name weekend-1 --results /data/r --num-cpus 8 --wandb offline"
+    )

@@ -76,3 +76,22 @@ def test_summary_cli_rejects_foreign_folders(tmp_path, capsys):
     assert len(err) == 3 and all(line.startswith("bilevel_tune.summary: error:") for line in err)
     with pytest.raises(SummaryError):
         load_run(tmp_path)
+
+
+def test_verdicts_of_a_run_shorter_than_its_study_are_labelled_so():
+    from bilevel_tune.analysis import budget_note
+    from bilevel_tune.definition import load_study
+
+    study = load_study("weekend")
+    assert budget_note(study) is None
+    note = budget_note(study.with_overrides(outer_iters=4, inner_iters=10))
+    assert note.startswith(
+        "SHORT RUN (budget full, outer_iters=4, inner_iters=10): cells ran 4 generations of 300/1000"
+    )
+    assert "K = 10 of 50" in note
+    assert budget_note(study.with_budget("quick")).startswith("SHORT RUN (budget quick): cells ran 3 generations")
+
+
+def test_the_summary_cli_answers_help(capsys):
+    assert main(["--help"]) == 0
+    assert "RUN_DIR" in capsys.readouterr().out

@@ -45,3 +45,17 @@ def test_key_file_and_modes(tmp_path, monkeypatch):
     (tmp_path / ".wandb.env").write_text(f"# W&B\nexport WANDB_API_KEY='{FAKE_KEY}'\n")
     assert load_key_file([tmp_path]) and resolve_wandb_mode("auto", key_dirs=[tmp_path]) == "online"
     assert resolve_wandb_mode("disabled", key_dirs=[tmp_path]) == "disabled"
+
+
+def test_wandb_login_credentials_in_netrc_count_without_a_network_call(tmp_path, monkeypatch):
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.delenv("WANDB_BASE_URL", raising=False)
+    netrc = tmp_path / "netrc"
+    monkeypatch.setenv("NETRC", str(netrc))
+    assert resolve_wandb_mode("auto", key_dirs=[tmp_path]) == "offline"
+    netrc.write_text(f"machine api.wandb.ai\n  login user\n  password {FAKE_KEY}\n")
+    netrc.chmod(0o600)
+    assert resolve_wandb_mode("auto", key_dirs=[tmp_path]) == "online"
+    assert resolve_wandb_mode("online", key_dirs=[tmp_path]) == "online"
+    monkeypatch.setenv("WANDB_BASE_URL", "https://wandb.example.org")  # a private server: its own netrc entry
+    assert resolve_wandb_mode("auto", key_dirs=[tmp_path]) == "offline"

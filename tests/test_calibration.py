@@ -1,0 +1,55 @@
+"""Calibration: probes of the real inner loop, cached per machine and settings, and overheads learned from runs."""
+
+import json
+
+import pytest
+
+from bilevel_tune import calibration
+from bilevel_tune.definition import load_study
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    monkeypatch.setenv("BILEVEL_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache" / calibration.STORE_FILE
+
+
+def test_a_probe_is_measured_once_then_read_from_the_store(store):
+    study = load_study("weekend").with_budget("quick").with_overrides(inner="analytic")
+    first, how = calibration.inner_loop_figures(study, thread_cap=1, busy_cpus=2)
+    assert how.startswith("probed now") and store.is_file()
+    assert first["evaluate_per_candidate_s"] > 0 and first["train_per_candidate_s"] == pytest.approx(0, abs=1e-3)
+    again, how = calibration.inner_loop_figures(study, thread_cap=1, busy_cpus=2)
+    assert how.startswith("cached probe") and again == first
+    other = study.with_overrides(populations=[4])  # other settings, another probe
+    assert calibration.inner_loop_figures(other, 1, 2, probe_if_missing=False)[0] is None
+
+
+def test_overheads_come_from_the_last_real_run_of_this_machine(store):
+    assert calibration.overheads("offline", "appo")[1] == "overheads of the 2-core reference machine"
+    calibration.learn_overheads(
+        "offline", "appo", {"launch_s": 7.0, "finish_s": 4.0, "trial_overhead_s": 2.5, "report_s": 0.1}
+    )
+    learned, how = calibration.overheads("offline", "appo")
+    assert learned == {"launch_s": 7.0, "finish_s": 4.0, "trial_overhead_s": 2.5, "report_s": 0.1}
+    assert how.startswith("overheads from this machine's run")
+    assert calibration.overheads("disabled", "appo")[1] == "overheads of the 2-core reference machine"
+    assert json.loads(store.read_text())["overheads"]
+
+
+def test_an_unwritable_store_costs_nothing(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("BILEVEL_CACHE_DIR", str(blocker / "cache"))
+    calibration.learn_overheads("offline", "appo", dict.fromkeys(calibration.OVERHEAD_KEYS, 1.0))
+    assert calibration.overheads("offline", "appo")[1] == "overheads of the 2-core reference machine"
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_the_appo_probe_measures_real_shards(store):
+    study = load_study("weekend").with_budget("quick").with_overrides(populations=[4])
+    figures, how = calibration.inner_loop_figures(study, thread_cap=1, busy_cpus=2)
+    assert how.startswith("probed now: 2 shard actor(s) at once, blocks of 1 and 4 candidates")
+    assert figures["shard_start_s"] > 0 and figures["train_fixed_s"] + figures["train_per_candidate_s"] > 0
+    assert figures["rebuild_s"] > 0 and figures["evaluate_per_candidate_s"] > 0
