@@ -37,12 +37,18 @@ from bilevel_tune.plan import CostModel
 
 STORE_FILE = "calibration.json"
 PROBE_TIMEOUT_S = 120
-# Measured on the project's 2-core reference machine (benchmarks/eta.py), by W&B mode: Tune's trial
-# actor and the W&B logging actor per trial dominate a small study's wall time.
+# Measured on the project's 2-core reference machine by benchmarks/eta.py (`make study`'s command and its
+# variants), by W&B mode and inner loop: per trial the start of its actors — the shards' imports and first
+# build, Tune's trial actor, W&B's logging actor and service — and their finish. Online is taken as offline.
+_APPO_OFFLINE = {"launch_s": 6.6, "finish_s": 4.0, "trial_overhead_s": 14.4, "report_s": 0.10}
+_ANALYTIC_OFFLINE = {"launch_s": 7.1, "finish_s": 4.1, "trial_overhead_s": 12.2, "report_s": 0.09}
 REFERENCE_OVERHEADS = {
-    "disabled": {"launch_s": 9.0, "finish_s": 6.0, "trial_overhead_s": 3.0, "report_s": 0.08},
-    "offline": {"launch_s": 9.0, "finish_s": 8.0, "trial_overhead_s": 7.0, "report_s": 0.12},
-    "online": {"launch_s": 9.0, "finish_s": 8.0, "trial_overhead_s": 7.0, "report_s": 0.12},
+    ("offline", "appo"): _APPO_OFFLINE,
+    ("online", "appo"): _APPO_OFFLINE,
+    ("disabled", "appo"): {"launch_s": 6.8, "finish_s": 3.3, "trial_overhead_s": 7.2, "report_s": 0.014},
+    ("offline", "analytic"): _ANALYTIC_OFFLINE,
+    ("online", "analytic"): _ANALYTIC_OFFLINE,
+    ("disabled", "analytic"): {"launch_s": 6.2, "finish_s": 3.1, "trial_overhead_s": 4.8, "report_s": 0.013},
 }
 OVERHEAD_KEYS = ("launch_s", "finish_s", "trial_overhead_s", "report_s")
 IN_PROCESS_LOOPS = ("analytic",)  # plain numpy: probed without Ray (its start is in the learned overheads)
@@ -146,9 +152,9 @@ def run_probe(spec: str, config: dict[str, Any], sizes: Sequence[int], thread_ca
         def generation(n: int, seed: int, inner_iters: int):
             return ray.get([a.generation.remote(_rules(n), seed, 0, [seed], inner_iters) for a in shards])
 
-    t = time.perf_counter()
-    generation(1, 0, 1)  # the shard's process start, imports, first build
-    first_call = time.perf_counter() - t
+    generation(
+        1, 0, 1
+    )  # warm-up: the shard's process start, imports, first build (a trial's overhead, learned from runs)
     out: dict[str, Any] = {"sizes": {}}
     for n in sizes:
         once, twice = generation(n, 1, 1), generation(n, 2, 2)
@@ -159,9 +165,6 @@ def run_probe(spec: str, config: dict[str, Any], sizes: Sequence[int], thread_ca
             "evaluate_s": _mean([r.sec_evaluate for r in once + twice]),
             "rebuild_s": _mean([r.sec_reset for r in once + twice]),
         }
-    small = out["sizes"][str(sizes[0])]
-    one_generation = small["rebuild_s"] + small["train_s"] + small["first_train_extra_s"] + small["evaluate_s"]
-    out["shard_start_s"] = max(first_call - one_generation, 0.0)
     if spec not in IN_PROCESS_LOOPS:
         import ray
 
@@ -202,7 +205,6 @@ def probe(spec: str, config: dict[str, Any], sizes: Sequence[int], thread_cap: i
     train_fixed, train_per = line("train_s")
     eval_fixed, eval_per = line("evaluate_s")
     return {
-        "shard_start_s": result["shard_start_s"],
         "rebuild_s": _mean([small["rebuild_s"], large["rebuild_s"]]),
         "first_train_extra_s": max(_mean([small["first_train_extra_s"], large["first_train_extra_s"]]), 0.0),
         "train_fixed_s": train_fixed,
@@ -244,7 +246,8 @@ def overheads(wandb_mode: str, inner: str) -> tuple[dict[str, float], str]:
     learned = _load_store().get("overheads", {}).get(_key("overheads", machine(), wandb_mode, _loop_kind(inner)))
     if learned:
         return {k: learned[k] for k in OVERHEAD_KEYS}, f"overheads from this machine's run of {learned['measured']}"
-    return dict(REFERENCE_OVERHEADS[wandb_mode]), "overheads of the 2-core reference machine"
+    kind = _loop_kind(inner) if _loop_kind(inner) != "custom" else "appo"  # a custom loop: assume the heavier
+    return dict(REFERENCE_OVERHEADS[wandb_mode, kind]), "overheads of the 2-core reference machine"
 
 
 def learn_overheads(wandb_mode: str, inner: str, figures: dict[str, float]) -> None:

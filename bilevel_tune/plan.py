@@ -37,7 +37,6 @@ class PlanError(ValueError):
 class CostModel:
     """Seconds a trial's pieces take on one busy CPU; `source` says how they were measured."""
 
-    shard_start_s: float  # a shard actor's process start, imports and first build
     rebuild_s: float  # per generation and shard: fresh policies (reset)
     train_fixed_s: float  # one steady train() of a block of n candidates: fixed + per_candidate · n
     train_per_candidate_s: float
@@ -45,7 +44,8 @@ class CostModel:
     evaluate_fixed_s: float  # one evaluation season of a block: fixed + per_candidate · n
     evaluate_per_candidate_s: float
     report_s: float = 0.05  # per generation: ES, record, Tune report and checkpoint
-    trial_overhead_s: float = 4.0  # per trial: Tune's trial actor, trackers' start and finish
+    # per trial: starting its actors (Tune's, the shards' — imports, first build —, the trackers'), finishing them
+    trial_overhead_s: float = 10.0
     launch_s: float = 10.0  # once: process start, Ray start, Tune's first trial
     finish_s: float = 5.0  # once: summary tables and plots, Ray shutdown
     source: str = "defaults"
@@ -57,9 +57,7 @@ class CostModel:
 
         Shards then follow each trial's work (population × generations × K) alone.
         """
-        zero = dict.fromkeys(
-            ("shard_start_s", "rebuild_s", "train_fixed_s", "first_train_extra_s", "evaluate_fixed_s"), 0.0
-        )
+        zero = dict.fromkeys(("rebuild_s", "train_fixed_s", "first_train_extra_s", "evaluate_fixed_s"), 0.0)
         fixed = dict.fromkeys(("report_s", "trial_overhead_s", "launch_s", "finish_s"), 0.0)
         return cls(
             **zero, train_per_candidate_s=1.0, evaluate_per_candidate_s=0.0, **fixed, source=why, calibrated=False
@@ -83,7 +81,7 @@ class CostModel:
         finalists = math.ceil(2 / min(shards, 2))  # the best-so-far and the final mean, on up to two shards
         final = budget.final_eval_seeds * self.generation_s(finalists, budget.inner_iters, 1, report=False)
         generations = cell.generations * self.generation_s(block, budget.inner_iters, budget.eval_episodes)
-        return self.trial_overhead_s + self.shard_start_s + generations + final
+        return self.trial_overhead_s + generations + final
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

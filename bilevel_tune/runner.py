@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
+
 from bilevel_tune import __version__, calibration, cluster, lifecycle
 from bilevel_tune.definition import Study, StudyError, load_study
 from bilevel_tune.plan import Plan, PlanError, hms, make_plan
@@ -239,8 +241,8 @@ def describe_plan(study: Study, plan: Plan, out: Callable[[str], None] = print) 
     m = plan.model
     out(
         f"assumed per busy CPU: train() of n candidates {m.train_fixed_s:.3f} + {m.train_per_candidate_s:.3f}·n s, "
-        f"evaluation {m.evaluate_fixed_s:.3f} + {m.evaluate_per_candidate_s:.3f}·n s, shard start {m.shard_start_s:.1f} s, "
-        f"trial overhead {m.trial_overhead_s:.1f} s ({m.source})"
+        f"evaluation {m.evaluate_fixed_s:.3f} + {m.evaluate_per_candidate_s:.3f}·n s, "
+        f"per trial {m.trial_overhead_s:.1f} s to start and finish ({m.source})"
     )
     out(
         f"ETA {hms(plan.eta_s)} for the whole command: start {hms(m.launch_s)}, trials {hms(plan.makespan_s)}, summary {hms(m.finish_s)}"
@@ -300,9 +302,36 @@ def _wandb_mode(options: RunOptions) -> str:
 
 
 # -- a run ------------------------------------------------------------------------------------
+@dataclass
+class RunClock:
+    """Where a run's wall time went: what the next ETA on this machine learns from a complete fresh run."""
+
+    process_start: float
+    probing_s: float = 0.0
+    fit_start: float = float("nan")
+    fit_end: float = float("nan")
+    trials: dict[str, float] | None = None  # per-trial overhead and per-generation report, when learnable
+
+    @classmethod
+    def now(cls) -> "RunClock":
+        import psutil
+
+        return cls(process_start=psutil.Process().create_time())
+
+    def learned(self) -> dict[str, float] | None:
+        """Launch (process start to Tune's start, probes aside), finish (Tune's end to now), and the trials' figures."""
+        if self.trials is None:
+            return None
+        return {
+            "launch_s": self.fit_start - self.process_start - self.probing_s,
+            "finish_s": time.time() - self.fit_end,
+            **self.trials,
+        }
+
+
 def run_study(options: RunOptions, out: Callable[[str], None] = print) -> RunOutcome:
     """Run (or resume) a study to the end, or to an interrupt; never raises for what happened to trials."""
-    launched = time.time()
+    clock = RunClock.now()
     study, root, run_dir = resolve_run(options)
     mode = _wandb_mode(options)
     if options.resume:
@@ -317,7 +346,7 @@ def run_study(options: RunOptions, out: Callable[[str], None] = print) -> RunOut
         started_ray = _connect(options, scratch)
         try:
             signals.install()  # ray.init replaced SIGTERM's handler
-            return _run_on_cluster(study, options, root, run_dir, mode, signals, launched, out)
+            outcome = _run_on_cluster(study, options, root, run_dir, mode, signals, clock, out)
         finally:
             if cluster.requested_address(options.address):
                 cluster.remove_on_every_node(scratch.path)
@@ -326,6 +355,10 @@ def run_study(options: RunOptions, out: Callable[[str], None] = print) -> RunOut
 
                 runtime.shutdown()
             signals.restore()
+    learned = clock.learned()
+    if learned:
+        calibration.learn_overheads(mode, study.inner, learned)
+    return outcome
 
 
 def _connect(options: RunOptions, scratch: lifecycle.Scratch) -> bool:
@@ -352,7 +385,7 @@ def _connect(options: RunOptions, scratch: lifecycle.Scratch) -> bool:
         raise UsageError(f"{where} ({str(err).splitlines()[0]})") from None
 
 
-def _run_on_cluster(study, options, root, run_dir, mode, signals, launched, out) -> RunOutcome:
+def _run_on_cluster(study, options, root, run_dir, mode, signals, clock: RunClock, out) -> RunOutcome:
     from bilevel_tune import experiment, tracking
 
     try:
@@ -364,7 +397,7 @@ def _run_on_cluster(study, options, root, run_dir, mode, signals, launched, out)
     skip = finished_cells(run_dir) if options.resume else set()
     calibrating = time.time()
     plan = plan_run(study, options, cluster.cluster_cpus(), mode, skip, probe=False)
-    launched += time.time() - calibrating  # a probe is not part of what the next ETA's launch figure predicts
+    clock.probing_s += time.time() - calibrating  # a probe is not part of what the next ETA's launch predicts
     describe_plan(study, plan, out)
     _write_study_file(study, run_dir, plan, options)
     shards = {c.key: plan.shards_of(c.key) if c.key not in skip else 1 for c in study.cells()}
@@ -382,21 +415,19 @@ def _run_on_cluster(study, options, root, run_dir, mode, signals, launched, out)
         tuner = make(study, run_dir, shards, session)
     except experiment.RestoreError as err:
         raise UsageError(str(err)) from None
-    start = time.time()
-    grid = None
+    clock.fit_start = start = time.time()
     try:
         with experiment.OneLineTrialFailures():
             grid = tuner.fit()
-        fit_wall = time.time() - start
+        clock.fit_end = time.time()
         counts = _counts(study, run_dir, errored=grid.num_errors)
         if counts[2]:  # unfinished and not errored: Tune took a Ctrl-C (the user's, or ClusterWatch's)
             signals.note_tune_interrupt()
-        finished_at = time.time()
+        if not options.resume and counts[1] == counts[2] == 0:
+            clock.trials = _trial_figures(plan, grid, clock.fit_end - clock.fit_start)
         _summarise(run_dir, mode, study, out)
         if watch.reason:
             out(f"stopped: {watch.reason}")
-        if not options.resume and counts[1] == counts[2] == 0:
-            _learn(study, plan, mode, grid, launched, start, fit_wall, finished_at)
     except KeyboardInterrupt:  # a second Ctrl-C or SIGTERM: stop now; the records are fsynced per generation
         signals.received = signals.received or signal.SIGINT
         counts = _counts(study, run_dir, errored=0)
@@ -454,8 +485,13 @@ def _summarise(run_dir: Path, mode: str, study: Study, out) -> None:
         out(f"W&B ({mode}): runs not on the server yet upload with: {tracking.sync_command(run_dir)}")
 
 
-def _learn(study, plan, mode, grid, launched, fit_started, fit_wall, finished_at) -> None:
-    """What this complete run measured, for the next ETA: launch, finish, per-trial overhead, per-generation report."""
+def _trial_figures(plan: Plan, grid, fit_wall: float) -> dict[str, float] | None:
+    """Per-trial overhead and per-generation report time, as this complete run measured them.
+
+    The trials' own times (Tune's time_total_s) are exact; the overhead — the
+    shards' start in generation 0, Tune's trial actor, the trackers — is what
+    each trial must add for the plan's schedule to last as long as the fit did.
+    """
     from bilevel_tune import metrics as M
     from bilevel_tune.plan import simulate
 
@@ -463,11 +499,13 @@ def _learn(study, plan, mode, grid, launched, fit_started, fit_wall, finished_at
     for result in grid:
         rows, final = _records_of(result)
         if not rows:
-            return
-        inside = float(result.metrics.get("time_total_s", 0.0))  # the trial function's own time, reports included
-        generations = sum(r[M.SEC_PER_GEN] for r in rows) + float((final or {}).get(M.SEC_FINAL, 0.0))
-        report_s.append(max(inside - generations, 0.0) / len(rows))
-        by_key[Cell.key_of(rows[0])] = inside
+            return None
+        total = float(result.metrics.get("time_total_s", 0.0))  # the trial function's own time, reports included
+        seconds = [r[M.SEC_PER_GEN] for r in rows]
+        steady = float(np.median(seconds[1:] or seconds))
+        report_s.append(max(total - sum(seconds) - float((final or {}).get(M.SEC_FINAL, 0.0)), 0.0) / len(rows))
+        # generation 0 also starts the shards: that start belongs to the per-trial overhead
+        by_key[Cell.key_of(rows[0])] = total - (seconds[0] - steady)
     shards = [t.shards for t in plan.trials]
     inside = [by_key.get(t.cell.key, 0.0) for t in plan.trials]
 
@@ -476,19 +514,10 @@ def _learn(study, plan, mode, grid, launched, fit_started, fit_wall, finished_at
         return max(s + d for s, d in zip(simulate(seconds, shards, plan.cpus, None), seconds))
 
     low, high = 0.0, max(fit_wall, 1.0)
-    for _ in range(40):  # the per-trial overhead that makes the trials' own times add up to the measured fit
+    for _ in range(40):  # bisection: makespan grows with the overhead
         mid = (low + high) / 2
         low, high = (mid, high) if makespan(mid) < fit_wall else (low, mid)
-    calibration.learn_overheads(
-        mode,
-        study.inner,
-        {
-            "launch_s": fit_started - launched,
-            "finish_s": time.time() - finished_at,
-            "trial_overhead_s": low,
-            "report_s": sum(report_s) / len(report_s),
-        },
-    )
+    return {"trial_overhead_s": low, "report_s": sum(report_s) / len(report_s)}
 
 
 def _records_of(result):

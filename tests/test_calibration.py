@@ -51,5 +51,5 @@ def test_the_appo_probe_measures_real_shards(store):
     study = load_study("weekend").with_budget("quick").with_overrides(populations=[4])
     figures, how = calibration.inner_loop_figures(study, thread_cap=1, busy_cpus=2)
     assert how.startswith("probed now: 2 shard actor(s) at once, blocks of 1 and 4 candidates")
-    assert figures["shard_start_s"] > 0 and figures["train_fixed_s"] + figures["train_per_candidate_s"] > 0
+    assert figures["train_fixed_s"] + figures["train_per_candidate_s"] > 0
     assert figures["rebuild_s"] > 0 and figures["evaluate_per_candidate_s"] > 0

@@ -10,7 +10,6 @@ from bilevel_tune.run_folder import Cell
 
 # Per busy CPU, weekend settings on the 2-core reference machine (calibration probe, rounded)
 MODEL = CostModel(
-    shard_start_s=3.5,
     rebuild_s=0.13,
     train_fixed_s=0.08,
     train_per_candidate_s=0.11,
