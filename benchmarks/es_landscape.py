@@ -2,9 +2,9 @@
 
     python benchmarks/es_landscape.py
 
-For seeds 42 and 7 at N = 1, 2, 16 (the PR launcher's defaults): the
+For seeds 42 and 7 at N = 1, 2, 16 (the weekend campaign's launcher defaults): the
 generation the search mean first comes within 0.02 of u*, and its median
-distance over the last 100 generations — the jitter DESIGN §4 warns about
+distance over the last 100 generations — the jitter docs/es.md warns about
 (z-scored steps do not shrink near an optimum).
 """
 

@@ -1,4 +1,4 @@
-"""Learner-thread leak benchmark: N generations of reset → K × train → evaluate in a real PolicyActor.
+"""Learner-thread leak benchmark: N generations of reset → K × train → evaluate in a real PolicyActor (an APPO shard).
 
     python benchmarks/leak.py --generations 100            # leak-free stop (the fix)
     python benchmarks/leak.py --generations 100 --no-stop  # skip the stop, keep old algorithms referenced
@@ -19,15 +19,16 @@ import time
 
 import numpy as np
 import ray
-from bilevel_tune.actor import InnerLoopConfig, make_policy_actor
 
 from bilevel_tune import metrics as M
 from bilevel_tune import runtime
+from bilevel_tune.inner import InnerLoopConfig, Shard
 from bilevel_tune.world import Rules
 
 
 def leak_summary(seconds: list[float], censuses: list[dict]) -> dict:
     decile = max(1, len(seconds) // 10)
+    censuses = [c.as_metrics() if hasattr(c, "as_metrics") else c for c in censuses]
     rss = [c[M.RSS_MB] for c in censuses]
     return {
         "generations": len(seconds),
@@ -56,19 +57,16 @@ def main(argv=None):
     runtime.init(runtime.RuntimeConfig(num_cpus=2, thread_cap=1, log_to_driver=False))
     inner = InnerLoopConfig(num_farms=2, horizon=20, hidden=(16,), stop_mode="none" if args.no_stop else "leak-free")
     rules = [Rules.from_unit({"min_demand_frac": u}).as_dict() for u in np.linspace(0.1, 0.9, args.population)]
-    actor = make_policy_actor(inner)
+    actor = ray.remote(Shard).options(num_cpus=1).remote("appo", inner)
     seconds, censuses = [], []
     print(f"ray {ray.__version__}, stop_mode={inner.stop_mode}, K={args.inner_iters}, population={args.population}")
     for g in range(args.generations):
         start = time.perf_counter()
-        ray.get(actor.reset.remote(rules, g))
-        for _ in range(args.inner_iters):
-            ray.get(actor.train.remote())
-        c = ray.get(actor.evaluate.remote([0]))["census"]
+        c = ray.get(actor.generation.remote(rules, g, 0, [0], args.inner_iters)).census
         seconds.append(time.perf_counter() - start)
-        censuses.append(c)
+        censuses.append(c.as_metrics())
         print(
-            f"gen {g:4d}  {seconds[-1]:.3f} s  threads_os {c[M.THREADS_OS]:3d}  learner_threads {c[M.LEARNER_THREADS]:3d}  rss {c[M.RSS_MB]:.1f} MB",
+            f"gen {g:4d}  {seconds[-1]:.3f} s  threads_os {c.threads_os:3d}  learner_threads {c.learner_threads:3d}  rss {c.rss_mb:.1f} MB",
             flush=True,
         )
     ray.get(actor.stop.remote())

@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
+from bilevel_tune.lifecycle import Scratch
 from bilevel_tune.plan import CostModel
 
 STORE_FILE = "calibration.json"
@@ -146,7 +147,10 @@ def run_probe(spec: str, config: dict[str, Any], sizes: Sequence[int], thread_ca
 
         from bilevel_tune import runtime
 
-        runtime.init(runtime.RuntimeConfig(num_cpus=parallel, thread_cap=thread_cap, log_to_driver=False))
+        scratch = tuple((k, os.environ[k]) for k in ("TMPDIR", "RAY_TMPDIR") if k in os.environ)  # the caller's
+        runtime.init(
+            runtime.RuntimeConfig(num_cpus=parallel, thread_cap=thread_cap, log_to_driver=False, extra_env=scratch)
+        )
         shards = [ray.remote(Shard).options(num_cpus=1).remote(spec, config) for _ in range(parallel)]
 
         def generation(n: int, seed: int, inner_iters: int):
@@ -188,9 +192,14 @@ def probe(spec: str, config: dict[str, Any], sizes: Sequence[int], thread_cap: i
         json.dumps([spec, config, list(sizes), thread_cap, parallel]),
     ]
     started = time.perf_counter()
-    done = subprocess.run(
-        argv, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, env={**os.environ, "PYTHONWARNINGS": "ignore"}
-    )
+    with Scratch():  # the probe's temporary files (torch's, Ray workers') go where they are removed
+        done = subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=PROBE_TIMEOUT_S,
+            env={**os.environ, "PYTHONWARNINGS": "ignore"},
+        )
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise RuntimeError(f"the calibration probe failed: {last}")

@@ -1,4 +1,4 @@
-"""Ask/tell Evolution Strategy over the searched rules' u (DESIGN §4).
+"""Ask/tell Evolution Strategy over the searched rules' u (docs/es.md).
 
 The search mean lives in logit space (u clipped to [1e-6, 1 − 1e-6]);
 candidates are u = sigmoid(logit μ + σ·ε), with ε for generation g drawn
@@ -69,7 +69,8 @@ class ESConfig:
             raise ValueError(f"shaping={self.shaping!r} is unknown; allowed: {', '.join(SHAPINGS)}")
 
     @property
-    def gamma(self) -> float:
+    def sigma_factor(self) -> float:
+        """γ = sigma_decay ** sigma_lr: the factor σ is multiplied or divided by in one step."""
         return self.sigma_decay**self.sigma_lr
 
 
@@ -189,9 +190,78 @@ def _scaled_sigma(config: ESConfig, sigma: float, factor: float) -> float:
     return float(np.clip(sigma * factor, config.sigma_min, config.sigma_max))
 
 
+@dataclass(frozen=True)
+class _Step:
+    """What one update changes: the mean (logit), σ, the baseline, and metrics of its own."""
+
+    mean_logit: np.ndarray
+    sigma: float
+    baseline: float | None
+    metrics: dict[str, Any]
+
+
+def _one_plus_one(state: ESState, f: np.ndarray) -> _Step:
+    """(1+1)-ES: generation 0 sets the baseline; a child replaces the parent iff strictly better.
+
+    Success widens the search (σ/γ), failure narrows it (σ·γ).
+    """
+    cfg, mu = state.config, np.array(state.mean_logit)
+    if state.generation == 0:
+        return _Step(mu, state.sigma, float(f[0]), {})
+    accepted = state.baseline is None or f[0] > state.baseline
+    mu, baseline = (_candidate_logits(state)[0], float(f[0])) if accepted else (mu, state.baseline)
+    sigma = _scaled_sigma(cfg, state.sigma, 1.0 / cfg.sigma_factor if accepted else cfg.sigma_factor)
+    return _Step(mu, sigma, baseline, {M.ACCEPTED: bool(accepted)})
+
+
+def _antithetic(state: ESState, f: np.ndarray) -> _Step:
+    """Whitened antithetic gradient step; σ narrows while the population mean improves, widens while it worsens."""
+    cfg, sigma = state.config, state.sigma
+    z = shape_fitness(fill_failed(f), cfg.shaping)
+    half = cfg.population // 2
+    eps = _noise(state)[:half]
+    grad = ((z[:half] - z[half:])[:, None] * eps).mean(axis=0) / (2.0 * sigma)
+    norm = float(np.linalg.norm(grad))
+    if norm > cfg.grad_clip:
+        grad *= cfg.grad_clip / norm
+    current = float(f[np.isfinite(f)].mean())
+    if state.baseline is not None:
+        margin = SIGMA_TOL * max(1.0, abs(state.baseline), abs(current))
+        if current > state.baseline + margin:
+            sigma = _scaled_sigma(cfg, sigma, cfg.sigma_factor)
+        elif current < state.baseline - margin:
+            sigma = _scaled_sigma(cfg, sigma, 1.0 / cfg.sigma_factor)
+    return _Step(np.array(state.mean_logit) + cfg.lr * grad, sigma, current, {M.GRAD_NORM: norm})
+
+
 def tell(state: ESState, candidates, objectives) -> tuple[ESState, dict[str, Any]]:
     """Update the search with the objectives of `ask(state)`; returns the new state and metrics."""
-    cfg = state.config
+    candidates, f = _checked(state, candidates, objectives)
+    finite = np.isfinite(f)
+    if not finite.any():  # nothing to learn from: only the generation advances
+        step = _Step(np.array(state.mean_logit), state.sigma, state.baseline, {})
+    elif state.config.population == 1:
+        step = _one_plus_one(state, f)
+    else:
+        step = _antithetic(state, f)
+
+    gen_best = int(np.argmax(np.where(finite, f, -np.inf))) if finite.any() else None
+    improved = gen_best is not None and (state.best_objective is None or f[gen_best] > state.best_objective)
+    new_state = dataclasses.replace(
+        state,
+        mean_logit=tuple(np.asarray(step.mean_logit, dtype=float).tolist()),
+        sigma=float(step.sigma),
+        generation=state.generation + 1,
+        baseline=step.baseline,
+        best_objective=float(f[gen_best]) if improved else state.best_objective,
+        best_candidate=tuple(candidates[gen_best].tolist()) if improved else state.best_candidate,
+        best_generation=state.generation if improved else state.best_generation,
+        failed_total=state.failed_total + int((~finite).sum()),
+    )
+    return new_state, _metrics(state, new_state, candidates, f, gen_best, step.metrics)
+
+
+def _checked(state: ESState, candidates, objectives) -> tuple[np.ndarray, np.ndarray]:
     expected = ask(state)
     candidates = np.asarray(candidates, dtype=float)
     if candidates.shape != expected.shape or not np.allclose(candidates, expected, rtol=0, atol=1e-12):
@@ -199,76 +269,26 @@ def tell(state: ESState, candidates, objectives) -> tuple[ESState, dict[str, Any
             f"tell() got candidates of shape {candidates.shape} that are not ask(state) for generation {state.generation}"
         )
     f = np.asarray(objectives, dtype=float).reshape(-1)
-    if f.shape[0] != cfg.population:
-        raise ValueError(f"tell() got {f.shape[0]} objectives for a population of {cfg.population}")
-    finite = np.isfinite(f)
-    n_failed = int((~finite).sum())
-    mu, sigma, baseline = np.array(state.mean_logit), state.sigma, state.baseline
-    extras: dict[str, Any] = {}
+    if f.shape[0] != state.config.population:
+        raise ValueError(f"tell() got {f.shape[0]} objectives for a population of {state.config.population}")
+    return candidates, f
 
-    if not finite.any():
-        extras[M.ALL_FAILED] = True
-    elif cfg.population == 1:
-        if state.generation == 0:
-            baseline = float(f[0])
-        else:
-            # (1+1)-ES: success widens the search (σ/γ), failure narrows it (σ·γ)
-            accepted = baseline is None or f[0] > baseline
-            extras[M.ACCEPTED] = bool(accepted)
-            if accepted:
-                mu, baseline = _candidate_logits(state)[0], float(f[0])
-            sigma = _scaled_sigma(cfg, sigma, 1.0 / cfg.gamma if accepted else cfg.gamma)
-    else:
-        z = shape_fitness(fill_failed(f), cfg.shaping)
-        half = cfg.population // 2
-        eps = _noise(state)[:half]
-        grad = ((z[:half] - z[half:])[:, None] * eps).mean(axis=0) / (2.0 * sigma)
-        norm = float(np.linalg.norm(grad))
-        if norm > cfg.grad_clip:
-            grad *= cfg.grad_clip / norm
-        mu = mu + cfg.lr * grad
-        extras[M.GRAD_NORM] = norm
-        current = float(f[finite].mean())
-        if baseline is not None:
-            margin = SIGMA_TOL * max(1.0, abs(baseline), abs(current))
-            if current > baseline + margin:  # improving: narrow the search
-                sigma = _scaled_sigma(cfg, sigma, cfg.gamma)
-            elif current < baseline - margin:
-                sigma = _scaled_sigma(cfg, sigma, 1.0 / cfg.gamma)
-        baseline = current
 
-    best_objective, best_candidate, best_generation = state.best_objective, state.best_candidate, state.best_generation
-    gen_best = int(np.argmax(np.where(finite, f, -np.inf))) if finite.any() else None
-    if gen_best is not None and (best_objective is None or f[gen_best] > best_objective):
-        best_objective = float(f[gen_best])
-        best_candidate = tuple(candidates[gen_best].tolist())
-        best_generation = state.generation
-
-    new_state = dataclasses.replace(
-        state,
-        mean_logit=tuple(np.asarray(mu, dtype=float).tolist()),
-        sigma=float(sigma),
-        generation=state.generation + 1,
-        baseline=baseline,
-        best_objective=best_objective,
-        best_candidate=best_candidate,
-        best_generation=best_generation,
-        failed_total=state.failed_total + n_failed,
-    )
-    finite_f = f[finite]
-    out = {
+def _metrics(state: ESState, new: ESState, candidates, f, gen_best: int | None, extra: dict) -> dict[str, Any]:
+    finite_f = f[np.isfinite(f)]
+    nan = float("nan")
+    return {
         M.GENERATION: state.generation,
-        M.SIGMA: new_state.sigma,
-        M.MEAN: new_state.mean,
-        M.GEN_BEST_OBJECTIVE: float(f[gen_best]) if gen_best is not None else float("nan"),
+        M.SIGMA: new.sigma,
+        M.MEAN: new.mean,
+        M.GEN_BEST_OBJECTIVE: float(f[gen_best]) if gen_best is not None else nan,
         M.GEN_BEST_CANDIDATE: candidates[gen_best] if gen_best is not None else None,
-        M.OBJECTIVE_MEAN: float(finite_f.mean()) if finite_f.size else float("nan"),
-        M.OBJECTIVE_STD: float(finite_f.std()) if finite_f.size else float("nan"),
-        M.BEST_OBJECTIVE: best_objective if best_objective is not None else float("nan"),
-        M.BEST_CANDIDATE: None if best_candidate is None else np.array(best_candidate),
-        M.BEST_GENERATION: best_generation if best_generation is not None else -1,
-        M.FAILED: n_failed,
-        M.ALL_FAILED: bool(extras.pop(M.ALL_FAILED, False)),
-        **extras,
+        M.OBJECTIVE_MEAN: float(finite_f.mean()) if finite_f.size else nan,
+        M.OBJECTIVE_STD: float(finite_f.std()) if finite_f.size else nan,
+        M.BEST_OBJECTIVE: new.best_objective if new.best_objective is not None else nan,
+        M.BEST_CANDIDATE: None if new.best_candidate is None else np.array(new.best_candidate),
+        M.BEST_GENERATION: new.best_generation if new.best_generation is not None else -1,
+        M.FAILED: int((~np.isfinite(f)).sum()),
+        M.ALL_FAILED: not finite_f.size,
+        **extra,
     }
-    return new_state, out

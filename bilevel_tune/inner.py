@@ -64,7 +64,7 @@ class InnerLoopStopped(Exception):
 
 @dataclass(frozen=True)
 class InnerLoopConfig:
-    """The world, objective and APPO settings every shard of a trial shares (defaults: the user's PR)."""
+    """The world, objective and APPO settings every shard of a trial shares (defaults: the weekend campaign's, docs/weekend.md)."""
 
     num_farms: int = 5
     horizon: int = 150

@@ -1,4 +1,4 @@
-"""The candidate objective and its data-driven upper bound (DESIGN §3).
+"""The candidate objective and its data-driven upper bound (docs/objective.md).
 
 objective = econ_weight · mean per-step farm reward + sus_weight · mean
 sustainability, over a candidate's evaluation episodes.

@@ -1,9 +1,9 @@
 """Shared fixtures: one small Ray cluster for the whole session (ray init costs ~8 s here), and no debris.
 
-The session runs in a scratch TMPDIR of its own (removed at the end), so
-what in-process studies, Ray workers and W&B leave behind never lands in
-/tmp; pytest's own folders live in the repository (`.pytest-tmp/`, see
-pyproject.toml). Calibration probes go to a session store, not ~/.cache.
+The session runs in a scratch TMPDIR of its own (removed at the end), and
+so do pytest's own folders: what in-process studies, Ray workers, W&B and
+the tests leave behind never lands in /tmp, and two sessions at once never
+share a folder. Calibration probes go to a session store, not ~/.cache.
 """
 
 import os
@@ -20,6 +20,12 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 TEST_THREAD_CAP = 1
 _SCRATCH = Scratch().__enter__()  # before any test imports Ray or W&B: they read TMPDIR once
 os.environ["BILEVEL_CACHE_DIR"] = tempfile.mkdtemp(prefix="calibration-", dir=_SCRATCH.path)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    if config.option.basetemp is None:  # before pytest's tmp_path factory reads it
+        config.option.basetemp = os.path.join(_SCRATCH.path, "pytest")
 
 
 def pytest_sessionfinish(session, exitstatus):

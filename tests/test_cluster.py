@@ -1,12 +1,16 @@
 """A study on a real two-node Ray cluster built on this machine: placement, a lost node, a results folder not shared.
 
 The worker node has a /tmp of its own (it is another machine, as far as
-files go); the shared results root lives outside /tmp, as an NFS mount would.
+files go); the shared results root lives outside /tmp, in the repository's
+`.pytest-shared/`, as an NFS mount would.
 """
 
 import json
 import re
 import shlex
+import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -20,11 +24,23 @@ pytestmark = [pytest.mark.ray, pytest.mark.skipif(can_make_nodes() is not None, 
 ANALYTIC = {"inner": "analytic", "wandb": "disabled"}
 
 
+SHARED = Path(__file__).resolve().parent.parent / ".pytest-shared"
+
+
 @pytest.fixture
 def cluster():
     nodes = LocalCluster(head_cpus=1)
     yield nodes
     nodes.stop()
+
+
+@pytest.fixture
+def tmp_path():
+    """A folder both nodes see (pytest's own lives in the session's /tmp scratch, which the worker cannot see)."""
+    SHARED.mkdir(exist_ok=True)
+    folder = Path(tempfile.mkdtemp(dir=SHARED))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def nodes_of(rows) -> set[str]:

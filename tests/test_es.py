@@ -1,4 +1,4 @@
-"""The ES of DESIGN §4 on landscapes whose answer is known."""
+"""The ES of docs/es.md on landscapes whose answer is known."""
 
 import json
 
@@ -53,14 +53,14 @@ def test_one_plus_one_rejects_a_tie():
     mean_before, sigma_before = state.mean_logit, state.sigma
     state, m = es.tell(state, es.ask(state), [1.0])
     assert m[M.ACCEPTED] is False and state.mean_logit == mean_before
-    assert state.sigma == pytest.approx(sigma_before * es.ESConfig().gamma)
+    assert state.sigma == pytest.approx(sigma_before * es.ESConfig().sigma_factor)
 
 
 def test_one_plus_one_success_widens_sigma():
     state = es.init(es.ESConfig(population=1), dim=1, seed=0)
     state, _ = es.tell(state, es.ask(state), [0.0])
     state, m = es.tell(state, es.ask(state), [1.0])
-    assert m[M.ACCEPTED] and state.sigma == pytest.approx(0.15 / es.ESConfig().gamma)
+    assert m[M.ACCEPTED] and state.sigma == pytest.approx(0.15 / es.ESConfig().sigma_factor)
     assert state.mean == pytest.approx(m[M.BEST_CANDIDATE])
 
 
@@ -121,9 +121,9 @@ def test_sigma_adapts_on_the_population_mean():
     state, _ = es.tell(state, es.ask(state), [0.0, 1.0])  # first generation: nothing to compare
     assert state.sigma == 0.15
     state, _ = es.tell(state, es.ask(state), [2.0, 3.0])  # better → σ·γ
-    assert state.sigma == pytest.approx(0.15 * cfg.gamma)
+    assert state.sigma == pytest.approx(0.15 * cfg.sigma_factor)
     state, _ = es.tell(state, es.ask(state), [2.0, 3.0 + 1e-4])  # within tolerance → unchanged
-    assert state.sigma == pytest.approx(0.15 * cfg.gamma)
+    assert state.sigma == pytest.approx(0.15 * cfg.sigma_factor)
     state, _ = es.tell(state, es.ask(state), [0.0, 1.0])  # worse → σ/γ
     assert state.sigma == pytest.approx(0.15)
 

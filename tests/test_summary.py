@@ -1,4 +1,4 @@
-"""Verdicts from data: the PR's own table, tables built for the opposite verdicts, and edge cases."""
+"""Verdicts from data: the weekend campaign's own table (docs/weekend.md), tables built for the opposite verdicts, and edge cases."""
 
 import pandas as pd
 import pytest

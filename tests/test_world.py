@@ -1,4 +1,4 @@
-"""The numpy world, hand-checked against DESIGN §2."""
+"""The numpy world, hand-checked against docs/world.md."""
 
 import numpy as np
 import pytest

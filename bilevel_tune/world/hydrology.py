@@ -57,7 +57,11 @@ class LakeDay:
         return self.volume / CAPACITY_M3
 
     def pressure(self, inflow):
-        """Outflow (release + spill) over inflow, clipped to [0, 1]: 0.6 ordinarily, 1 when spilling."""
+        """Outflow (release + spill) over inflow, clipped to [0, 1].
+
+        0.6 on an ordinary day; more on a day the lake spills: a lake full at the
+        start of the day, from which the farms withdraw W, reaches 1 − W/inflow.
+        """
         return np.clip((self.release + self.spill) / np.maximum(inflow, 1e-12), 0.0, 1.0)
 
 

@@ -1,0 +1,48 @@
+"""The import rules of docs/architecture.md hold, and the check would catch a break of each."""
+
+import textwrap
+from pathlib import Path
+
+from .import_graph import imports, violations
+
+PACKAGE = Path(__file__).resolve().parent.parent / "bilevel_tune"
+
+
+def test_the_house_keeps_its_import_rules():
+    graph = imports(PACKAGE)
+    assert "bilevel_tune.appo" in graph and "ray.rllib" in graph["bilevel_tune.appo"]
+    assert "ray.tune" in graph["bilevel_tune.trainable"]
+    assert violations(graph) == []
+
+
+def write_package(root: Path, modules: dict[str, str]) -> Path:
+    package = root / "bilevel_tune"
+    for name, source in modules.items():
+        path = package / (name.replace(".", "/") + ".py")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(source))
+    (package / "__init__.py").touch()
+    return package
+
+
+def test_each_rule_fails_when_broken(tmp_path):
+    broken = write_package(
+        tmp_path,
+        {
+            "es": "def f():\n    import ray  # a numpy-core module reaching for Ray, inside a function\n",
+            "world.__init__": "",
+            "world.law": "from bilevel_tune import helper\n",
+            "helper": "import ray.util\n",
+            "loop": "from ray.rllib.algorithms import appo\nfrom bilevel_tune import tuned\n",
+            "tuned": "from ray import tune\n",
+            "report": "import pandas\n\ndef draw():\n    from bilevel_tune import loop\n",
+            "a": "from bilevel_tune import b\n",
+            "b": "def f():\n    from bilevel_tune.a import x\n",
+        },
+    )
+    found = violations(imports(broken), numpy_core=("bilevel_tune.es", "bilevel_tune.world.law"))
+    assert "bilevel_tune.es is numpy core but imports Ray" in found
+    assert "bilevel_tune.world.law is numpy core but imports Ray" in found  # through another module
+    assert "bilevel_tune.loop imports ray.rllib and ray.tune" in found
+    assert "bilevel_tune.report imports pandas/matplotlib and, through bilevel_tune.loop, ray.rllib" in found
+    assert "import circle: bilevel_tune.a → bilevel_tune.b → bilevel_tune.a" in found
