@@ -54,6 +54,8 @@ def run(study_file: Path, results: Path, concurrent: int, cap: int) -> float:
             str(cap),
             "--num-cpus",
             "2",
+            "--cpus-per-trial",  # one shard each: this measures trials side by side, not shards
+            "1",
         ],
         check=True,
         capture_output=True,

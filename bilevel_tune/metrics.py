@@ -59,7 +59,6 @@ REPORT_FIRST = (OBJECTIVE, BEST_OBJECTIVE, SEC_PER_GEN, THREADS_OS)
 
 # Per-candidate outcome fields (bilevel_tune.objective.CandidateOutcome)
 UPPER_BOUND = "upper_bound"
-OUTCOME_FAILED = "failed"
 DIAGNOSTICS = (
     "mean_reward",
     "sustainability",

@@ -96,11 +96,14 @@ def generation_metrics(study: Study, cell: Cell, es_metrics, candidates, result:
     objectives = result.objectives
     best = result.outcomes[int(np.nanargmax(objectives)) if np.isfinite(objectives).any() else 0]
     census = result.census.as_metrics()
-    out = {
+    headline = {
         M.OBJECTIVE: es_metrics[M.GEN_BEST_OBJECTIVE],
         M.BEST_OBJECTIVE: es_metrics[M.BEST_OBJECTIVE],
         M.SEC_PER_GEN: sec,
         M.THREADS_OS: census.pop(M.THREADS_OS),
+    }
+    out = {
+        **{key: headline[key] for key in M.REPORT_FIRST},
         M.GENERATION: es_metrics[M.GENERATION],
         M.SIGMA: es_metrics[M.SIGMA],
         M.OBJECTIVE_MEAN: es_metrics[M.OBJECTIVE_MEAN],

@@ -2,21 +2,20 @@
 
 import json
 import os
-import signal
 
 import numpy as np
 import pytest
 
-from bilevel_tune import es, summary
+from bilevel_tune import es, plots, summary
 from bilevel_tune import metrics as M
 from bilevel_tune.analytic import AnalyticLoop
 from bilevel_tune.definition import load_study
 from bilevel_tune.inner import InnerLoopConfig
+from bilevel_tune.run_folder import SUMMARY_FILES
 from bilevel_tune.study import main
 from bilevel_tune.trainable import Seeds, candidate_rules, searched_values
 
 from .study_helpers import (
-    interrupt,
     kill_inner_actor_after,
     raw_generation_lines,
     study_args,
@@ -45,8 +44,19 @@ def test_the_weekend_grid_runs_under_tune(ray_cluster, tmp_path, capsys):
     assert study["study"]["name"] == "weekend" and study["provenance"]["versions"]["ray"]
     out = capsys.readouterr().out
     assert "8 finished, 0 errored, 0 interrupted of 8 trials" in out and "population:" in out and "ceiling:" in out
-    for f in ("summary.md", "trials.csv", "cells.csv", "grid.csv", "verdicts.json", "plots/grid_heatmap.png"):
+    for f in (*SUMMARY_FILES, "plots/grid_heatmap.png"):
         assert (run / f).is_file(), f
+    assert "SHORT RUN (budget quick, outer_iters=4)" in (run / "summary.md").read_text()
+
+    # the search, where it happened: the searched rules' plane in physical units, with the mean's path
+    figure = plots.plot_population(run)
+    planes = [ax for ax in figure.axes if ax.get_xlabel() == "min_demand_frac" and ax.get_ylabel() == "fixed_quota"]
+    assert len(planes) == 4
+    for ax in planes:
+        assert ax.get_xlim() == (0.0, 0.35) and ax.get_ylim() == (0.6, 0.95)
+        assert any(line.get_label() == "search mean" for line in ax.get_lines())
+    lines = [ax for ax in figure.axes if ax.get_xlabel() == "min_demand_frac" and ax.get_ylabel() == "objective"]
+    assert len(lines) == 4 and all(0.0 <= x <= 0.35 for ax in lines for x in ax.collections[0].get_offsets()[:, 0])
 
     # missing and crashed trials are reported, not dropped
     names = sorted(records)
@@ -109,32 +119,6 @@ def test_a_killed_actor_retries_from_the_checkpoint_and_changes_nothing(ray_clus
         assert tuple(searched_values(study, ("min_demand_frac", "fixed_quota"), mean_u).values()) == mean_phys
     raw = raw_generation_lines(tmp_path / "run" / name / "generations.jsonl")
     assert len(raw) >= generations  # the retried generation may be written twice; readers deduplicate
-
-
-def test_an_interrupted_study_resumes_and_loses_nothing(tmp_path):
-    args = study_args(
-        tmp_path,
-        "--quick",
-        **ANALYTIC,
-        population=16,
-        optimize_params="min_demand_frac",
-        seed="42,7",
-        outer_iters=40,
-        max_concurrent=1,
-    )
-    proc = study_process(args)
-    wait_for(lambda: any(len(g) >= 5 for g, _ in trial_records(tmp_path / "run").values()), timeout=180)
-    interrupt(proc, signal.SIGINT)
-    before = trial_records(tmp_path / "run")
-    assert not all(final for _, final in before.values()), "the interrupt came too late to test anything"
-    resumed = study_process(study_args(tmp_path, "--resume", **ANALYTIC))
-    out, _ = resumed.communicate(timeout=300)
-    assert resumed.returncode == 0, out[-3000:]
-    after = trial_records(tmp_path / "run")
-    assert len(after) == 2
-    for generations, final in after.values():
-        assert [g[M.GENERATION] for g in generations] == list(range(40)) and final is not None
-    assert "2 finished, 0 errored, 0 interrupted of 2 trials" in out and (tmp_path / "run" / "summary.md").is_file()
 
 
 def test_failed_candidates_rank_worst_and_an_all_failed_trial_stops_alone(ray_cluster, tmp_path, capsys):

@@ -21,10 +21,7 @@ TOTAL_FARM_AREA_M2 = 5e8
 PEAK_DAILY_NEED_M3 = crops.KC_MAX * crops.ETO_MAX_MM_PER_DAY / 1000.0 * TOTAL_FARM_AREA_M2
 PLANTING_DOY_RANGE = (121, 152)  # uniform in [121, 152): May
 INITIAL_LEVEL_RANGE = (0.75, 1.0)
-OBSERVATION_SIZE = 5 + len(RULE_NAMES)
-OBSERVATION_NAMES = ("level", "release_pressure", "allowed_fraction", "delivery_prev", "season_progress") + tuple(
-    f"rule/{name}" for name in RULE_NAMES
-)
+OBSERVATION_SIZE = 5 + len(RULE_NAMES)  # level, pressure, allowed fraction, delivery, progress; the rules as u
 
 
 @dataclass(frozen=True)

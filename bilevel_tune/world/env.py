@@ -37,7 +37,6 @@ from ray.rllib.env.multi_agent_env import MultiAgentEnv
 from bilevel_tune.world.basin import OBSERVATION_SIZE, Basin, WorldConfig
 from bilevel_tune.world.rules import Rules
 
-ENV_VERSION = "fresh-water v1"
 ENV_CONFIG_KEYS = ("num_farms", "horizon", "smoothing", "rules", "seed")
 
 

@@ -16,8 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 SECONDS_PER_DAY = 86_400.0
-FULL_STAGE_M = 420.41
-MAX_DEPTH_M = 11.0
+MAX_DEPTH_M = 11.0  # below the full stage of 420.41 m
 SURFACE_AREA_M2 = 5_756_935.9
 CAPACITY_M3 = SURFACE_AREA_M2 * MAX_DEPTH_M
 

@@ -88,12 +88,12 @@ def check_optimize_params(names: Sequence[str]) -> tuple[str, ...]:
 class Rules:
     """One candidate's rule set, in physical units."""
 
-    fixed_quota: float = 0.85
-    min_demand_frac: float = 0.05
-    max_demand_frac: float = 1.0
-    fine_amount: float = 0.05
-    risk_penalty_scale: float = 0.5
-    risk_penalty_power: float = 2.0
+    fixed_quota: float = _SPEC_BY_NAME["fixed_quota"].default
+    min_demand_frac: float = _SPEC_BY_NAME["min_demand_frac"].default
+    max_demand_frac: float = _SPEC_BY_NAME["max_demand_frac"].default
+    fine_amount: float = _SPEC_BY_NAME["fine_amount"].default
+    risk_penalty_scale: float = _SPEC_BY_NAME["risk_penalty_scale"].default
+    risk_penalty_power: float = _SPEC_BY_NAME["risk_penalty_power"].default
 
     @classmethod
     def from_physical(cls, values: Mapping[str, float] | None = None) -> "Rules":
