@@ -386,7 +386,8 @@ def _connect(options: RunOptions, scratch: lifecycle.Scratch) -> bool:
 
 
 def _run_on_cluster(study, options, root, run_dir, mode, signals, clock: RunClock, out) -> RunOutcome:
-    from bilevel_tune import experiment, tracking
+    """Plan this session, build the tuner, fit it, summarise: the last line says what happened."""
+    from bilevel_tune import experiment
 
     try:
         cluster.check_shared_storage(root)
@@ -394,27 +395,8 @@ def _run_on_cluster(study, options, root, run_dir, mode, signals, clock: RunCloc
         raise UsageError(str(err)) from None
     if options.dashboard:
         out(_dashboard_line())
-    skip = finished_cells(run_dir) if options.resume else set()
-    calibrating = time.time()
-    plan = plan_run(study, options, cluster.cluster_cpus(), mode, skip, probe=False)
-    clock.probing_s += time.time() - calibrating  # a probe is not part of what the next ETA's launch predicts
-    describe_plan(study, plan, out)
-    _write_study_file(study, run_dir, plan, options)
-    shards = {c.key: plan.shards_of(c.key) if c.key not in skip else 1 for c in study.cells()}
     watch = experiment.ClusterWatch()
-    session = experiment.SessionOptions(
-        callbacks=(*tracking.callbacks(mode, group=run_dir.name, tags=_tags(study)), watch),
-        max_failures=options.max_failures,
-        max_concurrent=options.max_concurrent,
-    )
-    os.environ.setdefault(
-        "TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0"
-    )  # a checkpoint per generation is the design
-    try:
-        make = experiment.restored_tuner if options.resume else experiment.fresh_tuner
-        tuner = make(study, run_dir, shards, session)
-    except experiment.RestoreError as err:
-        raise UsageError(str(err)) from None
+    tuner, plan = _prepare_session(study, options, run_dir, mode, watch, clock, out)
     clock.fit_start = start = time.time()
     try:
         with experiment.OneLineTrialFailures():
@@ -440,6 +422,32 @@ def _run_on_cluster(study, options, root, run_dir, mode, signals, clock: RunCloc
     return RunOutcome(run_dir, code, *counts, line)
 
 
+def _prepare_session(study, options, run_dir, mode, watch, clock: RunClock, out):
+    """This session's CPU plan (printed and recorded) and its tuner, fresh or restored with this session's options."""
+    from bilevel_tune import experiment, tracking
+
+    skip = finished_cells(run_dir) if options.resume else set()
+    calibrating = time.time()
+    plan = plan_run(study, options, cluster.cluster_cpus(), mode, skip, probe=False)
+    clock.probing_s += time.time() - calibrating  # a probe is not part of what the next ETA's launch predicts
+    describe_plan(study, plan, out)
+    _write_study_file(study, run_dir, plan, options, mode)
+    shards = {c.key: plan.shards_of(c.key) if c.key not in skip else 1 for c in study.cells()}
+    session = experiment.SessionOptions(
+        callbacks=(*tracking.callbacks(mode, group=run_dir.name, tags=_tags(study)), watch),
+        max_failures=options.max_failures,
+        max_concurrent=options.max_concurrent,
+    )
+    os.environ.setdefault(
+        "TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0"
+    )  # a checkpoint per generation is the design
+    try:
+        make = experiment.restored_tuner if options.resume else experiment.fresh_tuner
+        return make(study, run_dir, shards, session), plan
+    except experiment.RestoreError as err:
+        raise UsageError(str(err)) from None
+
+
 def _tags(study: Study) -> list[str]:
     """W&B tags (64 characters at most each): the study, its named budget, and whether the command line changed it."""
     tags = [f"study:{study.name}", f"budget:{study.budget_name}"]
@@ -448,12 +456,22 @@ def _tags(study: Study) -> list[str]:
     return [t[:64] for t in tags]
 
 
-def _write_study_file(study: Study, run_dir: Path, plan: Plan, options: RunOptions) -> None:
-    """study.json: the resolved study, provenance, this session's plan, and every session's command."""
+def _write_study_file(study: Study, run_dir: Path, plan: Plan, options: RunOptions, mode: str) -> None:
+    """study.json: the resolved study, provenance, the latest session's plan, and every session's options."""
     path = run_dir / STUDY_FILE
     data = read_study_file(run_dir) if options.resume else {"study": study.to_dict(), "provenance": provenance()}
     data["plan"] = plan.to_dict(study.name)
-    session = {"started_utc": dt.datetime.now(dt.timezone.utc).isoformat(), "cpus": plan.cpus, "resume": options.resume}
+    session = {
+        "started_utc": dt.datetime.now(dt.timezone.utc).isoformat(),
+        "resume": options.resume,
+        "cpus": plan.cpus,
+        "address": cluster.requested_address(options.address),  # None: a Ray of its own
+        "cpus_per_trial": options.cpus_per_trial,
+        "max_concurrent": options.max_concurrent,
+        "max_failures": options.max_failures,
+        "thread_cap": options.thread_cap,
+        "wandb": mode,
+    }
     data["sessions"] = [*data.get("sessions", []), session]
     run_dir.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")

@@ -68,6 +68,8 @@ def test_ctrl_c_exits_130_with_a_resume_command_that_resumes_with_its_new_sessio
     assert interrupted, "the trial that was interrupted must resume with two shards"
     ids = wandb_run_ids(tmp_path / "run" / interrupted[0])
     assert len(ids) >= 2 and len(set(ids)) == 1, f"a resumed trial continues its own W&B run: {ids}"
+    sessions = json.loads((tmp_path / "run" / "study.json").read_text())["sessions"]
+    assert [(s["resume"], s["cpus_per_trial"]) for s in sessions] == [(False, 1), (True, 2)], sessions
 
 
 def test_sigterm_exits_143_and_says_how_to_resume(tmp_path):
