@@ -54,23 +54,24 @@ def main(argv=None):
     if args.generations < 2 or args.inner_iters < 1 or args.population < 1:
         parser.error("--generations ≥ 2, --inner-iters ≥ 1 and --population ≥ 1 are required")
 
-    runtime.init(runtime.RuntimeConfig(num_cpus=2, thread_cap=1, log_to_driver=False))
-    inner = InnerLoopConfig(num_farms=2, horizon=20, hidden=(16,), stop_mode="none" if args.no_stop else "leak-free")
-    rules = [Rules.from_unit({"min_demand_frac": u}).as_dict() for u in np.linspace(0.1, 0.9, args.population)]
-    actor = ray.remote(Shard).options(num_cpus=1).remote("appo", inner)
-    seconds, censuses = [], []
-    print(f"ray {ray.__version__}, stop_mode={inner.stop_mode}, K={args.inner_iters}, population={args.population}")
-    for g in range(args.generations):
-        start = time.perf_counter()
-        c = ray.get(actor.generation.remote(rules, g, 0, [0], args.inner_iters)).census
-        seconds.append(time.perf_counter() - start)
-        censuses.append(c.as_metrics())
-        print(
-            f"gen {g:4d}  {seconds[-1]:.3f} s  threads_os {c.threads_os:3d}  learner_threads {c.learner_threads:3d}  rss {c.rss_mb:.1f} MB",
-            flush=True,
+    with runtime.scratch_ray(runtime.RuntimeConfig(num_cpus=2, thread_cap=1, log_to_driver=False)):
+        inner = InnerLoopConfig(
+            num_farms=2, horizon=20, hidden=(16,), stop_mode="none" if args.no_stop else "leak-free"
         )
-    ray.get(actor.stop.remote())
-    runtime.shutdown()
+        rules = [Rules.from_unit({"min_demand_frac": u}).as_dict() for u in np.linspace(0.1, 0.9, args.population)]
+        actor = ray.remote(Shard).options(num_cpus=1).remote("appo", inner)
+        seconds, censuses = [], []
+        print(f"ray {ray.__version__}, stop_mode={inner.stop_mode}, K={args.inner_iters}, population={args.population}")
+        for g in range(args.generations):
+            start = time.perf_counter()
+            c = ray.get(actor.generation.remote(rules, g, 0, [0], args.inner_iters)).census
+            seconds.append(time.perf_counter() - start)
+            censuses.append(c.as_metrics())
+            print(
+                f"gen {g:4d}  {seconds[-1]:.3f} s  threads_os {c.threads_os:3d}  learner_threads {c.learner_threads:3d}  rss {c.rss_mb:.1f} MB",
+                flush=True,
+            )
+        ray.get(actor.stop.remote())
     print(json.dumps({"stop_mode": inner.stop_mode, "ray": ray.__version__, **leak_summary(seconds, censuses)}))
 
 

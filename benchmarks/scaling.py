@@ -60,14 +60,11 @@ def k0_identical() -> bool:
     state = es.init(study.es_config(16), len(params), 42)
     rules = candidate_rules(study, params, es.ask(state))
     seeds = Seeds(42, study.budget.eval_episodes, 0)
-    runtime.init(runtime.RuntimeConfig(num_cpus=2, log_to_driver=False))
-    try:
-        outcomes = []
+    outcomes = []
+    with runtime.scratch_ray(runtime.RuntimeConfig(num_cpus=2, log_to_driver=False)):
         for shards in (1, 2):
             with ShardedInnerLoop("appo", InnerLoopConfig.from_study(study), shards) as inner:
                 outcomes.append(inner.run(rules, seeds.generation(0), seeds.evaluation, inner_iters=0).outcomes)
-    finally:
-        runtime.shutdown()
     return outcomes[0] == outcomes[1]
 
 

@@ -14,10 +14,13 @@ cluster /tmp/ray/ray_current_cluster names, dead or alive.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Iterator
 
 THREAD_ENV_VARS = (
     "OMP_NUM_THREADS",
@@ -138,3 +141,20 @@ def shutdown() -> None:
 
     if ray.is_initialized():
         ray.shutdown()
+
+
+@contextmanager
+def scratch_ray(config: RuntimeConfig = RuntimeConfig()) -> Iterator[None]:
+    """A Ray of this script's own whose temporary files (torch's, the workers') go to a scratch folder removed after.
+
+    For scripts (benchmarks); a Ray already up in this process is used as it is, and left up.
+    """
+    from bilevel_tune.lifecycle import Scratch
+
+    with Scratch() as scratch:
+        started = init(dataclasses.replace(config, address=None, extra_env=(*config.extra_env, *scratch.env().items())))
+        try:
+            yield
+        finally:
+            if started:
+                shutdown()

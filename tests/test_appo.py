@@ -1,6 +1,7 @@
 """The real APPO inner loop in a real Ray actor: leak-free resets, caps, evaluation, shard-independent weights."""
 
 import dataclasses
+import os
 
 import numpy as np
 import pytest
@@ -53,9 +54,11 @@ def test_by_hand_stop_ends_rllibs_own_learner_thread(ray_cluster, tiny_inner):
         algo.stop()
 
 
-def test_thread_caps_hold_inside_workers_and_the_actor(ray_cluster):
+def test_thread_caps_and_scratch_tmpdir_hold_inside_workers_and_the_actor(ray_cluster, scratch):
     @ray.remote(num_cpus=1)
     def pools():
+        import tempfile
+
         import torch
         from threadpoolctl import threadpool_info
 
@@ -63,15 +66,19 @@ def test_thread_caps_hold_inside_workers_and_the_actor(ray_cluster):
             "torch": torch.get_num_threads(),
             "interop": torch.get_num_interop_threads(),
             "blas": {i["num_threads"] for i in threadpool_info()},
+            "tmp": tempfile.gettempdir(),
         }
 
     @ray.remote(num_cpus=1)
     class Probe:
         def read(self):
-            return ray.get(pools.remote()) | {"self": __import__("torch").get_num_threads()}
+            own = {"self": __import__("torch").get_num_threads(), "tmp": __import__("tempfile").gettempdir()}
+            return ray.get(pools.remote()) | own
 
     probe = Probe.remote()
     worker, actor = ray.get(pools.remote()), ray.get(probe.read.remote())
+    # torch's and every library's temporary files land in a scratch folder that is removed, never in /tmp itself
+    assert all(d.pop("tmp").startswith(scratch.path + os.sep) for d in (worker, actor)), (worker, actor)
     assert worker == {"torch": TEST_THREAD_CAP, "interop": TEST_THREAD_CAP, "blas": {TEST_THREAD_CAP}}
     assert actor["self"] == TEST_THREAD_CAP
     ray.kill(probe)

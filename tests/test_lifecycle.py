@@ -8,6 +8,7 @@ import os
 import re
 import shlex
 import signal
+import sys
 import time
 from pathlib import Path
 
@@ -196,3 +197,28 @@ def test_scratch_folders_of_dead_runs_are_swept_and_live_ones_kept(tmp_path):
         (folder / "wandb-media").mkdir(parents=True)
     Scratch.sweep(str(tmp_path))
     assert not dead.exists() and alive.exists()
+
+
+SCRATCH_RAY_SCRIPT = """
+import json, os, tempfile, ray
+from bilevel_tune import runtime
+
+@ray.remote(num_cpus=1)
+def worker_tmp():
+    path = tempfile.mkdtemp(prefix="torch-like-")  # what torch's inductor or any library would leave
+    return path
+
+with runtime.scratch_ray(runtime.RuntimeConfig(num_cpus=1, log_to_driver=False)):
+    print(json.dumps({"worker": ray.get(worker_tmp.remote()), "driver": tempfile.gettempdir()}))
+"""
+
+
+def test_a_scripts_own_ray_keeps_every_temporary_file_in_a_scratch_that_goes(tmp_path):
+    proc = command_process([sys.executable, "-c", SCRATCH_RAY_SCRIPT], env={"TMPDIR": str(tmp_path)})
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0, out[-3000:]
+    seen = json.loads(out.strip().splitlines()[-1])
+    scratch = Path(seen["driver"])
+    assert scratch.parent == tmp_path and scratch.name.startswith(SCRATCH_PREFIX)
+    assert Path(seen["worker"]).parent == scratch
+    assert not scratch.exists() and list(tmp_path.iterdir()) == []
