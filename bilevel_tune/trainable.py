@@ -27,8 +27,15 @@ from bilevel_tune import es
 from bilevel_tune import metrics as M
 from bilevel_tune.definition import Study
 from bilevel_tune.inner import GenerationResult, InnerLoopConfig, ShardedInnerLoop
-from bilevel_tune.run_folder import GENERATIONS_FILE, KIND_FINAL, KIND_GENERATION, Cell, append_record, read_records
-from bilevel_tune.run_folder import trial_dirname as dirname_of
+from bilevel_tune.run_folder import (
+    GENERATIONS_FILE,
+    KIND_FINAL,
+    KIND_GENERATION,
+    Cell,
+    append_record,
+    read_records,
+    trial_dirname,
+)
 from bilevel_tune.world import Rules
 
 logger = logging.getLogger(__name__)
@@ -155,7 +162,7 @@ class TrialRecord:
 
     def __init__(self, run_dir: str, study: Study, cell: Cell):
         trial_id = tune.get_context().get_trial_id()
-        self.path = Path(run_dir) / dirname_of(study.name, cell, trial_id) / GENERATIONS_FILE
+        self.path = Path(run_dir) / trial_dirname(study.name, cell, trial_id) / GENERATIONS_FILE
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.cell = cell.as_config()
 
