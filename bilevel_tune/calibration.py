@@ -35,6 +35,7 @@ from typing import Any, Sequence
 
 from bilevel_tune.lifecycle import Scratch
 from bilevel_tune.plan import CostModel
+from bilevel_tune.run_folder import write_json
 
 STORE_FILE = "calibration.json"
 PROBE_TIMEOUT_S = 120
@@ -74,9 +75,7 @@ def _save_store(store: dict[str, Any]) -> None:
     path = store_path()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(store, indent=1))
-        tmp.replace(path)
+        write_json(path, store, indent=1)
     except OSError:  # a read-only home must not cost the study anything: the next dry run probes again
         pass
 

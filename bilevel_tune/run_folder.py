@@ -86,6 +86,13 @@ def json_safe(value):
     return value
 
 
+def write_json(path: Path, data: Any, indent: int = 2) -> None:
+    """Write JSON whole or not at all: a reader, or a study killed mid-write, never sees half a file."""
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(json_safe(data), indent=indent))
+    tmp.replace(path)
+
+
 def append_record(path: Path, record: dict[str, Any]) -> None:
     """Append one line and flush it to disk: a killed trial loses at most the line being written."""
     line = json.dumps(json_safe(record), allow_nan=False)

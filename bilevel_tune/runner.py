@@ -13,7 +13,6 @@ stops after the plan and prints it with an ETA. Bad input raises
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import platform
 import shlex
@@ -37,10 +36,10 @@ from bilevel_tune.run_folder import (
     check_results_root,
     find_run,
     finished_cells,
-    json_safe,
     new_run_dir,
     read_study_file,
     trial_name,
+    write_json,
 )
 from bilevel_tune.tracking import TrackingError, resolve_wandb_mode
 
@@ -474,9 +473,7 @@ def _write_study_file(study: Study, run_dir: Path, plan: Plan, options: RunOptio
     }
     data["sessions"] = [*data.get("sessions", []), session]
     run_dir.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(json_safe(data), indent=2))
-    tmp.replace(path)
+    write_json(path, data)
 
 
 def _counts(study: Study, run_dir: Path, errored: int) -> tuple[int, int, int]:

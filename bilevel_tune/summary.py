@@ -10,7 +10,6 @@ or not.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -37,7 +36,7 @@ from bilevel_tune.run_folder import (
     SUMMARY_MARKDOWN,
     TRIALS_CSV,
     VERDICTS_FILE,
-    json_safe,
+    write_json,
 )
 
 TRIAL_COLUMNS = (
@@ -153,7 +152,7 @@ def write_summary(run_dir: Path, with_plots: bool = True) -> str:
         "best_objective": s.verdicts_best,
         "final_objective": s.verdicts_final,
     }
-    (run_dir / VERDICTS_FILE).write_text(json.dumps(json_safe(verdicts_json), indent=2))
+    write_json(run_dir / VERDICTS_FILE, verdicts_json)
     if with_plots:
         plots.write_plots(run_dir, s)
     return text

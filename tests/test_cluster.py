@@ -20,7 +20,8 @@ from bilevel_tune.run_folder import STUDY_FILE
 from .local_cluster import LocalCluster, can_make_nodes
 from .study_helpers import command_process, study_args, study_process, trial_records, wait_for
 
-pytestmark = [pytest.mark.ray, pytest.mark.skipif(can_make_nodes() is not None, reason=str(can_make_nodes()))]
+WHY_NOT = can_make_nodes()  # None where a worker node can be started (root, as in CI)
+pytestmark = [pytest.mark.ray, pytest.mark.skipif(WHY_NOT is not None, reason=str(WHY_NOT))]
 ANALYTIC = {"inner": "analytic", "wandb": "disabled"}
 
 
