@@ -249,22 +249,30 @@ def inner_loop_figures(
     return figures, f"{how}, {figures['probe_wall_s']:.0f} s"
 
 
-def overheads(wandb_mode: str, inner: str) -> tuple[dict[str, float], str]:
-    """The study's own overheads on this machine: learned from its last real run, else the reference figures."""
-    learned = _load_store().get("overheads", {}).get(_key("overheads", machine(), wandb_mode, _loop_kind(inner)))
+def _overheads_key(wandb_mode: str, study) -> str:
+    """Per machine, W&B mode, loop and its settings: a shard's start and first build grow with world and network."""
+    from bilevel_tune.inner import InnerLoopConfig
+
+    settings = dataclasses.asdict(InnerLoopConfig.from_study(study))
+    return _key("overheads", machine(), wandb_mode, _loop_kind(study.inner), settings)
+
+
+def overheads(wandb_mode: str, study) -> tuple[dict[str, float], str]:
+    """The overheads on this machine: learned from its last real run with these settings, else the reference figures."""
+    learned = _load_store().get("overheads", {}).get(_overheads_key(wandb_mode, study))
     if learned:
         return {k: learned[k] for k in OVERHEAD_KEYS}, f"overheads from this machine's run of {learned['measured']}"
-    kind = _loop_kind(inner) if _loop_kind(inner) != "custom" else "appo"  # a custom loop: assume the heavier
+    kind = _loop_kind(study.inner) if _loop_kind(study.inner) != "custom" else "appo"  # a custom loop: the heavier
     return dict(REFERENCE_OVERHEADS[wandb_mode, kind]), "overheads of the 2-core reference machine"
 
 
-def learn_overheads(wandb_mode: str, inner: str, figures: dict[str, float]) -> None:
-    """Store what a real run measured (OVERHEAD_KEYS), for the next dry run's ETA."""
+def learn_overheads(wandb_mode: str, study, figures: dict[str, float]) -> None:
+    """Store what a real run measured (OVERHEAD_KEYS), for the next dry run's ETA with the same settings."""
     store = _load_store()
     entry = {k: round(float(figures[k]), 3) for k in OVERHEAD_KEYS if k in figures}
     if len(entry) == len(OVERHEAD_KEYS):
         entry["measured"] = time.strftime("%Y-%m-%d %H:%M")
-        store.setdefault("overheads", {})[_key("overheads", machine(), wandb_mode, _loop_kind(inner))] = entry
+        store.setdefault("overheads", {})[_overheads_key(wandb_mode, study)] = entry
         _save_store(store)
 
 
@@ -282,7 +290,7 @@ def cost_model(
     figures, how_inner = inner_loop_figures(study, thread_cap, busy_cpus, refresh, probe_if_missing)
     if figures is None:
         return CostModel.by_work(f"by work alone: {how_inner}")
-    fixed, how_fixed = overheads(wandb_mode, study.inner)
+    fixed, how_fixed = overheads(wandb_mode, study)
     fields = {f.name for f in dataclasses.fields(CostModel)}
     return CostModel(
         **{k: v for k, v in figures.items() if k in fields}, **fixed, source=f"inner loop: {how_inner}; {how_fixed}"

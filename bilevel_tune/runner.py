@@ -356,7 +356,7 @@ def run_study(options: RunOptions, out: Callable[[str], None] = print) -> RunOut
             signals.restore()
     learned = clock.learned()
     if learned:
-        calibration.learn_overheads(mode, study.inner, learned)
+        calibration.learn_overheads(mode, study, learned)
     return outcome
 
 

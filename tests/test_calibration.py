@@ -25,15 +25,19 @@ def test_a_probe_is_measured_once_then_read_from_the_store(store):
     assert calibration.inner_loop_figures(other, 1, 2, probe_if_missing=False)[0] is None
 
 
-def test_overheads_come_from_the_last_real_run_of_this_machine(store):
-    assert calibration.overheads("offline", "appo")[1] == "overheads of the 2-core reference machine"
+def test_overheads_come_from_the_last_real_run_of_this_machine_with_these_settings(store):
+    quick = load_study("weekend").with_budget("quick")
+    assert calibration.overheads("offline", quick)[1] == "overheads of the 2-core reference machine"
     calibration.learn_overheads(
-        "offline", "appo", {"launch_s": 7.0, "finish_s": 4.0, "trial_overhead_s": 2.5, "report_s": 0.1}
+        "offline", quick, {"launch_s": 7.0, "finish_s": 4.0, "trial_overhead_s": 2.5, "report_s": 0.1}
     )
-    learned, how = calibration.overheads("offline", "appo")
+    learned, how = calibration.overheads("offline", quick)
     assert learned == {"launch_s": 7.0, "finish_s": 4.0, "trial_overhead_s": 2.5, "report_s": 0.1}
     assert how.startswith("overheads from this machine's run")
-    assert calibration.overheads("disabled", "appo")[1] == "overheads of the 2-core reference machine"
+    assert calibration.overheads("disabled", quick)[1] == "overheads of the 2-core reference machine"
+    full = load_study("weekend")  # 150-day seasons, bigger networks: a tiny run's start says nothing of theirs
+    assert calibration.overheads("offline", full)[1] == "overheads of the 2-core reference machine"
+    assert calibration.overheads("offline", quick.with_overrides(seeds=[3]))[0] == learned  # the grid is not a setting
     assert json.loads(store.read_text())["overheads"]
 
 
@@ -41,8 +45,9 @@ def test_an_unwritable_store_costs_nothing(tmp_path, monkeypatch):
     blocker = tmp_path / "file"
     blocker.write_text("")
     monkeypatch.setenv("BILEVEL_CACHE_DIR", str(blocker / "cache"))
-    calibration.learn_overheads("offline", "appo", dict.fromkeys(calibration.OVERHEAD_KEYS, 1.0))
-    assert calibration.overheads("offline", "appo")[1] == "overheads of the 2-core reference machine"
+    quick = load_study("weekend").with_budget("quick")
+    calibration.learn_overheads("offline", quick, dict.fromkeys(calibration.OVERHEAD_KEYS, 1.0))
+    assert calibration.overheads("offline", quick)[1] == "overheads of the 2-core reference machine"
 
 
 @pytest.mark.ray

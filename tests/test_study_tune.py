@@ -6,7 +6,7 @@ import os
 import numpy as np
 import pytest
 
-from bilevel_tune import es, plots, summary
+from bilevel_tune import calibration, es, plots, summary
 from bilevel_tune import metrics as M
 from bilevel_tune.analytic import AnalyticLoop
 from bilevel_tune.definition import load_study
@@ -28,8 +28,13 @@ pytestmark = pytest.mark.ray
 ANALYTIC = {"inner": "analytic", "wandb": "disabled"}
 
 
-def test_the_weekend_grid_runs_under_tune(ray_cluster, tmp_path, capsys):
+def test_the_weekend_grid_runs_under_tune(ray_cluster, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("BILEVEL_CACHE_DIR", str(tmp_path / "cache"))
+    settings = load_study("weekend").with_budget("quick").with_overrides(inner="analytic")
+    assert calibration.overheads("disabled", settings)[1] == "overheads of the 2-core reference machine"
     assert main(study_args(tmp_path, "--quick", **ANALYTIC, outer_iters=4)) == 0
+    # a complete fresh run teaches the next dry run with these settings its overheads
+    assert calibration.overheads("disabled", settings)[1].startswith("overheads from this machine's run")
     run = tmp_path / "run"
     records = trial_records(run)
     assert len(records) == 8
