@@ -53,6 +53,17 @@ def _wait_for(log: Path, text: str, proc: subprocess.Popen) -> None:
     raise TimeoutError(f"the node did not start within {START_TIMEOUT_S} s: {log.read_text(errors='replace')[-2000:]}")
 
 
+def _wait_for_file(path: Path, proc: subprocess.Popen) -> str:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if path.exists() and (text := path.read_text().strip()):
+            return text
+        if proc.poll() is not None:
+            raise RuntimeError(f"the node exited ({proc.returncode}) before writing {path}")
+        time.sleep(0.1)
+    raise TimeoutError(f"{path} did not appear within {START_TIMEOUT_S} s")
+
+
 class LocalCluster:
     def __init__(self, head_cpus: int = 1):
         # short paths: Ray's unix sockets live under the temp folder (107 characters at most)
@@ -65,9 +76,14 @@ class LocalCluster:
              f"--temp-dir={self.head_tmp}", "--include-dashboard=false"],
             stdout=open(log, "w"), stderr=subprocess.STDOUT, env=self.env, start_new_session=True,
         )  # fmt: skip
-        _wait_for(log, "Ray runtime started", self.head)
-        self.address = Path(self.head_tmp, "ray_current_cluster").read_text().strip()
         self.worker: subprocess.Popen | None = None
+        try:
+            _wait_for(log, "Ray runtime started", self.head)
+            # `ray start` prints that line a moment before it writes the address file
+            self.address = _wait_for_file(Path(self.head_tmp, "ray_current_cluster"), self.head)
+        except BaseException:
+            self.stop()  # never leave a head node behind
+            raise
         self.worker_node_id = ""
         self.worker_log = Path(self.head_tmp) / "worker.log"
 
