@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q "$(TORCH)"
-	$(BIN)/python -m pip install -q -e ".[dev,tensorboard]"
+	$(BIN)/python -m pip install -q -e ".[dev]"
 	touch $(STAMP)
 
 setup: $(STAMP)

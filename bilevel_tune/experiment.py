@@ -22,6 +22,7 @@ from typing import Any, Mapping
 from ray import tune
 from ray.tune.experiment import Trial
 
+from bilevel_tune import curves
 from bilevel_tune import metrics as M
 from bilevel_tune.definition import Study
 from bilevel_tune.run_folder import Cell, trial_dirname, trial_name
@@ -148,6 +149,38 @@ class OneLineTrialFailures(logging.Filter):
 
     def __exit__(self, *exc) -> None:
         logging.getLogger(self.LOGGER).removeFilter(self)
+
+
+class TrialCurves(tune.Callback):
+    """Each report of each trial into its TensorBoard run (`curves`), written on the driver as it arrives.
+
+    Tune pickles its callbacks into tuner.pkl: the open event files are not part of that.
+    """
+
+    def __init__(self, run_dir: Path, study_name: str):
+        self.run_dir = Path(run_dir)
+        self.study_name = study_name
+        self._writers: curves.TrialCurveWriters | None = None
+
+    def __getstate__(self):
+        return {**self.__dict__, "_writers": None}
+
+    @property
+    def writers(self) -> curves.TrialCurveWriters:
+        if self._writers is None:
+            self._writers = curves.TrialCurveWriters(self.run_dir)
+        return self._writers
+
+    def on_trial_result(self, iteration: int, trials: list[Trial], trial: Trial, result: dict, **info):
+        self.writers.report(trial_name(self.study_name, trial.config), result)
+
+    def on_trial_complete(self, iteration: int, trials: list[Trial], trial: Trial, **info):
+        self.writers.close(trial_name(self.study_name, trial.config))
+
+    on_trial_error = on_trial_complete
+
+    def on_experiment_end(self, trials: list[Trial], **info):
+        self.writers.close()
 
 
 class Replan(tune.Callback):

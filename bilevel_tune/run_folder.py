@@ -4,6 +4,7 @@
       study.json                      STUDY_FILE: the resolved study, its CPU plan, provenance
       <trial>/generations.jsonl       GENERATIONS_FILE: one JSON line per generation, then a final line
       summary.md, trials.csv, ...     SUMMARY_FILES, and PLOTS_DIR/*.png
+      tensorboard/<trial name>/       TENSORBOARD_DIR: each trial's curves, and summary/ (bilevel_tune.curves)
 
 `generations.jsonl` is the authoritative record of a trial (Tune's own files
 are a view). A retried trial may append a generation again; `read_records`
@@ -29,6 +30,7 @@ TRIALS_CSV, CELLS_CSV, GRID_CSV = "trials.csv", "cells.csv", "grid.csv"
 VERDICTS_FILE = "verdicts.json"
 SUMMARY_FILES = (SUMMARY_MARKDOWN, TRIALS_CSV, CELLS_CSV, GRID_CSV, VERDICTS_FILE)
 PLOTS_DIR = "plots"
+TENSORBOARD_DIR = "tensorboard"  # <trial name>/ and summary/: TensorBoard's runs (bilevel_tune.curves)
 
 KIND_GENERATION = "generation"  # values of the record key M.KIND
 KIND_FINAL = "final"

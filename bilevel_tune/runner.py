@@ -12,6 +12,7 @@ stops after the plan and prints it with an ETA. Bad input raises
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import platform
@@ -31,6 +32,7 @@ from bilevel_tune.definition import Study, StudyError, load_study
 from bilevel_tune.plan import Plan, PlanError, hms, make_plan
 from bilevel_tune.run_folder import (
     STUDY_FILE,
+    TENSORBOARD_DIR,
     Cell,
     RunFolderError,
     check_results_root,
@@ -77,7 +79,8 @@ class RunOptions:
     max_failures: int = 3
     thread_cap: int = 1
     wandb: str = "auto"
-    dashboard: bool = False
+    dashboard: bool = False  # serve TensorBoard and start the Ray Dashboard for the study's lifetime
+    dashboard_host: str | None = None  # where both bind (None: loopback)
     recalibrate: bool = False
     command: str = "python -m bilevel_tune.study"  # how the user invoked the study, for the resume line
 
@@ -341,10 +344,14 @@ def run_study(options: RunOptions, out: Callable[[str], None] = print) -> RunOut
         except RestoreError as err:
             raise UsageError(str(err)) from None
     signals = lifecycle.Signals().install()
-    with lifecycle.Scratch() as scratch:
+    with lifecycle.Scratch() as scratch, _live_view(options, run_dir, scratch, out):
         started_ray = _connect(options, scratch)
         try:
             signals.install()  # ray.init replaced SIGTERM's handler
+            if options.dashboard:
+                from bilevel_tune.live_view import ray_dashboard_line
+
+                out(ray_dashboard_line())
             outcome = _run_on_cluster(study, options, root, run_dir, mode, signals, clock, out)
         finally:
             if cluster.requested_address(options.address):
@@ -360,6 +367,27 @@ def run_study(options: RunOptions, out: Callable[[str], None] = print) -> RunOut
     return outcome
 
 
+@contextlib.contextmanager
+def _live_view(options: RunOptions, run_dir: Path, scratch: lifecycle.Scratch, out):
+    """With --dashboard: TensorBoard serving the run's curves from before Ray starts until the study ends.
+
+    It is up (or the run stops with one line, exit 2) before Ray starts: a host it
+    cannot bind would cost Ray's dashboard a minute to find out.
+    """
+    if not options.dashboard:
+        yield
+        return
+    from bilevel_tune.live_view import LOOPBACK, LiveView, LiveViewError
+
+    log = Path(scratch.path) / "tensorboard.log"
+    with LiveView(run_dir / TENSORBOARD_DIR, options.dashboard_host or LOOPBACK, log=log) as view:
+        try:
+            out(view.line())
+        except LiveViewError as err:
+            raise UsageError(str(err)) from None
+        yield
+
+
 def _connect(options: RunOptions, scratch: lifecycle.Scratch) -> bool:
     """Start a Ray of the study's own, or join the cluster asked for; True when this call started or joined it."""
     from bilevel_tune import runtime
@@ -373,6 +401,7 @@ def _connect(options: RunOptions, scratch: lifecycle.Scratch) -> bool:
                 address=address,
                 num_cpus=options.num_cpus,
                 include_dashboard=options.dashboard,
+                dashboard_host=options.dashboard_host,
                 thread_cap=options.thread_cap,
                 extra_env=tuple(scratch.env().items()),
             )
@@ -392,8 +421,6 @@ def _run_on_cluster(study, options, root, run_dir, mode, signals, clock: RunCloc
         cluster.check_shared_storage(root)
     except cluster.ClusterError as err:
         raise UsageError(str(err)) from None
-    if options.dashboard:
-        out(_dashboard_line())
     watch = experiment.ClusterWatch()
     tuner, plan = _prepare_session(study, options, run_dir, mode, watch, clock, out)
     clock.fit_start = start = time.time()
@@ -433,7 +460,11 @@ def _prepare_session(study, options, run_dir, mode, watch, clock: RunClock, out)
     _write_study_file(study, run_dir, plan, options, mode)
     shards = {c.key: plan.shards_of(c.key) if c.key not in skip else 1 for c in study.cells()}
     session = experiment.SessionOptions(
-        callbacks=(*tracking.callbacks(mode, group=run_dir.name, tags=_tags(study)), watch),
+        callbacks=(
+            *tracking.callbacks(mode, group=run_dir.name, tags=_tags(study)),
+            experiment.TrialCurves(run_dir, study.name),
+            watch,
+        ),
         max_failures=options.max_failures,
         max_concurrent=options.max_concurrent,
     )
@@ -495,7 +526,7 @@ def _summarise(run_dir: Path, mode: str, study: Study, out) -> None:
     skipped = tracking.log_summary(run_dir, mode, group=run_dir.name, tags=_tags(study))
     if skipped:
         out(skipped)
-    out(f"\nTensorBoard: tensorboard --logdir {run_dir}")
+    out(f"\nTensorBoard: tensorboard --logdir {run_dir / TENSORBOARD_DIR}")
     if mode != "disabled":
         out(f"W&B ({mode}): runs not on the server yet upload with: {tracking.sync_command(run_dir)}")
 
@@ -564,20 +595,14 @@ def resume_command(options: RunOptions, run_dir: Path) -> str:
         ("max_failures", "--max-failures"),
         ("thread_cap", "--thread-cap"),
         ("wandb", "--wandb"),
+        ("dashboard_host", "--dashboard-host"),
     ):
         value = getattr(options, field)
         if value != getattr(defaults, field):
             args += [flag, str(value)]
+    if options.dashboard and not options.dashboard_host:
+        args.append("--dashboard")
     return f"{options.command} {shlex.join(args)}"
-
-
-def _dashboard_line() -> str:
-    import ray
-
-    url = ray._private.worker.global_worker.node.address_info.get("webui_url") or "127.0.0.1:8265"
-    token = Path.home() / ".ray" / "auth_token"
-    how = f"paste the token from {token} when it asks" if token.is_file() else "token authentication is off"
-    return f"Ray Dashboard: http://{url} — {how} (Ray 2.60 turns token auth on by default; RAY_AUTH_MODE=disabled turns it off)"
 
 
 def default_command() -> str:

@@ -40,6 +40,7 @@ class RuntimeConfig:
     thread_cap: int = 1
     quiet_proctitle: bool = sys.platform == "darwin"  # Ray's per-task setproctitle costs an XPC call on macOS
     include_dashboard: bool = False
+    dashboard_host: str | None = None  # where the dashboard binds (None: Ray's default, loopback)
     log_to_driver: bool = True
     extra_env: tuple[tuple[str, str], ...] = ()  # more env vars for every worker (the run's scratch TMPDIR)
 
@@ -130,6 +131,8 @@ def init(config: RuntimeConfig = RuntimeConfig()) -> bool:
         configure_logging=True,
     )
     if config.address is None:
+        if config.include_dashboard and config.dashboard_host:
+            kwargs["dashboard_host"] = config.dashboard_host
         ray.init(address="local", num_cpus=config.num_cpus, include_dashboard=config.include_dashboard, **kwargs)
     else:
         ray.init(address=config.address, **kwargs)

@@ -15,6 +15,8 @@ statuses of a run.
 from __future__ import annotations
 
 import argparse
+import ipaddress
+import re
 import sys
 
 from bilevel_tune.definition import STUDIES_DIR, StudyError, available_studies, load_study
@@ -75,6 +77,19 @@ def _address(text: str) -> str:
     return text
 
 
+def _host(text: str) -> str:
+    address = text.strip("[]")
+    try:
+        return str(ipaddress.ip_address(address))
+    except ValueError:
+        pass
+    if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?", text):
+        raise argparse.ArgumentTypeError(
+            f"--dashboard-host {text!r} must be a host name or an IP address, e.g. 0.0.0.0"
+        )
+    return text
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog=PROG, description=__doc__.splitlines()[0])
     p.add_argument("study", nargs="?", help="a study name in studies/ or a path to a .toml file")
@@ -124,7 +139,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="BLAS/OpenMP/torch threads per process (default 1)",
     )
     how.add_argument("--wandb", default="auto", choices=WANDB_MODES, help="auto: online with credentials, else offline")
-    how.add_argument("--dashboard", action="store_true", help="start the Ray Dashboard and print its address")
+    how.add_argument(
+        "--dashboard",
+        action="store_true",
+        help="serve TensorBoard on the run's curves and start the Ray Dashboard while the study runs; print both URLs",
+    )
+    how.add_argument(
+        "--dashboard-host",
+        type=_host,
+        help="where --dashboard's servers bind (default 127.0.0.1; 0.0.0.0 for every interface); implies --dashboard",
+    )
     how.add_argument("--recalibrate", action="store_true", help="measure this machine's throughput again for the plan")
     p.add_argument("--list", action="store_true", help="list the studies and their budgets")
     p.add_argument(
@@ -159,7 +183,8 @@ def options_from(args: argparse.Namespace) -> RunOptions:
         max_failures=args.max_failures,
         thread_cap=args.thread_cap,
         wandb=args.wandb,
-        dashboard=args.dashboard,
+        dashboard=args.dashboard or args.dashboard_host is not None,
+        dashboard_host=args.dashboard_host,
         recalibrate=args.recalibrate,
         command=default_command(),
     )

@@ -1,8 +1,9 @@
 """`python -m bilevel_tune.summary RUN_DIR` (or `bilevel-summary`): a run folder's summary, rebuilt from the folder alone.
 
-Writes summary.md, trials.csv, cells.csv, grid.csv, verdicts.json and
-plots/*.png into the run folder (docs/run-folder.md); the tables and
-verdicts come from `analysis`, the pictures from `plots`. The study runs
+Writes summary.md, trials.csv, cells.csv, grid.csv, verdicts.json,
+plots/*.png and TensorBoard's summary run (tensorboard/summary/) into the
+run folder (docs/run-folder.md); the tables and verdicts come from
+`analysis`, the pictures from `plots`, TensorBoard's events from `curves`. The study runs
 this at the end of every run; run it yourself on any run folder, finished
 or not.
 """
@@ -16,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bilevel_tune import plots
+from bilevel_tune import curves, plots
 from bilevel_tune.analysis import (  # noqa: F401 - the summary's public names: verdicts and their wording
     CEILING,
     FEW,
@@ -155,6 +156,7 @@ def write_summary(run_dir: Path, with_plots: bool = True) -> str:
     write_json(run_dir / VERDICTS_FILE, verdicts_json)
     if with_plots:
         plots.write_plots(run_dir, s)
+    curves.write_summary_board(run_dir)
     return text
 
 

@@ -1,4 +1,4 @@
-"""Trackers: W&B (driver-side Tune callback) and TensorBoard, with the key never passed as an argument.
+"""Trackers: W&B (driver-side Tune callback) and Tune's CSV/JSON files, with the W&B key never passed as an argument.
 
 Tune pickles its callbacks into the run folder, so the W&B key is never
 given to the callback: it comes from WANDB_API_KEY, a git-ignored
@@ -7,6 +7,8 @@ network call. Each trial is one W&B run whose id is the trial's, so a
 resumed trial continues its own run; at the end the summary — tables,
 verdicts, plots — is one more run of the group. Every wait on W&B is
 bounded: an unreachable server costs seconds, not Tune's default 30 minutes.
+TensorBoard's curves are `curves`' (written by `experiment.TrialCurves`), so
+Tune's own TensorBoard logger, with its `ray/tune/…` names, is turned off.
 """
 
 from __future__ import annotations
@@ -79,10 +81,11 @@ def resolve_wandb_mode(requested: str, key_dirs=None) -> str:
 
 
 def callbacks(mode: str, group: str, tags: Sequence[str] = ()) -> list:
-    """Tune callbacks for this mode: W&B unless disabled; TensorBoard, CSV and JSON files always."""
-    from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback, TBXLoggerCallback
+    """Tune callbacks for this mode: W&B unless disabled; CSV and JSON files always."""
+    from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
 
-    found = [JsonLoggerCallback(), CSVLoggerCallback(), TBXLoggerCallback()]
+    os.environ["TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"] = "1"  # else Tune adds its TensorBoard logger back
+    found = [JsonLoggerCallback(), CSVLoggerCallback()]
     os.environ["WANDB_MODE"] = mode
     os.environ.setdefault("WANDB_INIT_TIMEOUT", str(INIT_TIMEOUT_S))
     os.environ.setdefault("WANDB_SILENT", "true")

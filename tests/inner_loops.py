@@ -1,5 +1,9 @@
 """Custom inner loops for fault tests (a study names them as inner = "tests.inner_loops:Class")."""
 
+import os
+import time
+from pathlib import Path
+
 import numpy as np
 
 from bilevel_tune.analytic import AnalyticLoop, myopic_best_response
@@ -29,3 +33,23 @@ class UnconfirmedStopLoop(AnalyticLoop):
     def reset(self, rules, seed, candidates):
         super().reset(rules, seed, candidates)
         return False
+
+
+class HeldLoop(AnalyticLoop):
+    """The analytic loop, held after its first generation for as long as the file BILEVEL_TEST_HOLD names exists.
+
+    A test can then look at a study that is certainly still running, and let it go.
+    """
+
+    HOLD_ENV = "BILEVEL_TEST_HOLD"
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.generations = 0
+
+    def evaluate(self, seeds):
+        self.generations += 1
+        hold = os.environ.get(self.HOLD_ENV)
+        while self.generations > 1 and hold and Path(hold).exists():
+            time.sleep(0.05)
+        return super().evaluate(seeds)

@@ -16,6 +16,7 @@ import pytest
 
 from bilevel_tune import metrics as M
 from bilevel_tune.lifecycle import SCRATCH_PREFIX
+from bilevel_tune.run_folder import TENSORBOARD_DIR, trial_name
 
 from .study_helpers import command_process, interrupt, study_args, study_process, trial_records, wait_for
 
@@ -164,6 +165,7 @@ def test_a_study_stopped_by_ctrl_c_leaves_nothing_in_tmp(tmp_path):
 
 def test_the_summary_reaches_wandb_and_tensorboard_reads_every_trials_curve(tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.util import tensor_util
 
     args = study_args(tmp_path, "--quick", **ANALYTIC, wandb="offline", population="1,2", seed=1, outer_iters=3)
     proc = study_process(args)
@@ -179,13 +181,15 @@ def test_the_summary_reaches_wandb_and_tensorboard_reads_every_trials_curve(tmp_
     matched = {str(p) for pattern in sync for p in Path("/").glob(pattern.lstrip("/"))}
     assert matched == {str(p) for p in run.glob("**/wandb/offline-run-*")}, "the sync command names every W&B run"
     for trial_dir in [p.parent for p in run.glob("*/generations.jsonl")]:
-        (events,) = trial_dir.glob("events.out.tfevents.*")
-        curve = EventAccumulator(str(events))
-        curve.Reload()
         rows = [json.loads(line) for line in (trial_dir / "generations.jsonl").read_text().splitlines()]
-        objectives = [r[M.OBJECTIVE] for r in rows if r[M.KIND] == "generation"]
-        logged = [e.value for e in curve.Scalars("ray/tune/objective")][: len(objectives)]
-        assert logged == pytest.approx(objectives, rel=1e-6)
+        generations = [r for r in rows if r[M.KIND] == "generation"]
+        curve = EventAccumulator(str(run / TENSORBOARD_DIR / trial_name("weekend", generations[0])))
+        curve.Reload()
+        logged = [
+            (e.step, tensor_util.make_ndarray(e.tensor_proto).item())
+            for e in curve.Tensors("objective/this_generation")
+        ]
+        assert logged == [(r[M.GENERATION], pytest.approx(r[M.OBJECTIVE], rel=1e-6)) for r in generations]
 
 
 def test_scratch_folders_of_dead_runs_are_swept_and_live_ones_kept(tmp_path):

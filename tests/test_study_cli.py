@@ -172,3 +172,7 @@ def test_the_resume_command_repeats_this_sessions_choices():
     assert resume_command(options, Path("/data/r/weekend-1")) == (
         "bilevel-study weekend --resume --name weekend-1 --results /data/r --num-cpus 8 --wandb offline"
     )
+    watched = RunOptions(study="weekend", dashboard=True, command="bilevel-study")
+    assert resume_command(watched, Path("results/w")).endswith("--resume --name w --dashboard")
+    bound = RunOptions(study="weekend", dashboard=True, dashboard_host="0.0.0.0", command="bilevel-study")
+    assert resume_command(bound, Path("results/w")).endswith("--name w --dashboard-host 0.0.0.0")

@@ -11,7 +11,7 @@ from bilevel_tune import metrics as M
 from bilevel_tune.analytic import AnalyticLoop
 from bilevel_tune.definition import load_study
 from bilevel_tune.inner import InnerLoopConfig
-from bilevel_tune.run_folder import SUMMARY_FILES
+from bilevel_tune.run_folder import SUMMARY_FILES, TENSORBOARD_DIR, trial_name
 from bilevel_tune.study import main
 from bilevel_tune.trainable import Seeds, candidate_rules, searched_values
 
@@ -44,7 +44,9 @@ def test_the_weekend_grid_runs_under_tune(ray_cluster, tmp_path, capsys, monkeyp
         trial_dir = run / name
         assert len(list(trial_dir.glob("checkpoint_*"))) >= 1
         assert (trial_dir / "progress.csv").read_text().count("\n") == 1 + 4 + 1  # header, 4 generations, final
-        assert list(trial_dir.glob("events.out.tfevents.*"))
+        assert not list(trial_dir.glob("events.out.tfevents.*")), "Tune's own TensorBoard logger is off"
+    boards = {p.name for p in (run / TENSORBOARD_DIR).iterdir()}
+    assert boards == {trial_name("weekend", r[0][0]) for r in records.values()} | {"summary"}
     study = json.loads((run / "study.json").read_text())
     assert study["study"]["name"] == "weekend" and study["provenance"]["versions"]["ray"]
     out = capsys.readouterr().out
