@@ -140,8 +140,17 @@ def ray_dashboard_line() -> str:
     if host in WILDCARDS:
         url = f"{socket.gethostname()}:{port}"
     token = Path.home() / ".ray" / "auth_token"
-    how = f"paste the token from {token} when it asks" if token.is_file() else "no token needed"
+    how = f"paste the token from {token} when it asks" if _token_auth() else "no token needed"
     return f"Ray Dashboard: http://{url} — the cluster, its actors and logs; {how} (it stops with the study's Ray)"
+
+
+def _token_auth() -> bool:
+    """Does this Ray ask for a token (Ray 2.60's default; RAY_AUTH_MODE=disabled turns it off)?"""
+    try:
+        from ray._private.authentication.authentication_utils import is_token_auth_enabled
+    except ImportError:  # a Ray before token authentication
+        return False
+    return is_token_auth_enabled()
 
 
 # -- the child: `python -m bilevel_tune.live_view LOGDIR --host H --parent PID` ------------------------

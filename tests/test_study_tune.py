@@ -209,14 +209,3 @@ def test_an_unconfirmed_learner_stop_replaces_the_actor_every_generation(ray_clu
     ((rows, final),) = trial_records(tmp_path / "run").values()
     assert len({r[M.PID] for r in rows}) == 3, "each generation must run in a fresh actor"
     assert final is not None
-
-
-def test_dashboard_address_and_how_to_authenticate_are_printed(tmp_path):
-    args = study_args(
-        tmp_path, "--dashboard", **ANALYTIC, population=2, seed=1, optimize_params="min_demand_frac", outer_iters=1
-    )
-    proc = study_process(args)
-    out, _ = proc.communicate(timeout=300)
-    assert proc.returncode == 0, out[-2000:]
-    line = next(line for line in out.splitlines() if line.startswith("Ray Dashboard: http://"))
-    assert "token" in line
