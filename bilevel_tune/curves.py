@@ -111,6 +111,15 @@ class EventWriter:
         self._add(step, Summary(value=[Summary.Value(tag=tag, image=image)]))
         self._writer.flush()
 
+    def session_start(self, step: int) -> None:
+        """Mark where this session's points begin: TensorBoard drops an earlier session's points from `step` on.
+
+        A resumed trial replays the generation that was in flight when its last session stopped.
+        """
+        from tensorboard.compat.proto.event_pb2 import Event, SessionLog
+
+        self._writer.add_event(Event(wall_time=time.time(), step=step, session_log=SessionLog(status=SessionLog.START)))
+
     def close(self) -> None:
         self._writer.close()
 
@@ -143,6 +152,7 @@ class TrialCurveWriters:
         self._last_step[trial] = step
         if trial not in self._writers:
             self._writers[trial] = EventWriter(self.root / trial)
+            self._writers[trial].session_start(step)
         self._writers[trial].scalars(step, trial_scalars(result))
 
     def close(self, trial: str | None = None) -> None:

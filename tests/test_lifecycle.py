@@ -70,6 +70,10 @@ def test_ctrl_c_exits_130_with_a_resume_command_that_resumes_with_its_new_sessio
     assert interrupted, "the trial that was interrupted must resume with two shards"
     ids = wandb_run_ids(tmp_path / "run" / interrupted[0])
     assert len(ids) >= 2 and len(set(ids)) == 1, f"a resumed trial continues its own W&B run: {ids}"
+    board = tmp_path / "run" / TENSORBOARD_DIR / trial_name("weekend", records[interrupted[0]][0][0])
+    assert len(list(board.glob("events.*"))) == 2, "one event file per session"
+    steps = [e.step for e in tensorboard_curve(board, "objective/this_generation")]
+    assert steps == list(range(generations)), "TensorBoard's curve continues across sessions, each generation once"
     sessions = json.loads((tmp_path / "run" / "study.json").read_text())["sessions"]
     assert [(s["resume"], s["cpus_per_trial"]) for s in sessions] == [(False, 1), (True, 2)], sessions
 
@@ -163,8 +167,16 @@ def test_a_study_stopped_by_ctrl_c_leaves_nothing_in_tmp(tmp_path):
     assert not [p for p in Path("/tmp").glob(f"{SCRATCH_PREFIX}*") if p.name not in before]
 
 
+def tensorboard_curve(run: Path, tag: str) -> list:
+    """A TensorBoard run's curve as TensorBoard's server reads it (every event file of the folder, in order)."""
+    from tensorboard.backend.event_processing.plugin_event_accumulator import EventAccumulator
+
+    accumulator = EventAccumulator(str(run), size_guidance={"tensors": 0})
+    accumulator.Reload()
+    return accumulator.Tensors(tag)
+
+
 def test_the_summary_reaches_wandb_and_tensorboard_reads_every_trials_curve(tmp_path):
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     from tensorboard.util import tensor_util
 
     args = study_args(tmp_path, "--quick", **ANALYTIC, wandb="offline", population="1,2", seed=1, outer_iters=3)
@@ -183,12 +195,9 @@ def test_the_summary_reaches_wandb_and_tensorboard_reads_every_trials_curve(tmp_
     for trial_dir in [p.parent for p in run.glob("*/generations.jsonl")]:
         rows = [json.loads(line) for line in (trial_dir / "generations.jsonl").read_text().splitlines()]
         generations = [r for r in rows if r[M.KIND] == "generation"]
-        curve = EventAccumulator(str(run / TENSORBOARD_DIR / trial_name("weekend", generations[0])))
-        curve.Reload()
-        logged = [
-            (e.step, tensor_util.make_ndarray(e.tensor_proto).item())
-            for e in curve.Tensors("objective/this_generation")
-        ]
+        board = run / TENSORBOARD_DIR / trial_name("weekend", generations[0])
+        curve = tensorboard_curve(board, "objective/this_generation")
+        logged = [(e.step, tensor_util.make_ndarray(e.tensor_proto).item()) for e in curve]
         assert logged == [(r[M.GENERATION], pytest.approx(r[M.OBJECTIVE], rel=1e-6)) for r in generations]
 
 

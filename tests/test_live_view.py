@@ -64,9 +64,10 @@ def test_a_report_becomes_plainly_named_curves_with_rules_in_physical_units():
 
 
 def _accumulator(folder: Path):
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    """A TensorBoard run read as TensorBoard's server reads it (every point kept, orphaned ones purged)."""
+    from tensorboard.backend.event_processing.plugin_event_accumulator import EventAccumulator
 
-    acc = EventAccumulator(str(folder), size_guidance={"tensors": 0, "images": 0})
+    acc = EventAccumulator(str(folder), size_guidance={"tensors": 0})
     acc.Reload()
     return acc
 
@@ -104,6 +105,19 @@ def tiny_png(width: int, height: int) -> bytes:
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
 
 
+def test_a_resumed_trials_replayed_generation_replaces_the_earlier_sessions_point(tmp_path):
+    first = curves.TrialCurveWriters(tmp_path)
+    for g in range(3):
+        first.report("t", {**REPORT, M.GENERATION: g, M.OBJECTIVE: 0.1 * g})
+    first.close()
+    resumed = curves.TrialCurveWriters(tmp_path)  # generation 2 was in flight: the next session runs it again
+    for g in (2, 3):
+        resumed.report("t", {**REPORT, M.GENERATION: g, M.OBJECTIVE: 0.5 + g})
+    resumed.close()
+    points = _scalars(_accumulator(tmp_path / TENSORBOARD_DIR / "t"), "objective/this_generation")
+    assert points == [(0, 0.0), (1, pytest.approx(0.1)), (2, 2.5), (3, 3.5)]
+
+
 def test_the_summary_board_holds_the_summarys_sections_and_its_plots(tmp_path):
     (tmp_path / "summary.md").write_text(
         "# Study weekend\n\n**SHORT RUN.**\n\n## Best objective grid (rows …)\n\n| a |\n|---|\n| 1 |\n\n"
@@ -116,11 +130,13 @@ def test_the_summary_board_holds_the_summarys_sections_and_its_plots(tmp_path):
     folder = curves.write_summary_board(tmp_path)  # rebuilt, not appended to
     assert len(list(folder.glob("events.*"))) == 1
     acc = _accumulator(folder)
-    assert set(acc.Tags()["tensors"]) == {"summary/study", "summary/best_objective_grid", "summary/verdicts"}
+    texts = {"summary/study", "summary/best_objective_grid", "summary/verdicts"}
+    assert set(acc.Tags()["tensors"]) == texts | {"plots/grid_heatmap"}
     (verdicts,) = acc.Tensors("summary/verdicts")
     assert b"- ceiling: none." in verdicts.tensor_proto.string_val[0]
-    (image,) = acc.Images("plots/grid_heatmap")
-    assert image.encoded_image_string == png and (image.width, image.height) == (3, 2)
+    (image,) = acc.Tensors("plots/grid_heatmap")  # the image plugin's form: width, height, PNG
+    assert list(image.tensor_proto.string_val) == [b"3", b"2", png]
+    assert acc.summary_metadata["plots/grid_heatmap"].plugin_data.plugin_name == "images"
 
 
 # -- the server -----------------------------------------------------------------------------------
@@ -262,7 +278,7 @@ def test_a_dashboard_study_serves_each_trials_curves_while_it_runs_and_stops_ser
     assert proc.returncode == 0, out[-3000:]
     assert refuses(url) and not servers_of(proc.pid), "TensorBoard stops with the study"
     summary_run = _accumulator(tmp_path / "run" / TENSORBOARD_DIR / curves.SUMMARY_RUN)
-    assert "summary/verdicts" in summary_run.Tags()["tensors"] and summary_run.Tags()["images"]
+    assert {"summary/verdicts", "plots/grid_heatmap"} <= set(summary_run.Tags()["tensors"])
     assert out.index("TensorBoard: http") < out.index("Ray Dashboard: http") < out.index("Trial status")
 
 
