@@ -3,7 +3,8 @@
 The head node (`ray start --head`) and a worker node (`ray start --address`)
 each run in a process group of their own, with their own temp folder. The
 worker runs in a mount namespace of its own (`unshare -m`, which needs root)
-with a private tmpfs over /tmp — its own /tmp, as on another machine — and,
+with a private tmpfs over /tmp — its own /tmp, as on another machine (a
+checkout under /tmp stays visible) — and,
 on request, over folders it must not share with the head (a results root
 that only looks shared). Nodes are stopped by killing their process groups
 (never `ray stop`, which would end every Ray on the machine); the head's
@@ -13,6 +14,7 @@ temp folder, where `ray start` records the cluster's address, is removed.
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -23,6 +25,7 @@ import time
 from pathlib import Path
 
 RAY = str(Path(sys.executable).with_name("ray"))
+REPO = Path(__file__).resolve().parent.parent
 START_TIMEOUT_S = 90
 WORKER_IP = "127.0.0.2"  # its own address, so a driver on this machine always attaches to the head
 
@@ -64,6 +67,23 @@ def _wait_for_file(path: Path, proc: subprocess.Popen) -> str:
     raise TimeoutError(f"{path} did not appear within {START_TIMEOUT_S} s")
 
 
+def _private_tmp() -> list[str]:
+    """Shell commands giving the worker a /tmp of its own, with the checkout and its Python still visible.
+
+    A checkout (or virtualenv) under /tmp would vanish under the new tmpfs: it is
+    bind-mounted aside first, then back into place.
+    """
+    under_tmp = sorted({p for p in (REPO, Path(sys.prefix).resolve()) if p.is_relative_to("/tmp")})
+    keep = [p for p in under_tmp if not any(p != q and p.is_relative_to(q) for q in under_tmp)]
+    aside = [f"/run/bt-keep-$$-{i}" for i in range(len(keep))]
+    return [
+        *(f"mkdir -p {a} && mount --bind {shlex.quote(str(p))} {a}" for p, a in zip(keep, aside)),
+        "mount -t tmpfs tmpfs /tmp",
+        *(f"mkdir -p {shlex.quote(str(p))} && mount --bind {a} {shlex.quote(str(p))}" for p, a in zip(keep, aside)),
+        *(f"umount {a} && rmdir {a}" for a in aside),
+    ]
+
+
 class LocalCluster:
     def __init__(self, head_cpus: int = 1):
         # short paths: Ray's unix sockets live under the temp folder (107 characters at most)
@@ -89,7 +109,7 @@ class LocalCluster:
 
     def start_worker(self, cpus: int = 2, private: tuple[Path, ...] = ()) -> None:
         """A worker node with its own /tmp and, over each of `private`, an empty folder of its own."""
-        mounts = " && ".join(["mount -t tmpfs tmpfs /tmp", *(f"mount -t tmpfs tmpfs {p}" for p in private)])
+        mounts = " && ".join([*_private_tmp(), *(f"mount -t tmpfs tmpfs {p}" for p in private)])
         command = (
             f"{mounts} && mkdir -p /tmp/bt-worker && exec {RAY} start --block --address={self.address} "
             f"--num-cpus={cpus} --node-ip-address={WORKER_IP} --temp-dir=/tmp/bt-worker"
