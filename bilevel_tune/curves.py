@@ -56,14 +56,12 @@ def trial_scalars(result: Mapping[str, Any]) -> Iterator[tuple[str, float, str]]
 
     The trial's last report, after its generations, holds the final re-evaluation: only final/ curves.
     """
-    if M.GENERATION not in result:
-        for tag, key, description in TRIAL_CURVES:
-            if tag.startswith("final/") and _is_number(result.get(key)):
-                yield tag, float(result[key]), description
-        return
+    final_report = M.GENERATION not in result
     for tag, key, description in TRIAL_CURVES:
-        if _is_number(result.get(key)):
+        if (tag.startswith("final/") or not final_report) and _is_number(result.get(key)):
             yield tag, float(result[key]), description
+    if final_report:
+        return
     for key, value in result.items():
         if not _is_number(value):
             continue
