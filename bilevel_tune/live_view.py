@@ -1,8 +1,10 @@
 """A study's live view (`--dashboard`): TensorBoard serving the run's curves for the study's lifetime, and the Ray Dashboard.
 
     with LiveView(run_dir / TENSORBOARD_DIR, host, log=scratch / "tensorboard.log") as view:
-        ...                            # TensorBoard starts in a child while Ray starts here
-        out(view.line())               # waits for its URL (or raises LiveViewError, one line)
+        out(view.line())                        # waits for its URL (or raises LiveViewError, one line)
+        ray.init(include_dashboard=True, ...)   # the study's own Ray
+        out(ray_dashboard_line(own_ray=True))
+        ...                                     # the trials, the summary
     # TensorBoard has stopped
 
 TensorBoard runs in a child process on a free port of `host` (loopback
@@ -10,8 +12,9 @@ unless `--dashboard-host` says otherwise). The child has a session of its
 own, so a terminal's Ctrl-C reaches only the study, which stops it after
 saving the trials; and it exits by itself once the study's process is gone,
 so even a killed study leaves no server behind. Both URLs live as long as
-the study: the Ray Dashboard is its Ray's, TensorBoard its child. The event
-files stay in the run folder, for a `tensorboard --logdir` later.
+the study: TensorBoard is its child, the Ray Dashboard its Ray's (a joined
+cluster's outlives it). The event files stay in the run folder, for a
+`tensorboard --logdir` later.
 """
 
 from __future__ import annotations
@@ -131,17 +134,23 @@ def display_url(url: str, host: str) -> str:
     return url
 
 
-def ray_dashboard_line() -> str:
-    """The Ray Dashboard of the Ray this process is connected to, and how to get in (Ray 2.60 asks for a token)."""
+def ray_dashboard_line(own_ray: bool) -> str:
+    """The Ray Dashboard of the Ray this process is connected to, and how to get in (Ray 2.60 asks for a token).
+
+    The study's own Ray's dashboard goes with it; a cluster's (`--address`) is the cluster's.
+    """
     import ray
 
-    url = ray._private.worker.global_worker.node.address_info.get("webui_url") or f"{LOOPBACK}:8265"
+    url = ray._private.worker.global_worker.node.address_info.get("webui_url")
+    if not url:
+        return "Ray Dashboard: this cluster runs none (`ray start --head --include-dashboard=true` starts one)"
     host, _, port = url.rpartition(":")
     if host in WILDCARDS:
         url = f"{socket.gethostname()}:{port}"
     token = Path.home() / ".ray" / "auth_token"
     how = f"paste the token from {token} when it asks" if _token_auth() else "no token needed"
-    return f"Ray Dashboard: http://{url} — the cluster, its actors and logs; {how} (it stops with the study's Ray)"
+    lifetime = "it stops with the study's Ray" if own_ray else "the cluster's own"
+    return f"Ray Dashboard: http://{url} — the cluster, its actors and logs; {how} ({lifetime})"
 
 
 def _token_auth() -> bool:

@@ -351,7 +351,7 @@ def run_study(options: RunOptions, out: Callable[[str], None] = print) -> RunOut
             if options.dashboard:
                 from bilevel_tune.live_view import ray_dashboard_line
 
-                out(ray_dashboard_line())
+                out(ray_dashboard_line(own_ray=cluster.requested_address(options.address) is None))
             outcome = _run_on_cluster(study, options, root, run_dir, mode, signals, clock, out)
         finally:
             if cluster.requested_address(options.address):

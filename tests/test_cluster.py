@@ -56,8 +56,11 @@ def run(args, timeout=600):
 
 def test_trials_run_on_both_nodes_and_the_run_folder_is_complete(cluster, tmp_path):
     cluster.start_worker(cpus=2)
-    code, out = run(study_args(tmp_path, "--quick", **ANALYTIC, address=cluster.address, outer_iters=4))
+    code, out = run(study_args(tmp_path, "--quick", "--dashboard", **ANALYTIC, address=cluster.address, outer_iters=4))
     assert code == 0, out[-3000:]
+    # the live view on a joined cluster: TensorBoard is the study's, the Ray Dashboard the cluster's (it runs none)
+    assert out.startswith("TensorBoard: http://127.0.0.1:")
+    assert "Ray Dashboard: this cluster runs none" in out
     run_dir = tmp_path / "run"
     records = trial_records(run_dir)
     assert len(records) == 8 and all(final is not None for _, final in records.values())
