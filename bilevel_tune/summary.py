@@ -3,9 +3,9 @@
 Writes summary.md, trials.csv, cells.csv, grid.csv, verdicts.json,
 plots/*.png and TensorBoard's summary run (tensorboard/summary/) into the
 run folder (docs/run-folder.md); the tables and verdicts come from
-`analysis`, the pictures from `plots`, TensorBoard's events from `curves`. The study runs
-this at the end of every run; run it yourself on any run folder, finished
-or not.
+`analysis`, the pictures from `plots`, TensorBoard's events from `curves`.
+The study runs this at the end of every run; run it yourself on any run
+folder, finished or not.
 """
 
 from __future__ import annotations

@@ -77,3 +77,19 @@ def kill_inner_actor_after(run_dir: Path, generations: int, timeout: float = 300
     thread = threading.Thread(target=watch_and_kill, daemon=True)
     thread.start()
     return thread, killed
+
+
+def tensorboard_run(folder: Path):
+    """A TensorBoard run read as TensorBoard's server reads it: every point kept, orphaned ones purged."""
+    from tensorboard.backend.event_processing.plugin_event_accumulator import EventAccumulator
+
+    run = EventAccumulator(str(folder), size_guidance={"tensors": 0})
+    run.Reload()
+    return run
+
+
+def curve_points(run, tag: str) -> list[tuple[int, float]]:
+    """[(step, value)] of a scalar curve of a `tensorboard_run`."""
+    from tensorboard.util import tensor_util
+
+    return [(e.step, tensor_util.make_ndarray(e.tensor_proto).item()) for e in run.Tensors(tag)]

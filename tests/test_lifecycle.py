@@ -18,7 +18,16 @@ from bilevel_tune import metrics as M
 from bilevel_tune.lifecycle import SCRATCH_PREFIX
 from bilevel_tune.run_folder import TENSORBOARD_DIR, trial_name
 
-from .study_helpers import command_process, interrupt, study_args, study_process, trial_records, wait_for
+from .study_helpers import (
+    command_process,
+    curve_points,
+    interrupt,
+    study_args,
+    study_process,
+    tensorboard_run,
+    trial_records,
+    wait_for,
+)
 
 pytestmark = pytest.mark.ray
 ANALYTIC = {"inner": "analytic"}
@@ -72,7 +81,7 @@ def test_ctrl_c_exits_130_with_a_resume_command_that_resumes_with_its_new_sessio
     assert len(ids) >= 2 and len(set(ids)) == 1, f"a resumed trial continues its own W&B run: {ids}"
     board = tmp_path / "run" / TENSORBOARD_DIR / trial_name("weekend", records[interrupted[0]][0][0])
     assert len(list(board.glob("events.*"))) == 2, "one event file per session"
-    steps = [e.step for e in tensorboard_curve(board, "objective/this_generation")]
+    steps = [step for step, _ in curve_points(tensorboard_run(board), "objective/this_generation")]
     assert steps == list(range(generations)), "TensorBoard's curve continues across sessions, each generation once"
     sessions = json.loads((tmp_path / "run" / "study.json").read_text())["sessions"]
     assert [(s["resume"], s["cpus_per_trial"]) for s in sessions] == [(False, 1), (True, 2)], sessions
@@ -167,18 +176,7 @@ def test_a_study_stopped_by_ctrl_c_leaves_nothing_in_tmp(tmp_path):
     assert not [p for p in Path("/tmp").glob(f"{SCRATCH_PREFIX}*") if p.name not in before]
 
 
-def tensorboard_curve(run: Path, tag: str) -> list:
-    """A TensorBoard run's curve as TensorBoard's server reads it (every event file of the folder, in order)."""
-    from tensorboard.backend.event_processing.plugin_event_accumulator import EventAccumulator
-
-    accumulator = EventAccumulator(str(run), size_guidance={"tensors": 0})
-    accumulator.Reload()
-    return accumulator.Tensors(tag)
-
-
 def test_the_summary_reaches_wandb_and_tensorboard_reads_every_trials_curve(tmp_path):
-    from tensorboard.util import tensor_util
-
     args = study_args(tmp_path, "--quick", **ANALYTIC, wandb="offline", population="1,2", seed=1, outer_iters=3)
     proc = study_process(args)
     out, _ = proc.communicate(timeout=300)
@@ -196,8 +194,7 @@ def test_the_summary_reaches_wandb_and_tensorboard_reads_every_trials_curve(tmp_
         rows = [json.loads(line) for line in (trial_dir / "generations.jsonl").read_text().splitlines()]
         generations = [r for r in rows if r[M.KIND] == "generation"]
         board = run / TENSORBOARD_DIR / trial_name("weekend", generations[0])
-        curve = tensorboard_curve(board, "objective/this_generation")
-        logged = [(e.step, tensor_util.make_ndarray(e.tensor_proto).item()) for e in curve]
+        logged = curve_points(tensorboard_run(board), "objective/this_generation")
         assert logged == [(r[M.GENERATION], pytest.approx(r[M.OBJECTIVE], rel=1e-6)) for r in generations]
 
 

@@ -16,7 +16,6 @@ import urllib.parse
 import urllib.request
 import zlib
 from contextlib import contextmanager
-from pathlib import Path
 
 import psutil
 import pytest
@@ -28,7 +27,15 @@ from bilevel_tune.run_folder import TENSORBOARD_DIR
 from bilevel_tune.study import main
 
 from .inner_loops import HeldLoop
-from .study_helpers import REPO, study_args, study_process, trial_records, wait_for
+from .study_helpers import (
+    REPO,
+    curve_points,
+    study_args,
+    study_process,
+    tensorboard_run,
+    trial_records,
+    wait_for,
+)
 
 REPORT = {
     M.OBJECTIVE: 0.31,
@@ -63,34 +70,20 @@ def test_a_report_becomes_plainly_named_curves_with_rules_in_physical_units():
     assert all(description for _, _, description in curves.trial_scalars(REPORT))
 
 
-def _accumulator(folder: Path):
-    """A TensorBoard run read as TensorBoard's server reads it (every point kept, orphaned ones purged)."""
-    from tensorboard.backend.event_processing.plugin_event_accumulator import EventAccumulator
-
-    acc = EventAccumulator(str(folder), size_guidance={"tensors": 0})
-    acc.Reload()
-    return acc
-
-
-def _scalars(acc, tag: str) -> list[tuple[int, float]]:
-    import numpy as np
-    from tensorboard.util import tensor_util
-
-    return [(e.step, float(np.asarray(tensor_util.make_ndarray(e.tensor_proto)))) for e in acc.Tensors(tag)]
-
-
 def test_trial_curves_are_on_disk_when_the_report_returns_and_the_final_report_is_one_step_on(tmp_path):
     writers = curves.TrialCurveWriters(tmp_path)
     writers.report("weekend_pop2_1d_seed1", {**REPORT, M.GENERATION: 0})
     folder = tmp_path / TENSORBOARD_DIR / "weekend_pop2_1d_seed1"
-    assert _scalars(_accumulator(folder), "objective/best_so_far") == [(0, pytest.approx(0.33))]  # not closed yet
+    assert curve_points(tensorboard_run(folder), "objective/best_so_far") == [
+        (0, pytest.approx(0.33))
+    ]  # not closed yet
     writers.report("weekend_pop2_1d_seed1", {**REPORT, M.GENERATION: 1, M.BEST_OBJECTIVE: 0.4})
     writers.report("weekend_pop2_1d_seed1", {M.OBJECTIVE: 0.39, M.BEST_OBJECTIVE: 0.4, M.FINAL_BEST: 0.39})
     writers.close()
-    acc = _accumulator(folder)
-    assert [s for s, _ in _scalars(acc, "objective/best_so_far")] == [0, 1]
-    assert _scalars(acc, "final/best") == [(2, pytest.approx(0.39))]
-    assert [s for s, _ in _scalars(acc, "objective/this_generation")] == [0, 1], "the final report is no generation"
+    acc = tensorboard_run(folder)
+    assert [s for s, _ in curve_points(acc, "objective/best_so_far")] == [0, 1]
+    assert curve_points(acc, "final/best") == [(2, pytest.approx(0.39))]
+    assert [s for s, _ in curve_points(acc, "objective/this_generation")] == [0, 1], "the final report is no generation"
     assert acc.summary_metadata["objective/best_so_far"].summary_description.startswith("the best objective")
 
 
@@ -114,7 +107,7 @@ def test_a_resumed_trials_replayed_generation_replaces_the_earlier_sessions_poin
     for g in (2, 3):
         resumed.report("t", {**REPORT, M.GENERATION: g, M.OBJECTIVE: 0.5 + g})
     resumed.close()
-    points = _scalars(_accumulator(tmp_path / TENSORBOARD_DIR / "t"), "objective/this_generation")
+    points = curve_points(tensorboard_run(tmp_path / TENSORBOARD_DIR / "t"), "objective/this_generation")
     assert points == [(0, 0.0), (1, pytest.approx(0.1)), (2, 2.5), (3, 3.5)]
 
 
@@ -129,7 +122,7 @@ def test_the_summary_board_holds_the_summarys_sections_and_its_plots(tmp_path):
     folder = curves.write_summary_board(tmp_path)
     folder = curves.write_summary_board(tmp_path)  # rebuilt, not appended to
     assert len(list(folder.glob("events.*"))) == 1
-    acc = _accumulator(folder)
+    acc = tensorboard_run(folder)
     texts = {"summary/study", "summary/best_objective_grid", "summary/verdicts"}
     assert set(acc.Tags()["tensors"]) == texts | {"plots/grid_heatmap"}
     (verdicts,) = acc.Tensors("summary/verdicts")
@@ -277,7 +270,7 @@ def test_a_dashboard_study_serves_each_trials_curves_while_it_runs_and_stops_ser
         out = lines.text()
     assert proc.returncode == 0, out[-3000:]
     assert refuses(url) and not servers_of(proc.pid), "TensorBoard stops with the study"
-    summary_run = _accumulator(tmp_path / "run" / TENSORBOARD_DIR / curves.SUMMARY_RUN)
+    summary_run = tensorboard_run(tmp_path / "run" / TENSORBOARD_DIR / curves.SUMMARY_RUN)
     assert {"summary/verdicts", "plots/grid_heatmap"} <= set(summary_run.Tags()["tensors"])
     assert out.index("TensorBoard: http") < out.index("Ray Dashboard: http") < out.index("Trial status")
 
