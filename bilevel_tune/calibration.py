@@ -277,7 +277,10 @@ def learn_overheads(wandb_mode: str, study, figures: dict[str, float]) -> None:
 
 
 def _loop_kind(inner: str) -> str:
-    return inner if inner in ("appo", "analytic") else "custom"
+    """Which reference overheads fit a loop: both APPO loops start alike (RLlib's imports, a first build)."""
+    if inner in ("appo", "appo-multiagent"):
+        return "appo"
+    return inner if inner == "analytic" else "custom"
 
 
 def cost_model(

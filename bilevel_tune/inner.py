@@ -4,8 +4,9 @@ An *inner loop* trains the farms' policies under a block of candidate rule
 sets and evaluates them (docs/inner-loop.md). Built-in loops are named in
 `BUILTIN_LOOPS` and loaded exactly as a user's `package.module:Class` is:
 
-    appo       bilevel_tune.appo:PolicyLoop          real RLlib APPO
-    analytic   bilevel_tune.analytic:AnalyticLoop    a deterministic stand-in
+    appo             bilevel_tune.appo:PolicyLoop                         real RLlib APPO, one module per block
+    appo-multiagent  bilevel_tune.appo.multiagent:MultiAgentPolicyLoop    real RLlib APPO, RLlib's per-agent path
+    analytic         bilevel_tune.analytic:AnalyticLoop                   a deterministic stand-in
 
 A trial splits its population into S contiguous blocks, one *shard* per
 block: a Ray actor holding one CPU of the trial's placement group and one
@@ -45,6 +46,7 @@ logger = logging.getLogger(__name__)
 
 BUILTIN_LOOPS = {
     "appo": "bilevel_tune.appo:PolicyLoop",
+    "appo-multiagent": "bilevel_tune.appo.multiagent:MultiAgentPolicyLoop",
     "analytic": "bilevel_tune.analytic:AnalyticLoop",
 }
 LOOP_METHODS = ("reset", "train", "evaluate", "stop")
@@ -150,7 +152,7 @@ def loop_path(spec: str) -> str:
 def check_loop_spec(spec: str) -> str:
     """The spec if it names a built-in loop or a loadable class that meets the contract."""
     if spec in BUILTIN_LOOPS:
-        return spec  # imported in its shard only: `appo` pulls in torch and RLlib
+        return spec  # imported in its shard only: the APPO loops pull in torch and RLlib
     load_loop_class(spec)
     return spec
 

@@ -87,7 +87,7 @@ generations = 2
         (GOOD + "[objective]\necon_weight = 0\n", "both 0"),
         (
             GOOD.replace('name = "tiny"', 'inner = "ppo"\nname = "tiny"'),
-            r"inner='ppo' is unknown; allowed: appo, analytic",
+            r"inner='ppo' is unknown; allowed: appo, appo-multiagent, analytic",
         ),
         (
             GOOD.replace('name = "tiny"', 'inner = "nowhere.mod:Loop"\nname = "tiny"'),
