@@ -29,7 +29,7 @@ study: $(STAMP)
 test: $(STAMP)
 	WANDB_MODE=offline $(BIN)/python -m pytest
 
-## The inner loop's tests on Ray 2.53, in a separate small virtualenv.
+## The APPO loops' tests (leak-free stop, exactness, parity) on Ray 2.53, in a separate small virtualenv.
 $(STAMP253): pyproject.toml
 	$(PYTHON) -m venv $(VENV253)
 	$(VENV253)/bin/python -m pip install -q --upgrade pip
@@ -38,7 +38,7 @@ $(STAMP253): pyproject.toml
 	touch $(STAMP253)
 
 test-ray253: $(STAMP253)
-	RAY_AUTH_MODE=disabled $(VENV253)/bin/python -m pytest -p no:cacheprovider tests/test_appo.py
+	RAY_AUTH_MODE=disabled $(VENV253)/bin/python -m pytest -p no:cacheprovider tests/test_appo.py tests/test_population.py
 
 ## The fast tier only.
 test-fast: $(STAMP)

@@ -9,7 +9,10 @@ module per candidate, so APPO's loss sees the same rows:
 * one episode per (fragment, farm) of each candidate, in that order, each
   of T + 1 rows — the T days, then RLlib's appended bootstrap step
   (`AddOneTsToEpisodesAndTruncate`: the last observation, action and
-  log-probability repeated, reward 0, loss mask off);
+  log-probability repeated, reward 0). Its per-row flags (loss mask,
+  terminated, truncated) are read off that connector itself, run once on
+  a three-step episode (`bootstrap_flags`): Ray 2.53 marks the appended
+  step terminated, 2.60 gates it through the loss mask instead;
 * candidate k's rows form block k, padded to a multiple of the rollout
   fragment length with masked copies of its last row. APPO's loss cuts
   its rows into time-major chunks of that length (`make_time_major`);
@@ -24,6 +27,7 @@ candidate's first episode of that fragment: the module encodes only those.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -93,10 +97,40 @@ def population_rows(fragments: Sequence[PopulationFragment], chunk: int) -> dict
         pad = np.repeat(values[:, -1:], block - real, axis=1)  # copies of the last row: finite, and masked below
         padded[key] = np.concatenate([values, pad], axis=1)
     padded[LAKE_ROW] = padded[LAKE_ROW] + (np.arange(population) * block)[:, None]
-    for key in (Columns.LOSS_MASK, Columns.TERMINATEDS, Columns.TRUNCATEDS):
+    for key in bootstrap_flags():  # padding is masked, and ends nothing: it cannot reach a real row
         padded[key][:, real:] = False
     padded[Columns.REWARDS][:, real:] = 0.0
     return {key: values.reshape(population * block, *values.shape[2:]) for key, values in padded.items()}
+
+
+@functools.lru_cache(maxsize=1)
+def bootstrap_flags() -> dict[str, tuple[bool, bool, bool]]:
+    """RLlib's flag columns for a truncated episode extended by its bootstrap step: column → (inside, last day, appended).
+
+    Read off RLlib's own `AddOneTsToEpisodesAndTruncate`, so the rows follow the installed release's convention.
+    """
+    from ray.rllib.connectors.learner import AddOneTsToEpisodesAndTruncate
+    from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+
+    days = 3
+    episode = SingleAgentEpisode(
+        observations=[np.zeros(1)] * (days + 1),
+        actions=[np.zeros(1)] * days,
+        rewards=[0.0] * days,
+        truncated=True,
+        len_lookback_buffer=0,
+    )
+    batch = AddOneTsToEpisodesAndTruncate()(rl_module=None, batch={}, episodes=[episode], shared_data={})
+    flags = {}
+    for column, per_episode in batch.items():
+        (rows,) = per_episode.values()
+        rows = [bool(x) for x in rows]
+        if len(rows) != days + 1 or len(set(rows[: days - 1])) != 1:
+            raise RuntimeError(f"RLlib's bootstrap step writes {column!r} as {rows}; PopulationBatch cannot mirror it")
+        flags[column] = (rows[0], rows[days - 1], rows[days])
+    if Columns.LOSS_MASK not in flags:
+        raise RuntimeError("RLlib's bootstrap step no longer writes a loss mask; PopulationBatch cannot mirror it")
+    return flags
 
 
 def _episode_rows(f: PopulationFragment) -> dict[str, np.ndarray]:
@@ -107,19 +141,18 @@ def _episode_rows(f: PopulationFragment) -> dict[str, np.ndarray]:
     obs = np.broadcast_to(
         f.observations.transpose(1, 0, 2)[:, None], (population, farms, days + 1, f.observations.shape[-1])
     )
-    step = np.arange(days + 1)
-    flags = lambda values: np.broadcast_to(values, (population, farms, days + 1)).copy()  # noqa: E731
-    return {
+    rows = {
         Columns.OBS: np.ascontiguousarray(obs, dtype=np.float32),
         Columns.ACTIONS: with_last(f.actions)[..., None].astype(np.float32),
         Columns.ACTION_LOGP: with_last(f.action_logp).astype(np.float32),
         Columns.REWARDS: np.concatenate([f.rewards, np.zeros_like(f.rewards[:1])], axis=0)
         .transpose(1, 2, 0)
         .astype(np.float32),
-        Columns.TERMINATEDS: flags(np.zeros(days + 1, dtype=bool)),  # seasons end by truncation only
-        Columns.TRUNCATEDS: flags(step == days - 1),
-        Columns.LOSS_MASK: flags(step < days),
     }
+    for column, (inside, last, appended) in bootstrap_flags().items():  # seasons end by truncation
+        per_day = np.array([inside] * (days - 1) + [last, appended], dtype=bool)
+        rows[column] = np.broadcast_to(per_day, (population, farms, days + 1)).copy()
+    return rows
 
 
 class PopulationBatch(ConnectorV2):
