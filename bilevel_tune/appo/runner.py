@@ -2,12 +2,12 @@
 
 `sample()` plays one season of every candidate lake of the block: each day
 one forward of the population module on the N lake observations (all
-farms of a lake see the same one), one draw of the Gaussian action per
-farm, one `Basin.step` — and writes the season as one
+farms of a lake see the same one, `SamplingPolicy`), one draw of the
+Gaussian action per farm, one `Basin.step` — and writes the season as one
 `PopulationFragment` at the end, not per agent and step. Metrics are
-logged once per season. Episode seeds follow the per-agent env's rule:
-one stream from (RLlib's seed, the env_config seed), one season seed per
-reset.
+logged once per season. Season seeds follow the per-agent env's rule: one
+stream from (RLlib's seed, the env_config seed), one seed per season; the
+exploration noise has a generator of its own, seeded from the same pair.
 
 What RLlib asks of an env runner is here (`sample`, `get_metrics`,
 `get_state`/`set_state` for the learner's weights, `get_spaces`); the
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import numpy as np
 import ray
-import torch
 from ray.rllib.core import COMPONENT_RL_MODULE, DEFAULT_AGENT_ID, DEFAULT_MODULE_ID
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.env import INPUT_ENV_SPACES
@@ -39,9 +38,11 @@ from ray.rllib.utils.metrics import (
 )
 
 from bilevel_tune.appo.batch import PopulationFragment
-from bilevel_tune.appo.module import farm_fraction, farm_spaces
+from bilevel_tune.appo.module import SamplingPolicy, farm_fraction, farm_spaces
 from bilevel_tune.world import Basin
 from bilevel_tune.world.env import parse_env_config
+
+EXPLORATION_STREAM = 1  # appended to the seed pair: the exploration noise's own stream
 
 
 class PopulationEnvRunner(EnvRunner, Checkpointable):
@@ -55,6 +56,7 @@ class PopulationEnvRunner(EnvRunner, Checkpointable):
         # as FreshWaterEnv: RLlib's seed and env_config's seed together make the stream of season seeds
         entropy = [s for s in (self._seed, seed) if s is not None]
         self._season_seeds = np.random.default_rng(entropy or None)
+        self._exploration = np.random.default_rng([*entropy, EXPLORATION_STREAM] if entropy else None)
         self._weights_seq_no = 0
         self.module = None
         self.make_module()
@@ -126,15 +128,13 @@ class PopulationEnvRunner(EnvRunner, Checkpointable):
         logp = np.empty((days, population, farms), dtype=np.float32)
         rewards = np.empty((days, population, farms), dtype=np.float32)
         observations[0] = obs
+        policy = SamplingPolicy(self.module)
         for day in range(days):
             if explore:
-                action, action_logp = self.module.sample_actions(torch.from_numpy(observations[day]), farms)
-                actions[day], logp[day] = action.numpy(), action_logp.numpy()
+                actions[day], logp[day] = policy.sample(observations[day], farms, self._exploration)
             else:
-                actions[day] = self.module.greedy_actions(observations[day])[:, None]
-                logp[day] = 0.0
-            log = basin.step(farm_fraction(actions[day]))
-            rewards[day] = log.reward
+                actions[day], logp[day] = policy.greedy(observations[day], farms), 0.0
+            rewards[day] = basin.step(farm_fraction(actions[day])).reward
             observations[day + 1] = basin.observe()
         return PopulationFragment(observations, actions, logp, rewards)
 

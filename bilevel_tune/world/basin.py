@@ -73,6 +73,7 @@ class Basin:
         self.population = len(self.rules)
         column = lambda name: np.array([getattr(r, name) for r in self.rules], dtype=float)  # noqa: E731
         self._rule = {name: column(name) for name in RULE_NAMES}
+        self._rule_per_farm = {name: value[:, None] for name, value in self._rule.items()}
         self._rule_obs = np.clip(np.stack([r.unit_vector() for r in self.rules]), 0.0, 1.0)
         self.farm_area_m2 = TOTAL_FARM_AREA_M2 / config.num_farms
         self.failed = np.zeros(self.population, dtype=bool)
@@ -83,6 +84,9 @@ class Basin:
     def reset(self, rng: np.random.Generator) -> np.ndarray:
         self._rng = rng
         self.planting_doy = int(rng.integers(*PLANTING_DOY_RANGE))
+        # the season's crop need, day by day (no draw: the same numbers a day-by-day computation gives)
+        days = np.arange(self.config.horizon)
+        self._need_mm = crops.crop_need_mm(crops.day_of_year(self.planting_doy, days), days).tolist()
         initial_volume = rng.uniform(*INITIAL_LEVEL_RANGE) * hydrology.CAPACITY_M3
         self.volume = np.full(self.population, initial_volume)
         self.baseline_volume = initial_volume
@@ -90,6 +94,7 @@ class Basin:
         self.delivery_prev = np.zeros(self.population)
         self.failed[:] = False
         self.day = 0
+        self._allowed_now = self.allowed(self.volume / hydrology.CAPACITY_M3)
         return self.observe()
 
     def allowed(self, level) -> np.ndarray:
@@ -99,19 +104,16 @@ class Basin:
         )
 
     def observe(self) -> np.ndarray:
-        """(N, 11) float32: level, pressure, allowed fraction, delivery, progress, rules as u."""
-        level = self.volume / hydrology.CAPACITY_M3
-        head = np.stack(
-            [
-                level,
-                self.pressure,
-                self.allowed(level),
-                self.delivery_prev / PEAK_DAILY_NEED_M3,
-                np.full(self.population, self.day / self.config.horizon),
-            ],
-            axis=1,
-        )
-        obs = np.concatenate([np.clip(head, 0.0, 1.0), self._rule_obs], axis=1)
+        """(N, 11) float32: level, pressure, allowed fraction, delivery, progress (each clipped to [0, 1]), rules as u."""
+        obs = np.empty((self.population, OBSERVATION_SIZE))
+        obs[:, 0] = self.volume / hydrology.CAPACITY_M3
+        obs[:, 1] = self.pressure
+        obs[:, 2] = self._allowed_now
+        obs[:, 3] = self.delivery_prev / PEAK_DAILY_NEED_M3
+        obs[:, 4] = self.day / self.config.horizon
+        head = obs[:, :5]
+        np.minimum(np.maximum(head, 0.0, out=head), 1.0, out=head)  # np.clip, without its per-call overhead
+        obs[:, 5:] = self._rule_obs
         obs[self.failed] = 0.0  # a failed lake must not feed NaN to the policy
         return obs.astype(np.float32)
 
@@ -123,19 +125,19 @@ class Basin:
         """Advance one day; `fractions` (N, F) are the farms' requested fractions of the deficit."""
         f = np.asarray(fractions, dtype=float).reshape(self.population, self.config.num_farms)
         self.failed |= ~np.isfinite(f).all(axis=1)
-        f = np.clip(np.nan_to_num(f, nan=0.0), 0.0, 1.0)
-        r = {name: value[:, None] for name, value in self._rule.items()}
+        f = np.minimum(np.maximum(np.where(np.isnan(f), 0.0, f), 0.0), 1.0)  # NaN requests nothing; ±inf clip
+        r = self._rule_per_farm
         rng = self._rng
 
         doy = crops.day_of_year(self.planting_doy, self.day)
-        need_mm = float(crops.crop_need_mm(doy, self.day))
+        need_mm = self._need_mm[self.day]
         rain_mm = float(hydrology.draw_rain_mm(rng))
         deficit_mm = max(0.0, need_mm - rain_mm)
         to_m3 = self.farm_area_m2 / 1000.0
         need_m3, rain_m3, deficit_m3 = need_mm * to_m3, rain_mm * to_m3, deficit_mm * to_m3
         inflow = float(hydrology.inflow_m3s(doy, rng.standard_normal()))
 
-        allowed = self.allowed(self.volume / hydrology.CAPACITY_M3)
+        allowed = self._allowed_now
         requested = f * deficit_m3
         allowed_m3 = allowed[:, None] * deficit_m3
         lake = hydrology.step_lake(self.volume, inflow, np.minimum(requested, allowed_m3).sum(axis=1))
@@ -154,6 +156,7 @@ class Basin:
         self.pressure = pressure
         self.delivery_prev = delivered.sum(axis=1)
         self.day += 1
+        self._allowed_now = self.allowed(self.volume / hydrology.CAPACITY_M3)  # tonight's observation, tomorrow's quota
         return DayLog(
             requested_fraction=f,
             delivered_m3=delivered,

@@ -61,7 +61,7 @@ class LakeDay:
         0.6 on an ordinary day; more on a day the lake spills: a lake full at the
         start of the day, from which the farms withdraw W, reaches 1 − W/inflow.
         """
-        return np.clip((self.release + self.spill) / np.maximum(inflow, 1e-12), 0.0, 1.0)
+        return np.minimum(np.maximum((self.release + self.spill) / np.maximum(inflow, 1e-12), 0.0), 1.0)
 
 
 def step_lake(volume, inflow, requested_m3) -> LakeDay:
@@ -72,7 +72,7 @@ def step_lake(volume, inflow, requested_m3) -> LakeDay:
     share = np.where(requested_m3 > available, available / np.maximum(requested_m3, 1e-300), 1.0)
     withdrawal = requested_m3 * share / SECONDS_PER_DAY
     after_withdrawal = volume + (inflow - withdrawal) * SECONDS_PER_DAY
-    release = np.clip(after_withdrawal / SECONDS_PER_DAY, 0.0, RELEASE_SHARE * inflow)
+    release = np.minimum(np.maximum(after_withdrawal / SECONDS_PER_DAY, 0.0), RELEASE_SHARE * inflow)  # a clip
     before_spill = after_withdrawal - release * SECONDS_PER_DAY
     spill = np.maximum(0.0, before_spill - CAPACITY_M3) / SECONDS_PER_DAY
     # max(0, ·) only absorbs rounding (~1e-19 of capacity) when a lake is drained exactly
