@@ -1,7 +1,8 @@
 """Learner-thread leak benchmark: N generations of reset → K × train → evaluate in a real PolicyActor (an APPO shard).
 
-    python benchmarks/leak.py --generations 100            # leak-free stop (the fix)
+    python benchmarks/leak.py --generations 100            # leak-free stop (the fix), the population loop
     python benchmarks/leak.py --generations 100 --no-stop  # skip the stop, keep old algorithms referenced
+    python benchmarks/leak.py --loop appo-multiagent       # RLlib's per-agent loop
 
 Prints one line per generation (seconds, threads, RSS) and a final JSON line:
 sgen_ratio (median s/gen of the last 10 % of generations over the first 10 %),
@@ -50,6 +51,7 @@ def main(argv=None):
     parser.add_argument("--inner-iters", type=int, default=10)
     parser.add_argument("--population", type=int, default=2)
     parser.add_argument("--no-stop", action="store_true", help="the leaking variant (Ray < 2.56 behaviour)")
+    parser.add_argument("--loop", default="appo", choices=("appo", "appo-multiagent"), help="which APPO loop")
     args = parser.parse_args(argv)
     if args.generations < 2 or args.inner_iters < 1 or args.population < 1:
         parser.error("--generations ≥ 2, --inner-iters ≥ 1 and --population ≥ 1 are required")
@@ -59,9 +61,12 @@ def main(argv=None):
             num_farms=2, horizon=20, hidden=(16,), stop_mode="none" if args.no_stop else "leak-free"
         )
         rules = [Rules.from_unit({"min_demand_frac": u}).as_dict() for u in np.linspace(0.1, 0.9, args.population)]
-        actor = ray.remote(Shard).options(num_cpus=1).remote("appo", inner)
+        actor = ray.remote(Shard).options(num_cpus=1).remote(args.loop, inner)
         seconds, censuses = [], []
-        print(f"ray {ray.__version__}, stop_mode={inner.stop_mode}, K={args.inner_iters}, population={args.population}")
+        print(
+            f"ray {ray.__version__}, loop {args.loop}, stop_mode={inner.stop_mode}, K={args.inner_iters}, "
+            f"population={args.population}"
+        )
         for g in range(args.generations):
             start = time.perf_counter()
             c = ray.get(actor.generation.remote(rules, g, 0, [0], args.inner_iters)).census
@@ -72,7 +77,11 @@ def main(argv=None):
                 flush=True,
             )
         ray.get(actor.stop.remote())
-    print(json.dumps({"stop_mode": inner.stop_mode, "ray": ray.__version__, **leak_summary(seconds, censuses)}))
+    print(
+        json.dumps(
+            {"loop": args.loop, "stop_mode": inner.stop_mode, "ray": ray.__version__, **leak_summary(seconds, censuses)}
+        )
+    )
 
 
 if __name__ == "__main__":

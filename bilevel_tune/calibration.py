@@ -100,7 +100,9 @@ def _key(*parts: Any) -> str:
 def _versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
-    out = {}
+    from bilevel_tune import __version__
+
+    out = {"bilevel_tune": __version__}  # ours too: a new release's inner loop costs anew
     for name in ("ray", "torch", "numpy"):
         try:
             out[name] = version(name)

@@ -106,7 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="fix a rule (physical value, inside the rule's range)",
     )  # fmt: skip
     study.add_argument(
-        "--inner", help="inner loop: appo (real RLlib APPO), analytic (fast stand-in) or package.module:Class"
+        "--inner",
+        help="inner loop: appo (real RLlib APPO), appo-multiagent (the same, RLlib's per-agent path), analytic (fast stand-in) or package.module:Class",
     )
     where = p.add_argument_group("the run folder")
     where.add_argument(

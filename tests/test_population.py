@@ -7,13 +7,13 @@ weekend's world and network.
 
 import pytest
 
+from bilevel_tune.appo.algorithm import appo_config
 from bilevel_tune.appo.equivalence import learning_parity, update_equivalence
 from bilevel_tune.appo.multiagent import MultiAgentPolicyLoop
-from bilevel_tune.appo.population import PolicyLoop
+from bilevel_tune.appo.population import CouplingSettingError, PolicyLoop, refuse_coupling_settings
 from bilevel_tune.inner import InnerLoopConfig, ShardedInnerLoop
 from bilevel_tune.world import Rules
 
-pytestmark = [pytest.mark.ray, pytest.mark.slow]
 # Three candidates far apart, so their gradients differ enough to clip one and not another.
 RULES = [
     Rules(fixed_quota=0.95, min_demand_frac=0.0, max_demand_frac=0.35),
@@ -22,6 +22,8 @@ RULES = [
 ]
 
 
+@pytest.mark.ray
+@pytest.mark.slow
 def test_one_update_equals_separate_stock_updates_clipped_and_not(ray_cluster, tiny_inner):
     report = update_equivalence(tiny_inner, RULES, seed=3)
     assert report.initial_weights_identical
@@ -30,6 +32,8 @@ def test_one_update_equals_separate_stock_updates_clipped_and_not(ray_cluster, t
     assert all(c.gradient_difference < 1e-5 and c.max_abs_difference < 1e-5 for c in report.candidates)
 
 
+@pytest.mark.ray
+@pytest.mark.slow
 def test_untrained_evaluation_equals_the_per_agent_loop_for_any_sharding(ray_cluster, tiny_inner):
     rules = [r.as_dict() for r in RULES] + [Rules().as_dict()]
     outcomes = {}
@@ -47,6 +51,8 @@ def test_untrained_evaluation_equals_the_per_agent_loop_for_any_sharding(ray_clu
             assert inner.run(rules, seed=11, eval_seeds=[4, 5], inner_iters=0).outcomes == tuple(outcomes["PolicyLoop"])
 
 
+@pytest.mark.ray
+@pytest.mark.slow
 def test_learning_parity_at_the_weekend_world_and_network(ray_cluster):
     """K = 50 at fixed rules, 3 seeds each: the same reward as RLlib's per-agent path, and it rises from K = 0.
 
@@ -59,3 +65,19 @@ def test_learning_parity_at_the_weekend_world_and_network(ray_cluster):
     assert report.before["appo"] == report.before["appo-multiagent"]  # K = 0: identical policies, identical seasons
     assert report.rises, report.summary()
     assert report.within_seed_noise, report.summary()
+
+
+@pytest.mark.parametrize(
+    "setting, words",
+    [
+        ({"use_kl_loss": True}, "use_kl_loss adapts one KL coefficient"),
+        ({"grad_clip_by": "norm"}, "grad_clip_by='norm'"),
+        ({"minibatch_size": 10}, "minibatch_size slices"),
+    ],
+)
+def test_settings_that_would_couple_candidates_are_refused_in_one_line(tiny_inner, setting, words):
+    refuse_coupling_settings(appo_config(tiny_inner, seed=0))  # the defaults are fine
+    refuse_coupling_settings(appo_config(tiny_inner, seed=0).training(grad_clip_by="value"))  # elementwise
+    with pytest.raises(CouplingSettingError, match=words) as refused:
+        refuse_coupling_settings(appo_config(tiny_inner, seed=0).training(**setting))
+    assert "\n" not in str(refused.value) and "appo-multiagent" in str(refused.value)

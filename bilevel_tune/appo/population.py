@@ -26,6 +26,34 @@ from bilevel_tune.inner import InnerLoopConfig, candidate_seed
 from bilevel_tune.world import Rules
 
 
+class CouplingSettingError(ValueError):
+    """An APPO setting the stacked module cannot honour for each candidate alone; one line for the user."""
+
+
+def refuse_coupling_settings(algo_config) -> None:
+    """Raise for an APPO setting that would make candidates of one block depend on each other.
+
+    The stacked update equals N independent ones only when every part of it is per candidate
+    or elementwise (docs/inner-loop.md); these are not.
+    """
+    alternative = "; the per-agent loop (--inner appo-multiagent) honours it"
+    if getattr(algo_config, "use_kl_loss", False):
+        raise CouplingSettingError(
+            "APPO's use_kl_loss adapts one KL coefficient per module: in the population module it would "
+            "follow the block's mean KL, not each candidate's" + alternative
+        )
+    if algo_config.grad_clip and algo_config.grad_clip_by == "norm":
+        raise CouplingSettingError(
+            "APPO's grad_clip_by='norm' clips each parameter tensor by its norm: a stacked tensor's norm "
+            "mixes the candidates" + alternative
+        )
+    if getattr(algo_config, "minibatch_size", None):
+        raise CouplingSettingError(
+            "APPO's minibatch_size slices the training rows: the slices would not follow the candidates' "
+            "blocks" + alternative
+        )
+
+
 def build_population_algorithm(
     config: InnerLoopConfig, rules: Sequence[Rules], seed: int, candidates: Sequence[int] = ()
 ):
@@ -62,6 +90,7 @@ def build_population_algorithm(
         )
         .rl_module(rl_module_spec=module)
     )
+    refuse_coupling_settings(algo_config)
     return build(algo_config)
 
 
