@@ -19,14 +19,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from bilevel_tune import landscape
 from bilevel_tune import metrics as M
 from bilevel_tune.definition import DEFAULT_CEILING, DEFAULT_TOL, Study
-from bilevel_tune.run_folder import GENERATIONS_FILE, STUDY_FILE, Cell, read_study_file, trial_records
+from bilevel_tune.run_folder import GENERATIONS_FILE, STUDY_FILE, Cell, num, read_study_file, trial_records
 
 ROBUST, NOISE, FEW = "robust", "within seed noise", "not enough seeds"
 CEILING, NO_CEILING = "ceiling", "no ceiling"
 BOUND_TOL = 1e-3  # a best this close to its upper bound is capped by the rules
 EFFECTS = ("population_effect", "dims_effect")
+SEARCH_VS_GRID = "search_vs_grid"
 BEST, FINAL = "best_objective", "final_objective"  # the two values verdicts are judged on
 
 
@@ -62,11 +64,6 @@ def load_run(run_dir: Path) -> tuple[Study, dict[tuple, TrialRecords]]:
     return study, trials
 
 
-def num(value) -> float:
-    """A recorded number; JSON null (a NaN or a failure when written) reads as NaN."""
-    return float("nan") if value is None else float(value)
-
-
 # -- tables -----------------------------------------------------------------------------
 def trial_table(study: Study, trials: dict[tuple, TrialRecords]) -> pd.DataFrame:
     """One row per grid cell; missing and crashed trials are rows too (their status says which)."""
@@ -87,7 +84,6 @@ def _trial_row(cell: Cell, trial: TrialRecords | None) -> dict[str, Any]:
     best_gen = last[M.BEST_GENERATION]
     best_gen = best_gen if best_gen is not None and best_gen >= 0 else None
     best = _best_outcome(next((g for g in gens if g[M.GENERATION] == best_gen), None))
-    bests = np.array([num(g[M.BEST_OBJECTIVE]) for g in gens])
     return {
         **row,
         "trial": trial.name,
@@ -106,7 +102,6 @@ def _trial_row(cell: Cell, trial: TrialRecords | None) -> dict[str, Any]:
         "max_threads": max(g[M.THREADS_OS] for g in gens),
         "failed_candidates": sum(g[M.FAILED] for g in gens),
         M.UPPER_BOUND: num(best.get(M.UPPER_BOUND)),
-        "exceeded_after_best": bool(np.isfinite(bests).any() and np.nanmax(bests) > num(last[M.BEST_OBJECTIVE])),
         M.STOP_REASON: final.get(M.STOP_REASON, ""),
         **{f"diag_{k}": num(best.get(k)) for k in M.DIAGNOSTICS},
         **{k: v for k, v in last.items() if k.startswith(M.BEST_RULE)},
@@ -241,12 +236,17 @@ def effect_verdict(table: pd.DataFrame, factor: str, value: str = BEST) -> dict[
     return {**result, "verdict": NOISE, "sentence": f"{label}: within seed noise — {why} ({value}); not a finding."}
 
 
-def ceiling_verdict(table: pd.DataFrame, ceiling: float = DEFAULT_CEILING, tol: float = DEFAULT_TOL) -> dict[str, Any]:
-    """Cells whose best sits within `tol` of `ceiling` and was never exceeded afterwards."""
+def ceiling_verdict(
+    table: pd.DataFrame, ceiling: float = DEFAULT_CEILING, tol: float = DEFAULT_TOL, bests: pd.DataFrame | None = None
+) -> dict[str, Any]:
+    """Runs whose best sits within `tol` of `ceiling` (the best so far is a running maximum: it stays there).
+
+    With a rules scan (`bests`), each such run also gets the ground truth: whether any rule set on
+    the grid rises above the band.
+    """
     hits = table[(table[BEST] - ceiling).abs() <= tol] if BEST in table else table.iloc[0:0]
-    if "exceeded_after_best" in hits:
-        hits = hits[~hits["exceeded_after_best"].astype(bool)]
-    cells = [_ceiling_cell(r) for _, r in hits.iterrows()]
+    bests = pd.DataFrame() if bests is None else bests
+    cells = [_ceiling_cell(r, bests, ceiling, tol) for _, r in hits.iterrows()]
     result = {
         "gap": float("nan"),
         "spread": float("nan"),
@@ -260,17 +260,21 @@ def ceiling_verdict(table: pd.DataFrame, ceiling: float = DEFAULT_CEILING, tol: 
         sentence = f"ceiling: no cell's best sits at {ceiling:.4f} (± {tol:g}); the highest best is {top:.4f}."
         return {**result, "verdict": NO_CEILING, "sentence": sentence}
     parts = "; ".join(_ceiling_part(c) for c in cells)
-    sentence = f"ceiling: {len(cells)} run(s) pinned at {ceiling:.4f} and never exceeded — {parts}."
+    sentence = f"ceiling: {len(cells)} run(s) pinned at {ceiling:.4f} — {parts}."
     return {**result, "verdict": CEILING, "sentence": sentence}
 
 
-def _ceiling_cell(row: pd.Series) -> dict[str, Any]:
+def _ceiling_cell(row: pd.Series, bests: pd.DataFrame, ceiling: float, tol: float) -> dict[str, Any]:
     cell = {k: int(row[k]) for k in ("population", "dims", "seed")}
+    cell["optimize_params"] = row.get("optimize_params", "")
     cell[BEST] = float(row[BEST])
     for key in ("best_generation", M.UPPER_BOUND, *[f"diag_{k}" for k in M.DIAGNOSTICS]):
         if key in row and pd.notna(row[key]):
             cell[key] = float(row[key])
     cell["capped_by"] = _capped_by(cell)
+    truth = landscape.ceiling_truth(cell, bests, ceiling, tol)
+    if truth:
+        cell["scan"] = truth
     return cell
 
 
@@ -286,7 +290,8 @@ def _ceiling_part(c: dict[str, Any]) -> str:
             f"flow penalty {c['diag_flow_penalty']:.3f}, quota penalty {c['diag_quota_penalty']:.3f}"
         )
     verdict = "the rules cap the objective there" if c["capped_by"] == "rules" else "the search stopped below the bound"
-    return f"{where}{when}: upper bound {c[M.UPPER_BOUND]:.4f} — {verdict}{diag}"
+    scan = f"; {c['scan']}" if "scan" in c else ""
+    return f"{where}{when}: upper bound {c[M.UPPER_BOUND]:.4f} — {verdict}{diag}{scan}"
 
 
 def _capped_by(cell: dict) -> str:
@@ -296,14 +301,23 @@ def _capped_by(cell: dict) -> str:
 
 
 def verdicts(
-    table: pd.DataFrame, ceiling: float = DEFAULT_CEILING, tol: float = DEFAULT_TOL, value: str = BEST
+    table: pd.DataFrame,
+    ceiling: float = DEFAULT_CEILING,
+    tol: float = DEFAULT_TOL,
+    value: str = BEST,
+    bests: pd.DataFrame | None = None,
 ) -> dict[str, dict]:
-    """{population_effect, dims_effect, ceiling}, each {verdict, gap, spread, n_seeds, cells, sentence}."""
-    return {
+    """{population_effect, dims_effect, ceiling}, each {verdict, gap, spread, n_seeds, cells, sentence};
+    with a rules scan (`bests`), also search_vs_grid."""
+    out = {
         "population_effect": effect_verdict(table, "population", value),
         "dims_effect": effect_verdict(table, "dims", value),
-        "ceiling": ceiling_verdict(table, ceiling, tol),
+        "ceiling": ceiling_verdict(table, ceiling, tol, bests),
     }
+    grid = landscape.search_vs_grid(table, bests) if bests is not None else None
+    if grid:
+        out[SEARCH_VS_GRID] = grid
+    return out
 
 
 # -- the summary ------------------------------------------------------------------------
@@ -316,19 +330,24 @@ class Summary:
     verdicts_best: dict[str, dict]
     verdicts_final: dict[str, dict] | None
     budget_note: str | None  # why these verdicts may not speak for the study (a smoke or shorter run)
+    scans: pd.DataFrame  # the rules scan, one row per grid point (empty without a scan)
+    scan_bests: pd.DataFrame  # each scan's best point
 
     @property
     def verdicts(self) -> dict[str, dict]:
         """The verdicts that count: effects on the final re-evaluation when there is one, the ceiling on the best."""
         primary = self.verdicts_final or self.verdicts_best
-        return {**{k: primary[k] for k in EFFECTS}, "ceiling": self.verdicts_best["ceiling"]}
+        rest = {k: v for k, v in self.verdicts_best.items() if k not in EFFECTS}
+        return {**{k: primary[k] for k in EFFECTS}, **rest}
 
 
 def summarise(run_dir: Path) -> Summary:
     study, trials = load_run(run_dir)
     if not trials:
         raise SummaryError(f"{run_dir} holds no trial records yet ({GENERATIONS_FILE}); nothing to summarise")
-    table = trial_table(study, trials)
+    scans = landscape.scan_table(study, trials)
+    bests = landscape.scan_bests(scans, study)
+    table = landscape.add_regret(trial_table(study, trials), bests)
     done = table[table["generations"] > 0]
     has_final = FINAL in done and done[FINAL].notna().any()
     return Summary(
@@ -336,9 +355,11 @@ def summarise(run_dir: Path) -> Summary:
         trials=table,
         cells=cell_table(table),
         grid=grid_table(table),
-        verdicts_best=verdicts(done, study.ceiling, study.tol, BEST),
+        verdicts_best=verdicts(done, study.ceiling, study.tol, BEST, bests),
         verdicts_final=verdicts(done, study.ceiling, study.tol, FINAL) if has_final else None,
         budget_note=budget_note(study),
+        scans=scans,
+        scan_bests=bests,
     )
 
 
@@ -359,7 +380,7 @@ def budget_note(study: Study) -> str | None:
 
 def verdict_lines(s: Summary) -> list[str]:
     """The verdicts as the summary states them, one sentence each (selection-bias notes included)."""
-    lines = [s.verdicts[k]["sentence"] for k in (*EFFECTS, "ceiling")]
+    lines = [s.verdicts[k]["sentence"] for k in (*EFFECTS, "ceiling", SEARCH_VS_GRID) if k in s.verdicts]
     if s.verdicts_final:
         for k in EFFECTS:
             final, best = s.verdicts_final[k]["verdict"], s.verdicts_best[k]["verdict"]

@@ -20,6 +20,7 @@ from bilevel_tune.es import SHAPINGS, ESConfig
 from bilevel_tune.hints import unknown_name
 from bilevel_tune.inner import InnerLoopError, check_loop_spec
 from bilevel_tune.run_folder import Cell, json_safe
+from bilevel_tune.scan import MIN_POINTS
 from bilevel_tune.world.rules import RULE_NAMES, check_optimize_params, rule_spec
 
 STUDIES_DIR = Path(__file__).resolve().parent.parent / "studies"
@@ -68,6 +69,13 @@ def check_population(value, where: str = "population") -> int:
     value = _int(value, where, 1)
     if value > 1 and value % 2:
         raise StudyError(f"{where}={value} must be 1 or even (antithetic pairs)")
+    return value
+
+
+def check_scan(value, where: str = "--scan") -> int:
+    """Grid points per searched rule: an integer ≥ 2 (both ends of every rule's range)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < MIN_POINTS:
+        raise StudyError(f"{where}={value!r} must be an integer ≥ {MIN_POINTS} (grid points per searched rule)")
     return value
 
 
@@ -162,6 +170,7 @@ class Study:
     es: tuple[tuple[str, Any], ...] = ()
     ceiling: float = DEFAULT_CEILING
     tol: float = DEFAULT_TOL
+    scan: int | None = None  # grid points per searched rule of the rules scan (bilevel_tune.scan); None: no scan
     source: str = ""
 
     TOP_KEYS = (
@@ -176,6 +185,7 @@ class Study:
         "es",
         "world",
         "summary",
+        "scan",
     )
     GRID_KEYS = ("population", "optimize_params", "seed")
 
@@ -209,6 +219,8 @@ class Study:
         _unknown(objective, ("econ_weight", "sus_weight"), "[objective]")
         _unknown(world, ("smoothing",), "[world]")
         _unknown(summary, ("ceiling", "tol"), "[summary]")
+        scan = data.get("scan", {})
+        _unknown(scan, ("points",), "[scan]")
         es = data.get("es", {})
         _unknown(es, tuple(f.name for f in dataclasses.fields(ESConfig) if f.name != "population"), "[es]")
         study = cls(
@@ -228,6 +240,7 @@ class Study:
             es=tuple(es.items()),
             ceiling=_number(summary.get("ceiling", DEFAULT_CEILING), "[summary].ceiling"),
             tol=_number(summary.get("tol", DEFAULT_TOL), "[summary].tol", 0.0),
+            scan=check_scan(scan["points"], "[scan].points") if "points" in scan else None,
             source=source,
         )
         return study.validate()
@@ -305,13 +318,36 @@ class Study:
         return fewer or self.budget.inner_iters < (self.full_budget or self.budget).inner_iters
 
     def cells(self) -> list[Cell]:
-        """One per trial: population × optimize_params × seed, with its generation budget."""
+        """One per ES trial: population × optimize_params × seed, with its generation budget."""
         return [
             Cell(p, params, s, self.budget.generations_for(p))
             for p in self.populations
             for params in self.optimize_params
             for s in self.seeds
         ]
+
+    def scan_cells(self) -> list[Cell]:
+        """One scan trial per optimize_params × seed when the study scans: its grid points, its passes."""
+        if not self.scan:
+            return []
+        passes = 1 + self.budget.final_eval_seeds  # the evaluation seeds, then each final re-evaluation seed
+        return [
+            Cell(self.scan ** len(params), params, s, passes, scan=True)
+            for params in self.optimize_params
+            for s in self.seeds
+        ]
+
+    def trial_cells(self) -> list[Cell]:
+        """Every trial of a run: the ES grid, then the scans."""
+        return self.cells() + self.scan_cells()
+
+    def cell_of(self, config) -> Cell:
+        """The trial cell a Tune config (or a record) names."""
+        key = Cell.key_of(config)
+        cell = next((c for c in self.trial_cells() if c.key == key), None)
+        if cell is None:
+            raise StudyError(f"no trial of study {self.name!r} has the cell {key}")
+        return cell
 
     # -- overrides (each narrows or replaces a grid axis, or a budget field) --
     def with_budget(self, name: str) -> "Study":
@@ -329,6 +365,7 @@ class Study:
         inner_iters=None,
         rules: Mapping[str, float] | None = None,
         inner: str | None = None,
+        scan: int | None = None,
     ) -> "Study":
         study, changed = self, []
         if populations is not None:
@@ -356,6 +393,9 @@ class Study:
         if inner is not None:
             study = dataclasses.replace(study, inner=check_inner(inner, "--inner"))
             changed.append(("inner", inner))
+        if scan is not None:
+            study = dataclasses.replace(study, scan=check_scan(scan, "--scan"))
+            changed.append(("scan", scan))
         return dataclasses.replace(study, budget=budget, overrides=self.overrides + tuple(changed)).validate()
 
     # -- serialisation (study.json, the trial config) -------------------------

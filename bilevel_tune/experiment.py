@@ -38,19 +38,25 @@ class RestoreError(RuntimeError):
 
 
 def param_space(study: Study) -> dict[str, Any]:
-    return {
+    """One grid axis, `cell`: every trial's cell fields, in `tune_order`.
+
+    Scan trials are not a product of the ES grid's axes, so the trials are listed rather than
+    crossed; the ES trials keep the order Tune gave the crossed axes of runs before 0.2.
+    """
+    return {M.CELL: tune.grid_search([c.as_config() for c in tune_order(study)])}
+
+
+def tune_order(study: Study) -> list[Cell]:
+    """The cells in the order Tune creates (and starts) their trials: the ES grid as Tune crosses its axes, then the scans."""
+    from ray.tune.search.variant_generator import generate_variants
+
+    axes = {
         M.POPULATION: tune.grid_search(list(study.populations)),
         M.OPTIMIZE_PARAMS: tune.grid_search([list(p) for p in study.optimize_params]),
         M.SEED: tune.grid_search(list(study.seeds)),
     }
-
-
-def tune_order(study: Study) -> list[Cell]:
-    """The cells in the order Tune creates (and starts) their trials."""
-    from ray.tune.search.variant_generator import generate_variants
-
     by_key = {c.key: c for c in study.cells()}
-    return [by_key[Cell.key_of(spec)] for _, spec in generate_variants(param_space(study))]
+    return [by_key[Cell.key_of(spec)] for _, spec in generate_variants(axes)] + study.scan_cells()
 
 
 def trainable(study: Study, run_dir: Path, shards: Mapping[tuple, int]):

@@ -6,9 +6,11 @@ per generation and the inner loop's OS threads.
 """
 
 # The grid axes: a Tune trial's config, and the cell fields of every record
-POPULATION = "population"
+POPULATION = "population"  # a scan trial's: its grid points
 OPTIMIZE_PARAMS = "optimize_params"
 SEED = "seed"
+TRIAL_KIND = "trial_kind"  # "scan" on a scan trial's config and records; absent on an ES trial's
+CELL = "cell"  # Tune's one grid axis: each trial's cell fields (runs before 0.2 had the fields themselves as axes)
 
 # Record structure (bilevel_tune.run_folder)
 KIND = "kind"  # "generation" or "final"
@@ -74,6 +76,10 @@ MEAN_RULE = "mean/"  # mean/<rule>: the search mean, physical
 BEST_RULE = "best/"  # best/<rule>: the best-so-far candidate, physical
 BEST_DIAG = "best_diag/"  # best_diag/<diagnostic> of the generation's best candidate
 CANDIDATE = "cand/"  # cand/<k>/objective and cand/<k>/<rule>: each candidate of the generation
+
+# A scan trial (bilevel_tune.scan): its generations are passes — 0 on the evaluation seeds, then one per final seed
+SCAN_BEST = "scan/best"  # on a scan's final record: the best objective of pass 0 over the grid
+SCAN_BEST_POINT = "scan/best_point"  # … and the grid point (u per searched rule) where it is
 
 # The final re-evaluation after the last generation (final record and last Tune report)
 FINAL = "final/"

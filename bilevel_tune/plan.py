@@ -76,8 +76,18 @@ class CostModel:
         return self.rebuild_s + training + evaluation + (self.report_s if report else 0.0)
 
     def trial_s(self, cell: Cell, shards: int, budget) -> float:
-        """One trial, start to finish: overheads, its generations, the final re-evaluation of two finalists."""
+        """One trial, start to finish: overheads, its generations, the final re-evaluation of two finalists.
+
+        A scan trial: its grid in one pass on the evaluation seeds, then one pass per final seed.
+        """
         block = math.ceil(cell.population / shards)
+        if cell.scan:
+            evaluation = self.generation_s(block, budget.inner_iters, budget.eval_episodes)
+            return (
+                self.trial_overhead_s
+                + evaluation
+                + budget.final_eval_seeds * self.generation_s(block, budget.inner_iters, 1)
+            )
         finalists = math.ceil(2 / min(shards, 2))  # the best-so-far and the final mean, on up to two shards
         final = budget.final_eval_seeds * self.generation_s(finalists, budget.inner_iters, 1, report=False)
         generations = cell.generations * self.generation_s(block, budget.inner_iters, budget.eval_episodes)

@@ -1,11 +1,16 @@
-"""Plots of a run folder (PNG): objective over generations, where the search went, the grid heatmap.
+"""Plots of a run folder (PNG): objective over generations, where the search went, the grid heatmap, the landscape.
 
 Everything is drawn from the run folder alone (through `analysis`), so the
 notebook and the study's end-of-run summary draw the same pictures. The
 search is shown in the rules' physical units: in 1-D each candidate's rule
 value against its objective; in 2-D the candidates in the plane of the two
 searched rules, coloured by objective on one scale for all of a trial's
-generations, with the search mean's path over the generations.
+generations, with the search mean's path over the generations. With a
+rules scan, the landscape per mechanism dimensionality (`landscape_1d`,
+`landscape_2d`): the objective over the searched rules — a line in 1-D, a
+heatmap on one colour scale in 2-D —, the upper bound where the rules cap
+it, and every ES run of the same rules and seed drawn on top (its mean's
+path, and each generation's best candidate), one colour per population.
 """
 
 from __future__ import annotations
@@ -16,11 +21,12 @@ import matplotlib.pyplot as plt  # headless machines fall back to Agg; notebooks
 import numpy as np
 
 from bilevel_tune import metrics as M
-from bilevel_tune.analysis import Summary, TrialRecords, grid_table, load_run, num, summarise
-from bilevel_tune.run_folder import PLOTS_DIR
+from bilevel_tune.analysis import BOUND_TOL, Summary, TrialRecords, grid_table, load_run, summarise
+from bilevel_tune.run_folder import PLOTS_DIR, is_scan, num
 from bilevel_tune.world.rules import rule_spec
 
 PLOT_NAMES = ("objective_over_generations", "es_population", "grid_heatmap")
+LANDSCAPE = "landscape_{dims}d"  # with a rules scan: one picture per mechanism dimensionality
 
 
 def _label(key: tuple) -> str:
@@ -31,7 +37,8 @@ def _label(key: tuple) -> str:
 def _trials(run_dir: Path) -> list[tuple[tuple, TrialRecords]]:
     _, trials = load_run(run_dir)
     return sorted(
-        ((k, t) for k, t in trials.items() if t.generations), key=lambda kt: (kt[0][0], len(kt[0][1]), kt[0][2])
+        ((k, t) for k, t in trials.items() if t.generations and not is_scan(k)),
+        key=lambda kt: (kt[0][0], len(kt[0][1]), kt[0][2]),
     )
 
 
@@ -130,16 +137,106 @@ def plot_grid(run_dir: Path, value: str = "best_objective", summary: Summary | N
     return fig
 
 
+def _es_path(params, trial: TrialRecords) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(the search mean per generation, each generation's best candidate, its objective), physical units."""
+    gens = trial.generations
+    means = np.array([[num(g[M.MEAN_RULE + p]) for p in params] for g in gens])
+    best, value = [], []
+    for g in gens:
+        objectives = _objectives(g)
+        k = int(np.nanargmax(objectives)) if np.isfinite(objectives).any() else 0
+        best.append(_physical(params, g[M.CANDIDATES])[k])
+        value.append(objectives[k])
+    return means, np.array(best), np.array(value)
+
+
+def _cells_around(spec, points: int) -> tuple[float, float]:
+    half = spec.span / (points - 1) / 2
+    return spec.low - half, spec.high + half
+
+
+def plot_landscape(run_dir: Path, dims: int, summary: Summary | None = None):
+    """The scanned objective over the searched rules, with every ES run of the same rules and seed on top."""
+    s = summary or summarise(run_dir)
+    scans = s.scans[s.scans["dims"] == dims] if not s.scans.empty else s.scans
+    groups = list(scans.groupby(["optimize_params", "seed"], sort=False)) if not scans.empty else []
+    fig, axes = _panels(len(groups))
+    if not groups:
+        axes[0, 0].text(0.5, 0.5, "no scan", ha="center")
+        return fig
+    _, trials = load_run(run_dir)
+    populations = sorted({k[0] for k in trials if not is_scan(k)})
+    colour = {p: plt.cm.tab10(i % 10) for i, p in enumerate(populations)}
+    finite = scans["objective"][np.isfinite(scans["objective"])]
+    norm = plt.Normalize(*(finite.agg(["min", "max"]) if finite.size else (0.0, 1.0)))  # one scale for all panels
+    for ax, ((params_text, seed), scan) in zip(axes.flat, groups):
+        params = tuple(params_text.split(","))
+        if dims == 1:
+            scan = scan.sort_values(params[0])
+            x, y = scan[params[0]].to_numpy(), scan["objective"].to_numpy()
+            ax.plot(x, y, color="k", lw=1.2, label="objective (scan)")
+            bound = scan[M.UPPER_BOUND].to_numpy()
+            if np.nanmax(bound - y) > BOUND_TOL:
+                ax.plot(x, bound, color="0.5", lw=0.9, ls="--", label="upper bound")
+            ax.set_ylabel("objective")
+        else:
+            side = int(round(np.sqrt(len(scan))))
+            values = scan.sort_values("point")["objective"].to_numpy().reshape(side, side).T  # rows: second rule
+            extent = [
+                rule_spec(params[0]).low,
+                rule_spec(params[0]).high,
+                rule_spec(params[1]).low,
+                rule_spec(params[1]).high,
+            ]
+            shown = ax.imshow(values, origin="lower", extent=extent, aspect="auto", cmap="viridis", norm=norm)
+            fig.colorbar(shown, ax=ax, label="objective (scan)")
+            capped = scan[(scan[M.UPPER_BOUND] - scan["objective"]) <= BOUND_TOL]
+            if len(capped):
+                ax.scatter(
+                    capped[params[0]],
+                    capped[params[1]],
+                    marker="+",
+                    s=10,
+                    color="w",
+                    lw=0.6,
+                    label="at its upper bound",
+                )
+            ax.set_ylabel(params[1])
+        for key, trial in sorted(trials.items(), key=lambda kt: str(kt[0])):
+            if is_scan(key) or key[1] != params or key[2] != seed or not trial.generations:
+                continue
+            means, best, value = _es_path(params, trial)
+            c = colour[key[0]]
+            if dims == 1:
+                along = np.interp(means[:, 0], x, y)  # the mean's path, on the landscape
+                ax.plot(means[:, 0], along, color=c, lw=0.9, alpha=0.8, label=f"pop {key[0]}: mean's path")
+                ax.scatter(best[:, 0], value, color=c, s=5, alpha=0.6, label=f"pop {key[0]}: best of generation")
+                ax.plot(means[-1, 0], along[-1], "*", color=c, ms=9, mec="k", mew=0.5)
+            else:
+                ax.plot(means[:, 0], means[:, 1], color=c, lw=0.9, label=f"pop {key[0]}: mean's path")
+                ax.scatter(best[:, 0], best[:, 1], color=c, s=5, alpha=0.6, label=f"pop {key[0]}: best of generation")
+                ax.plot(*means[-1], "*", color=c, ms=9, mec="k", mew=0.5)
+        ax.set_xlabel(params[0])
+        ax.set_xlim(rule_spec(params[0]).low, rule_spec(params[0]).high)
+        ax.set_title(f"{dims}-D scan, seed {seed}", fontsize=9)
+        ax.legend(fontsize=6, loc="best")
+    fig.tight_layout()
+    return fig
+
+
 def write_plots(run_dir: Path, summary: Summary | None = None) -> list[Path]:
+    summary = summary or summarise(run_dir)
     out = Path(run_dir) / PLOTS_DIR
     out.mkdir(exist_ok=True)
     written = []
-    drawings = (
-        lambda: plot_objective(run_dir),
-        lambda: plot_population(run_dir),
-        lambda: plot_grid(run_dir, summary=summary),
-    )
-    for name, draw in zip(PLOT_NAMES, drawings):
+    drawings = {
+        PLOT_NAMES[0]: lambda: plot_objective(run_dir),
+        PLOT_NAMES[1]: lambda: plot_population(run_dir),
+        PLOT_NAMES[2]: lambda: plot_grid(run_dir, summary=summary),
+    }
+    for dims in sorted(summary.scans["dims"].unique()) if not summary.scans.empty else []:
+        drawings[LANDSCAPE.format(dims=dims)] = lambda dims=dims: plot_landscape(run_dir, int(dims), summary)
+    for name, draw in drawings.items():
         fig = draw()
         path = out / f"{name}.png"
         fig.savefig(path, dpi=110)

@@ -34,40 +34,55 @@ TENSORBOARD_DIR = "tensorboard"  # <trial name>/ and summary/: TensorBoard's run
 
 KIND_GENERATION = "generation"  # values of the record key M.KIND
 KIND_FINAL = "final"
+SCAN = "scan"  # the value of M.TRIAL_KIND on a scan trial; also the first element of its cell key
+SCAN_CSV = "scan.csv"  # one row per scan, grid point: rules, objective, its terms, upper bound, final re-evaluation
 
 
 @dataclass(frozen=True)
 class Cell:
-    """One trial of the grid: population × searched rules × seed, with its generation budget."""
+    """One trial: an ES run (population × searched rules × seed) or a scan of the searched rules (× seed).
+
+    An ES trial's `generations` is its ES budget; a scan trial's `population` is its grid
+    points and its `generations` its passes (bilevel_tune.scan).
+    """
 
     population: int
     optimize_params: tuple[str, ...]
     seed: int
     generations: int
+    scan: bool = False
 
     @property
     def dims(self) -> int:
         return len(self.optimize_params)
 
     @property
-    def key(self) -> tuple[int, tuple[str, ...], int]:
-        """What identifies a cell in the grid (its budget does not)."""
-        return (self.population, self.optimize_params, self.seed)
+    def key(self) -> tuple:
+        """What identifies a trial (its budget does not): (population, params, seed), or ("scan", params, seed)."""
+        return (SCAN if self.scan else self.population, self.optimize_params, self.seed)
 
     def as_config(self) -> dict[str, Any]:
-        """The Tune trial config of this cell (the grid axes)."""
-        return {M.POPULATION: self.population, M.OPTIMIZE_PARAMS: list(self.optimize_params), M.SEED: self.seed}
+        """The Tune trial config of this cell, also the cell fields of its records."""
+        config = {M.POPULATION: self.population, M.OPTIMIZE_PARAMS: list(self.optimize_params), M.SEED: self.seed}
+        return {M.TRIAL_KIND: SCAN, **config} if self.scan else config
 
     @staticmethod
-    def key_of(config: Mapping[str, Any]) -> tuple[int, tuple[str, ...], int]:
-        """The cell key of a Tune trial config or a record."""
-        return (int(config[M.POPULATION]), tuple(config[M.OPTIMIZE_PARAMS]), int(config[M.SEED]))
+    def key_of(config: Mapping[str, Any]) -> tuple:
+        """The cell key of a Tune trial config (this release's, or the flat one of runs before it) or a record."""
+        config = config.get(M.CELL, config)
+        first = SCAN if config.get(M.TRIAL_KIND) == SCAN else int(config[M.POPULATION])
+        return (first, tuple(config[M.OPTIMIZE_PARAMS]), int(config[M.SEED]))
+
+
+def is_scan(key: tuple) -> bool:
+    return key[0] == SCAN
 
 
 def trial_name(study_name: str, cell: Mapping[str, Any] | Cell) -> str:
-    """Trial names carry study, cell and seed: weekend_pop16_2d_seed42."""
-    population, params, seed = cell.key if isinstance(cell, Cell) else Cell.key_of(cell)
-    return f"{study_name}_pop{population}_{len(params)}d_seed{seed}"
+    """Trial names carry study, cell and seed: weekend_pop16_2d_seed42, or weekend_scan_2d_seed42."""
+    first, params, seed = cell.key if isinstance(cell, Cell) else Cell.key_of(cell)
+    kind = SCAN if first == SCAN else f"pop{first}"
+    return f"{study_name}_{kind}_{len(params)}d_seed{seed}"
 
 
 def trial_dirname(study_name: str, cell: Mapping[str, Any] | Cell, trial_id: str) -> str:
@@ -86,6 +101,11 @@ def json_safe(value):
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
+
+
+def num(value) -> float:
+    """A recorded number; JSON null (a NaN or a failure when written) reads as NaN."""
+    return float("nan") if value is None else float(value)
 
 
 def write_json(path: Path, data: Any, indent: int = 2) -> None:

@@ -67,6 +67,7 @@ class RunOptions:
     inner_iters: int | None = None
     rules: tuple[tuple[str, float], ...] = ()
     inner: str | None = None
+    scan: int | None = None  # grid points per searched rule of a rules scan
     # the run folder
     results: str = DEFAULT_RESULTS
     name: str | None = None
@@ -84,7 +85,17 @@ class RunOptions:
     recalibrate: bool = False
     command: str = "python -m bilevel_tune.study"  # how the user invoked the study, for the resume line
 
-    STUDY_FIELDS = ("budget", "populations", "optimize_params", "seeds", "outer_iters", "inner_iters", "rules", "inner")
+    STUDY_FIELDS = (
+        "budget",
+        "populations",
+        "optimize_params",
+        "seeds",
+        "outer_iters",
+        "inner_iters",
+        "rules",
+        "inner",
+        "scan",
+    )
     FLAGS = {
         "budget": "--budget/--quick",
         "populations": "--population",
@@ -94,6 +105,7 @@ class RunOptions:
         "inner_iters": "--inner-iters",
         "rules": "--set",
         "inner": "--inner",
+        "scan": "--scan",
     }
 
 
@@ -121,6 +133,7 @@ def resolve_study(options: RunOptions) -> Study:
         inner_iters=options.inner_iters,
         rules=dict(options.rules),
         inner=options.inner,
+        scan=options.scan,
     )
 
 
@@ -166,6 +179,7 @@ def _changed_on_resume(options: RunOptions, recorded: Study) -> list[str]:
         "inner_iters": lambda s: s.budget,
         "rules": lambda s: s.fixed_rules,
         "inner": lambda s: s.inner,
+        "scan": lambda s: s.scan,
     }
     return [RunOptions.FLAGS[f] for f in given if aspect[f](asked) != aspect[f](recorded)]
 
@@ -269,6 +283,14 @@ def dry_run(options: RunOptions, out: Callable[[str], None] = print) -> Plan:
         f"{len(study.cells())} trials = population {list(study.populations)} × optimize_params "
         f"{[list(p) for p in study.optimize_params]} × seed {list(study.seeds)}"
     )
+    if study.scan:
+        sizes = " and ".join(
+            sorted({f"{c.population} ({'×'.join([str(study.scan)] * c.dims)})" for c in study.scan_cells()})
+        )
+        out(
+            f"+ {len(study.scan_cells())} scan trials = optimize_params × seed: grid points {sizes}, each trained and "
+            f"evaluated as a candidate, then re-evaluated on the {study.budget.final_eval_seeds} final seeds"
+        )
     out(
         f"budget: inner_iters {b.inner_iters}, horizon {b.horizon} days, {b.num_farms} farms, hidden {list(b.hidden)}, "
         f"eval episodes {b.eval_episodes}, final re-evaluation seeds {b.final_eval_seeds}"
@@ -458,7 +480,7 @@ def _prepare_session(study, options, run_dir, mode, watch, clock: RunClock, out)
     clock.probing_s += time.time() - calibrating  # a probe is not part of what the next ETA's launch predicts
     describe_plan(study, plan, out)
     _write_study_file(study, run_dir, plan, options, mode)
-    shards = {c.key: plan.shards_of(c.key) if c.key not in skip else 1 for c in study.cells()}
+    shards = {c.key: plan.shards_of(c.key) if c.key not in skip else 1 for c in study.trial_cells()}
     session = experiment.SessionOptions(
         callbacks=(
             *tracking.callbacks(mode, group=run_dir.name, tags=_tags(study)),
@@ -509,8 +531,9 @@ def _write_study_file(study: Study, run_dir: Path, plan: Plan, options: RunOptio
 
 def _counts(study: Study, run_dir: Path, errored: int) -> tuple[int, int, int]:
     """(finished, errored, interrupted): a trial finished when its record holds the final line — in any session."""
-    finished = len(finished_cells(run_dir) & {c.key for c in study.cells()})
-    return finished, errored, len(study.cells()) - finished - errored
+    trials = study.trial_cells()
+    finished = len(finished_cells(run_dir) & {c.key for c in trials})
+    return finished, errored, len(trials) - finished - errored
 
 
 def _summarise(run_dir: Path, mode: str, study: Study, out) -> None:

@@ -58,6 +58,15 @@ def _positive_int(flag: str):
     return parse
 
 
+def _scan_points(text: str) -> int:
+    try:
+        return int(text)  # the range (≥ 2) is the study definition's to check, as for a [scan] section
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--scan {text!r} must be an integer ≥ 2 (grid points per searched rule)"
+        ) from None
+
+
 def _assignment(text: str) -> tuple[str, float]:
     name, sep, value = text.partition("=")
     if not sep:
@@ -108,6 +117,12 @@ def build_parser() -> argparse.ArgumentParser:
     study.add_argument(
         "--inner",
         help="inner loop: appo (real RLlib APPO), appo-multiagent (the same, RLlib's per-agent path), analytic (fast stand-in) or package.module:Class",
+    )
+    study.add_argument(
+        "--scan",
+        type=_scan_points,
+        metavar="N",
+        help="also scan the searched rules on a grid: N points for a 1-D mechanism, N × N for 2-D, per seed",
     )
     where = p.add_argument_group("the run folder")
     where.add_argument(
@@ -174,6 +189,7 @@ def options_from(args: argparse.Namespace) -> RunOptions:
         inner_iters=args.inner_iters,
         rules=tuple(args.rules),
         inner=args.inner,
+        scan=args.scan,
         results=args.results,
         name=args.name,
         resume=args.resume,

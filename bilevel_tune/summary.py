@@ -1,7 +1,7 @@
 """`python -m bilevel_tune.summary RUN_DIR` (or `bilevel-summary`): a run folder's summary, rebuilt from the folder alone.
 
 Writes summary.md, trials.csv, cells.csv, grid.csv, verdicts.json,
-plots/*.png and TensorBoard's summary run (tensorboard/summary/) into the
+scan.csv (with a rules scan), plots/*.png and TensorBoard's summary run (tensorboard/summary/) into the
 run folder (docs/run-folder.md); the tables and verdicts come from
 `analysis`, the pictures from `plots`, TensorBoard's events from `curves`.
 The study runs this at the end of every run; run it yourself on any run
@@ -34,6 +34,7 @@ from bilevel_tune.analysis import (  # noqa: F401 - the summary's public names: 
 from bilevel_tune.run_folder import (
     CELLS_CSV,
     GRID_CSV,
+    SCAN_CSV,
     SUMMARY_MARKDOWN,
     TRIALS_CSV,
     VERDICTS_FILE,
@@ -52,6 +53,9 @@ TRIAL_COLUMNS = (
     "final_objective_std",
     "gen0_objective",
     "upper_bound",
+    "regret",
+    "final_regret",
+    "grid_spacing",
     "final_sigma",
     "shards",
     "nodes",
@@ -70,7 +74,18 @@ INTEGER_COLUMNS = {
     "n_seeds",
     "budget_generations",
     "failed_candidates",
+    "points",
 }
+SCAN_COLUMNS = (
+    "optimize_params",
+    "seed",
+    "points",
+    "scan_best",
+    "scan_best_rules",
+    "scan_best_upper_bound",
+    "scan_best_final",
+    "grid_spacing",
+)
 
 
 def _text(column: str, value) -> str:
@@ -133,6 +148,14 @@ def render(s: Summary) -> str:
     columns = [c for c in TRIAL_COLUMNS if c in s.trials]
     lines += ["## Trials", "", _markdown(s.trials[columns]), ""]
     lines += ["## Cells (mean ± std over seeds)", "", _markdown(_mean_pm_std(s.cells)), ""]
+    if not s.scan_bests.empty:
+        lines += [
+            f"## Rules scan ({study.scan} points per searched rule; the best point on the evaluation seeds, "
+            "and that point re-evaluated on the final seeds)",
+            "",
+            _markdown(s.scan_bests[[c for c in SCAN_COLUMNS if c in s.scan_bests]]),
+            "",
+        ]
     lines += _incomplete(s.trials)
     lines += [f"## Verdicts (effects on the {basis}){label}", ""]
     lines += [f"- {line}" for line in verdict_lines(s)]
@@ -148,6 +171,8 @@ def write_summary(run_dir: Path, with_plots: bool = True) -> str:
     s.trials.to_csv(run_dir / TRIALS_CSV, index=False)
     s.cells.to_csv(run_dir / CELLS_CSV, index=False)
     s.grid.to_csv(run_dir / GRID_CSV, index=False)
+    if not s.scans.empty:
+        s.scans.to_csv(run_dir / SCAN_CSV, index=False)
     verdicts_json = {
         "budget_note": s.budget_note,
         "best_objective": s.verdicts_best,

@@ -1,9 +1,11 @@
-"""One Tune trial = one ES run over the mechanism's searched rules (docs/study.md).
+"""One Tune trial = one ES run over the mechanism's searched rules, or one scan of them (docs/study.md).
 
 A thin adapter: restore the ES state from `tune.get_checkpoint()`, then per
 generation ask → inner loop (all its shards: reset, K × train, evaluate) →
 tell → append to `generations.jsonl` → `tune.report(metrics, checkpoint=ES
 state)`; after the last generation, the final re-evaluation (`final/…`).
+A scan trial (bilevel_tune.scan) runs its grid as the candidates of one
+pass per seed set instead, checkpointing the next pass.
 
 Resources are declared here: an empty head bundle (this function takes no
 CPU) and one CPU bundle per inner-loop shard (`trial_resources`). The trial
@@ -23,7 +25,7 @@ from typing import Any, Sequence
 import numpy as np
 from ray import tune
 
-from bilevel_tune import es
+from bilevel_tune import es, scan
 from bilevel_tune import metrics as M
 from bilevel_tune.definition import Study
 from bilevel_tune.inner import GenerationResult, InnerLoopConfig, ShardedInnerLoop
@@ -33,6 +35,7 @@ from bilevel_tune.run_folder import (
     KIND_GENERATION,
     Cell,
     append_record,
+    num,
     read_records,
     trial_dirname,
 )
@@ -137,19 +140,27 @@ def generation_metrics(study: Study, cell: Cell, es_metrics, candidates, result:
     return out
 
 
-def report(metrics: dict[str, Any], state: es.ESState, extra: dict | None = None) -> None:
-    """tune.report with the ES state as checkpoint; Tune copies it to storage before returning."""
-    with tempfile.TemporaryDirectory(prefix="es-ckpt-") as directory:
-        Path(directory, STATE_FILE).write_text(json.dumps({"es_state": state.to_dict(), **(extra or {})}))
+def report(metrics: dict[str, Any], state: es.ESState | None, extra: dict | None = None) -> None:
+    """tune.report with the trial's state (the ES state, or a scan's next pass) as checkpoint; Tune copies it first."""
+    with tempfile.TemporaryDirectory(prefix="trial-ckpt-") as directory:
+        data = {**({"es_state": state.to_dict()} if state is not None else {}), **(extra or {})}
+        Path(directory, STATE_FILE).write_text(json.dumps(data))
         tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(directory))
 
 
-def restore(study: Study, cell: Cell) -> tuple[es.ESState, dict]:
+def checkpointed() -> dict:
+    """What the trial's last checkpoint holds; {} on a fresh start."""
     checkpoint = tune.get_checkpoint()
     if checkpoint is None:
-        return es.init(study.es_config(cell.population), cell.dims, cell.seed), {}
+        return {}
     with checkpoint.as_directory() as directory:
-        data = json.loads(Path(directory, STATE_FILE).read_text())
+        return json.loads(Path(directory, STATE_FILE).read_text())
+
+
+def restore(study: Study, cell: Cell) -> tuple[es.ESState, dict]:
+    data = checkpointed()
+    if "es_state" not in data:
+        return es.init(study.es_config(cell.population), cell.dims, cell.seed), data
     return es.ESState.from_dict(data.pop("es_state")), data
 
 
@@ -179,51 +190,120 @@ class TrialRecord:
             },
         )
 
-    def final(self, values: dict) -> None:
+    def final(self, values: dict) -> dict:
         append_record(self.path, {M.KIND: KIND_FINAL, **self.cell, **values})
+        return values
 
     def recorded_final(self) -> dict:
         _, final = read_records(self.path)
         return final or {}
 
+    def recorded_scan_best(self) -> float | None:
+        """A scan's evaluation pass's best objective, once recorded."""
+        passes, _ = read_records(self.path)
+        return passes[0][M.BEST_OBJECTIVE] if passes else None
+
 
 def run_trial(config: dict[str, Any], study: dict[str, Any], run_dir: str) -> None:
-    """Tune function trainable: one ES run for one grid cell (`tune.with_parameters` passes study and run folder)."""
+    """Tune function trainable: one ES run, or one scan, for one trial cell (`tune.with_parameters` passes study and run folder)."""
     for name in ("ray.train", "ray.tune"):  # no "checkpoint created" line per generation
         logging.getLogger(name).setLevel(logging.WARNING)
     study = Study.from_dict(study)
-    population, params, seed = Cell.key_of(config)
-    cell = Cell(population, params, seed, study.budget.generations_for(population))
-    seeds = Seeds(seed, study.budget.eval_episodes, study.budget.final_eval_seeds)
+    cell = study.cell_of(config)
+    seeds = Seeds(cell.seed, study.budget.eval_episodes, study.budget.final_eval_seeds)
     record = TrialRecord(run_dir, study, cell)
+    config = InnerLoopConfig.from_study(study)
+    with ShardedInnerLoop(study.inner, config, granted_shards(cell.population), stop_requested) as inner:
+        (run_scan if cell.scan else run_es)(study, cell, seeds, record, inner)
+
+
+def run_es(study: Study, cell: Cell, seeds: Seeds, record: TrialRecord, inner: ShardedInnerLoop) -> None:
+    """The ES run: per generation ask, train and evaluate, tell, record, report; then the final re-evaluation."""
+    params, inner_iters = cell.optimize_params, study.budget.inner_iters
     state, extra = restore(study, cell)
     all_failed_run = int(extra.get("all_failed_run", 0))
-    inner_iters = study.budget.inner_iters
-    config = InnerLoopConfig.from_study(study)
-    with ShardedInnerLoop(study.inner, config, granted_shards(population), stop_requested) as inner:
-        while state.generation < cell.generations:
-            start = time.perf_counter()
-            candidates = es.ask(state)
-            rules = candidate_rules(study, params, candidates)
-            result = inner.run(rules, seeds.generation(state.generation), seeds.evaluation, inner_iters)
-            state, es_metrics = es.tell(state, candidates, result.objectives)
-            metrics = generation_metrics(study, cell, es_metrics, candidates, result, time.perf_counter() - start)
-            record.generation(metrics, candidates, result)
-            all_failed_run = all_failed_run + 1 if es_metrics[M.ALL_FAILED] else 0
-            report(metrics, state, {"all_failed_run": all_failed_run})
-            if all_failed_run >= MAX_ALL_FAILED_IN_A_ROW:
-                reason = f"every candidate failed in {all_failed_run} generations in a row; stopping this trial"
-                record.final({M.STOP_REASON: reason})
-                logger.error("%s (cell %s)", reason, cell)
-                return
-        # A session killed after the final record was written but before Tune saw the last
-        # report resumes here: the record is authoritative, so report it again, not recompute.
-        final = {k: v for k, v in record.recorded_final().items() if k.startswith(M.FINAL)}
-        if not final:
-            start = time.perf_counter()
-            final = final_reevaluation(study, params, state, seeds, inner)
-            record.final({**final, M.SEC_FINAL: time.perf_counter() - start})
-        report({M.OBJECTIVE: final.get(M.FINAL_BEST), M.BEST_OBJECTIVE: state.best_objective, **final}, state)
+    while state.generation < cell.generations:
+        start = time.perf_counter()
+        candidates = es.ask(state)
+        rules = candidate_rules(study, params, candidates)
+        result = inner.run(rules, seeds.generation(state.generation), seeds.evaluation, inner_iters)
+        state, es_metrics = es.tell(state, candidates, result.objectives)
+        metrics = generation_metrics(study, cell, es_metrics, candidates, result, time.perf_counter() - start)
+        record.generation(metrics, candidates, result)
+        all_failed_run = all_failed_run + 1 if es_metrics[M.ALL_FAILED] else 0
+        report(metrics, state, {"all_failed_run": all_failed_run})
+        if all_failed_run >= MAX_ALL_FAILED_IN_A_ROW:
+            reason = f"every candidate failed in {all_failed_run} generations in a row; stopping this trial"
+            record.final({M.STOP_REASON: reason})
+            logger.error("%s (cell %s)", reason, cell)
+            return
+    # A session killed after the final record was written but before Tune saw the last
+    # report resumes here: the record is authoritative, so report it again, not recompute.
+    final = {k: v for k, v in record.recorded_final().items() if k.startswith(M.FINAL)}
+    if not final:
+        start = time.perf_counter()
+        final = final_reevaluation(study, params, state, seeds, inner)
+        record.final({**final, M.SEC_FINAL: time.perf_counter() - start})
+    report({M.OBJECTIVE: final.get(M.FINAL_BEST), M.BEST_OBJECTIVE: state.best_objective, **final}, state)
+
+
+def run_scan(study: Study, cell: Cell, seeds: Seeds, record: TrialRecord, inner: ShardedInnerLoop) -> None:
+    """The scan: every grid point a candidate, one pass on the evaluation seeds, then one per final seed."""
+    grid = scan.scan_grid(cell.dims, study.scan)
+    rules = candidate_rules(study, cell.optimize_params, grid)
+    passes = scan.passes(seeds.evaluation, seeds.final, seeds.generation(0))
+    first = int(checkpointed().get("scan_pass", 0))
+    for p in range(first, len(passes)):
+        start = time.perf_counter()
+        result = inner.run(rules, *passes[p], study.budget.inner_iters)
+        metrics = scan_pass_metrics(p, result, record.recorded_scan_best(), time.perf_counter() - start)
+        record.generation(metrics, grid, result)
+        report(metrics, None, {"scan_pass": p + 1})
+    final = record.recorded_final() or record.final(scan_final(record, grid))
+    report({M.OBJECTIVE: final.get(M.FINAL_BEST), M.BEST_OBJECTIVE: final[M.SCAN_BEST], **_finals(final)}, None)
+
+
+def scan_pass_metrics(p: int, result: GenerationResult, evaluation_best: float | None, sec: float) -> dict[str, Any]:
+    """A pass's report: its best and the evaluation pass's best (Tune's metric), spread, runtime, census."""
+    objectives = result.objectives
+    finite = objectives[np.isfinite(objectives)]
+    best = result.outcomes[int(np.nanargmax(objectives))] if finite.size else result.outcomes[0]
+    pass_best = float(finite.max()) if finite.size else float("nan")
+    census = result.census.as_metrics()
+    headline = {
+        M.OBJECTIVE: pass_best,
+        M.BEST_OBJECTIVE: pass_best if p == 0 or evaluation_best is None else evaluation_best,
+        M.SEC_PER_GEN: sec,
+        M.THREADS_OS: census.pop(M.THREADS_OS),
+    }
+    return {
+        **{key: headline[key] for key in M.REPORT_FIRST},
+        M.GENERATION: p,
+        M.OBJECTIVE_MEAN: float(finite.mean()) if finite.size else float("nan"),
+        M.OBJECTIVE_STD: float(finite.std()) if finite.size else float("nan"),
+        M.FAILED: int(objectives.size - finite.size),
+        M.UPPER_BOUND: best.upper_bound,
+        M.SHARDS: len(result.shards),
+        **census,
+        **result.timing,
+    }
+
+
+def scan_final(record: "TrialRecord", grid: np.ndarray) -> dict[str, Any]:
+    """The scan's best point on the evaluation seeds, and that point re-evaluated on the final seeds (as an ES trial's best)."""
+    passes, _ = read_records(record.path)
+    evaluation = np.array([num(o[M.OBJECTIVE]) for o in passes[0][M.OUTCOMES]])
+    k = int(np.nanargmax(evaluation)) if np.isfinite(evaluation).any() else 0
+    finals = np.array([num(p[M.OUTCOMES][k][M.OBJECTIVE]) for p in passes[1:]])
+    out = {M.SCAN_BEST: float(evaluation[k]), M.SCAN_BEST_POINT: grid[k].tolist(), M.FINAL_SEEDS: len(finals)}
+    if finals.size:
+        out[M.FINAL_BEST] = float(np.nanmean(finals)) if np.isfinite(finals).any() else float("nan")
+        out[M.FINAL_BEST_STD] = float(np.nanstd(finals, ddof=1)) if np.isfinite(finals).sum() > 1 else 0.0
+    return out
+
+
+def _finals(final: dict) -> dict:
+    return {k: v for k, v in final.items() if k.startswith(M.FINAL)}
 
 
 def final_reevaluation(
