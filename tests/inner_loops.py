@@ -8,6 +8,8 @@ import numpy as np
 
 from bilevel_tune.analytic import AnalyticLoop, myopic_best_response
 from bilevel_tune.evaluation import evaluate_policy
+from bilevel_tune.objective import CandidateOutcome
+from bilevel_tune.world.rules import rule_spec
 
 
 class NaNPolicyLoop(AnalyticLoop):
@@ -53,3 +55,57 @@ class HeldLoop(AnalyticLoop):
         while self.generations > 1 and hold and Path(hold).exists():
             time.sleep(0.05)
         return super().evaluate(seeds)
+
+
+class LandscapeLoop(AnalyticLoop):
+    """A known landscape: the objective is a closed-form function of u, min_demand_frac's unit value.
+
+    No world, no noise: every seed sees the same landscape, so a scan's argmax and a trial's
+    regret are exact. `bound(u)` is the objective's upper bound (the rules' cap where it equals it).
+    """
+
+    def value(self, u: float) -> float:
+        raise NotImplementedError
+
+    def bound(self, u: float) -> float:
+        return 0.4
+
+    def evaluate(self, seeds):
+        out = []
+        for rules in self.rules:
+            u = rule_spec("min_demand_frac").to_unit(rules.min_demand_frac)
+            value, bound = self.value(u), self.bound(u)
+            out.append(
+                CandidateOutcome(
+                    objective=value, mean_reward=value, sustainability=1.0, reward_upper_bound=bound,
+                    upper_bound=bound, requested_fraction=0.5, delivered_m3=0.0, allowed_fraction=0.5, pressure=0.6,
+                    flow_penalty=0.0, quota_penalty=0.0, failed=False,
+                )
+            )  # fmt: skip
+        return out
+
+
+class PeakLoop(LandscapeLoop):
+    """One peak, 0.3 at u = 0.5: a grid point of any odd scan, and where every ES run starts."""
+
+    def value(self, u):
+        return 0.3 - 0.2 * (u - 0.5) ** 2
+
+
+class CappedLoop(LandscapeLoop):
+    """0.25 everywhere, and the rules allow no more: a structural ceiling."""
+
+    def value(self, u):
+        return 0.25
+
+    def bound(self, u):
+        return 0.25
+
+
+class ShortLoop(LandscapeLoop):
+    """A plateau at 0.25 around u = 0.5, a valley, and a higher peak (0.35) at the end of the range: a short search."""
+
+    def value(self, u):
+        if abs(u - 0.5) <= 0.2:
+            return 0.25
+        return 0.35 if u >= 0.95 else 0.1

@@ -60,14 +60,19 @@ def interrupt(proc: subprocess.Popen, sig=signal.SIGINT, timeout: float = 120) -
     return out
 
 
-def kill_inner_actor_after(run_dir: Path, generations: int, timeout: float = 300) -> tuple[threading.Thread, dict]:
-    """Start a thread that SIGKILLs the (only) trial's inner-loop actor once `generations` are recorded."""
+def kill_inner_actor_after(
+    run_dir: Path, generations: int, timeout: float = 300, trial: str = ""
+) -> tuple[threading.Thread, dict]:
+    """Start a thread that SIGKILLs a trial's inner-loop actor once `generations` are recorded.
+
+    The trial: the first whose folder name starts with `trial` (default: the only one).
+    """
     killed: dict = {}
 
     def watch_and_kill():
         def recorded():
-            recs = trial_records(run_dir)
-            gens = next(iter(recs.values()))[0] if recs else []
+            recs = [r for name, r in trial_records(run_dir).items() if name.startswith(trial)]
+            gens = recs[0][0] if recs else []
             return gens[-1] if len(gens) >= generations else None
 
         row = wait_for(recorded, timeout=timeout, interval=0.05)
