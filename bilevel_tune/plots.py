@@ -219,7 +219,7 @@ def plot_landscape(run_dir: Path, dims: int, summary: Summary | None = None):
         ax.set_xlabel(params[0])
         ax.set_xlim(rule_spec(params[0]).low, rule_spec(params[0]).high)
         ax.set_title(f"{dims}-D scan, seed {seed}", fontsize=9)
-        ax.legend(fontsize=6, loc="best")
+        ax.legend(fontsize=6, loc="lower left" if dims > 1 else "best", framealpha=0.7)
     fig.tight_layout()
     return fig
 
