@@ -21,13 +21,16 @@ import pandas as pd
 
 from bilevel_tune import landscape
 from bilevel_tune import metrics as M
-from bilevel_tune.definition import DEFAULT_CEILING, DEFAULT_TOL, Study
+from bilevel_tune.definition import Study
 from bilevel_tune.run_folder import GENERATIONS_FILE, STUDY_FILE, Cell, num, read_study_file, trial_records
+from bilevel_tune.settings import BY_KEY, DEFAULTS
 
 ROBUST, NOISE, FEW = "robust", "within seed noise", "not enough seeds"
 CEILING, NO_CEILING = "ceiling", "no ceiling"
 BOUND_TOL = 1e-3  # a best this close to its upper bound is capped by the rules
-EFFECTS = ("population_effect", "dims_effect")
+DEFAULT_CEILING, DEFAULT_TOL = DEFAULTS["summary.ceiling"], DEFAULTS["summary.tol"]
+BASE_FACTORS = ("population", "dims")  # the grid's factors besides the seed; a study's further axes add theirs
+EFFECTS = ("population_effect", "dims_effect")  # a study's further axes add one each (effect_key)
 SEARCH_VS_GRID = "search_vs_grid"
 BEST, FINAL = "best_objective", "final_objective"  # the two values verdicts are judged on
 
@@ -76,6 +79,7 @@ def _trial_row(cell: Cell, trial: TrialRecords | None) -> dict[str, Any]:
         "dims": cell.dims,
         "optimize_params": ",".join(cell.optimize_params),
         "seed": cell.seed,
+        **{key: _cell_value(value) for key, value in cell.extra},  # a column per further axis
         "budget_generations": cell.generations,
     }
     if trial is None or not trial.generations:
@@ -108,6 +112,15 @@ def _trial_row(cell: Cell, trial: TrialRecords | None) -> dict[str, Any]:
     }
 
 
+def _cell_value(value):
+    return ",".join(map(str, value)) if isinstance(value, tuple) else value
+
+
+def factors(table: pd.DataFrame) -> list[str]:
+    """The grid's factors a table has: population, dims, and a column per further axis (a setting's key)."""
+    return [*BASE_FACTORS, *(c for c in table.columns if c in BY_KEY)]
+
+
 def _status(final: dict, recorded: int, budget: int) -> str:
     if final:
         return "stopped" if M.STOP_REASON in final else "complete"
@@ -123,23 +136,25 @@ def _best_outcome(row: dict | None) -> dict:
 
 
 def cell_table(trials: pd.DataFrame) -> pd.DataFrame:
-    """Mean ± std (ddof 1) over seeds per population × dims."""
+    """Mean ± std (ddof 1) over seeds per cell: population × dims (× the further axes)."""
     values = [c for c in (BEST, FINAL, "best_generation", M.UPPER_BOUND, "median_sec_per_gen") if c in trials]
     done = trials[trials.get("generations", 0) > 0]
     if done.empty:
         return pd.DataFrame()
-    grouped = done.groupby(["population", "dims"])[values]
+    by = factors(done)
+    grouped = done.groupby(by)[values]
     out = grouped.mean().add_suffix("_mean").join(grouped.std(ddof=1).add_suffix("_std"))
-    out["n_seeds"] = done.groupby(["population", "dims"])["seed"].nunique()
+    out["n_seeds"] = done.groupby(by)["seed"].nunique()
     return out.reset_index().astype({"population": int, "dims": int, "n_seeds": int})
 
 
 def grid_table(trials: pd.DataFrame, value: str = BEST) -> pd.DataFrame:
-    """The user's grid: rows population × seed, columns 1-D / 2-D / …"""
+    """The user's grid: rows population × seed (a block per value of the further axes), columns 1-D / 2-D / …"""
     done = trials[trials.get("generations", 0) > 0]
     if done.empty or value not in done:
         return pd.DataFrame()
-    grid = done.pivot_table(index=["population", "seed"], columns="dims", values=value, aggfunc="first")
+    axes = factors(done)[len(BASE_FACTORS) :]
+    grid = done.pivot_table(index=[*axes, "population", "seed"], columns="dims", values=value, aggfunc="first")
     grid.columns = [f"{d}-D" for d in grid.columns]
     return grid.reset_index()
 
@@ -148,7 +163,7 @@ def grid_table(trials: pd.DataFrame, value: str = BEST) -> pd.DataFrame:
 def pooled_sd(table: pd.DataFrame, value: str) -> tuple[float, int]:
     """Pooled seed SD (ddof 1) over cells with ≥ 2 seeds; (nan, 0) when there are none."""
     num_, den, cells = 0.0, 0, 0
-    for _, group in table.groupby(["population", "dims"]):
+    for _, group in table.groupby(factors(table)):
         v = group[value].dropna()
         if len(v) >= 2:
             num_ += (len(v) - 1) * v.var(ddof=1)
@@ -158,21 +173,22 @@ def pooled_sd(table: pd.DataFrame, value: str) -> tuple[float, int]:
 
 
 def _matched_differences(table: pd.DataFrame, factor: str, value: str, low, high):
-    """Per level of the other factor: its gap (high − low, means over seeds); and every matched pair's difference.
+    """Per level of the other factors: its gap (high − low, means over seeds); and every matched pair's difference.
 
     Runs pair by seed where both levels have it, else every cross pair.
     """
-    other = "dims" if factor == "population" else "population"
+    others = [f for f in factors(table) if f != factor]
     cells, diffs = [], []
-    for level, group in table.groupby(other):
+    for level, group in table.groupby(others):
         a = dict(zip(group[group[factor] == low]["seed"], group[group[factor] == low][value]))
         b = dict(zip(group[group[factor] == high]["seed"], group[group[factor] == high][value]))
         if not a or not b:
             continue
         gap = np.mean(list(b.values())) - np.mean(list(a.values()))
+        levels = level if isinstance(level, tuple) else (level,)
         cells.append(
             {
-                other: int(level),
+                **{o: _native(v) for o, v in zip(others, levels)},
                 "gap": float(gap),
                 f"{factor}={low}": float(np.mean(list(a.values()))),
                 f"{factor}={high}": float(np.mean(list(b.values()))),
@@ -184,10 +200,23 @@ def _matched_differences(table: pd.DataFrame, factor: str, value: str, low, high
     return cells, diffs
 
 
+def _native(value):
+    return value.item() if hasattr(value, "item") else value
+
+
+def effect_label(factor: str) -> str:
+    return {"population": "population", "dims": "mechanism dimensionality"}.get(factor, factor)
+
+
+def effect_key(factor: str) -> str:
+    """The verdict's key: population_effect, dims_effect, es.sigma_effect."""
+    return f"{factor}_effect"
+
+
 def effect_verdict(table: pd.DataFrame, factor: str, value: str = BEST) -> dict[str, Any]:
-    """Is the effect of `factor` (population or dims) robust to seed noise? docs/verdicts.md."""
-    other = "dims" if factor == "population" else "population"
-    label = "population" if factor == "population" else "mechanism dimensionality"
+    """Is the effect of `factor` (population, dims or a further axis) robust to seed noise? docs/verdicts.md."""
+    other = ", ".join(f for f in factors(table) if f != factor)
+    label = effect_label(factor)
     table = table.dropna(subset=[value])
     sd, sd_cells = pooled_sd(table, value)
     levels = sorted(table[factor].unique())
@@ -211,18 +240,18 @@ def effect_verdict(table: pd.DataFrame, factor: str, value: str = BEST) -> dict[
         return {
             **result,
             "verdict": FEW,
-            "sentence": f"{label}: no {other} level has runs at both {factor} {low} and {high}.",
+            "sentence": f"{label}: no {other} level has runs at both {factor} {_shown(low)} and {_shown(high)}.",
         }
     gap = float(np.mean([c["gap"] for c in cells]))
     result.update(gap=gap, cells=cells)
     if not sd_cells:
-        sentence = f"{label} {high} vs {low}: mean gap {gap:+.4f}, but no cell has ≥ 2 seeds to measure seed noise."
+        sentence = f"{label} {_shown(high)} vs {_shown(low)}: mean gap {gap:+.4f}, but no cell has ≥ 2 seeds to measure seed noise."
         return {**result, "verdict": FEW, "sentence": sentence}
     same_direction = all(d > 0 for d in diffs) or all(d < 0 for d in diffs)
     spread = result["spread"]
     if same_direction and abs(gap) > spread:
         winner = high if gap > 0 else low
-        winner = f"{winner}-D" if factor == "dims" else f"{factor} {winner}"
+        winner = f"{winner}-D" if factor == "dims" else f"{factor} {_shown(winner)}"
         sentence = (
             f"{label}: {winner} wins — robust: every matched pair agrees and the mean gap {abs(gap):.4f} "
             f"exceeds 2 × pooled seed SD {spread:.4f} ({value})."
@@ -234,6 +263,11 @@ def effect_verdict(table: pd.DataFrame, factor: str, value: str = BEST) -> dict[
         else f"the mean gap {abs(gap):.4f} does not exceed 2 × pooled seed SD {spread:.4f}"
     )
     return {**result, "verdict": NOISE, "sentence": f"{label}: within seed noise — {why} ({value}); not a finding."}
+
+
+def _shown(level) -> str:
+    level = _native(level)
+    return f"{level:g}" if isinstance(level, float) else str(level)
 
 
 def ceiling_verdict(
@@ -267,6 +301,7 @@ def ceiling_verdict(
 def _ceiling_cell(row: pd.Series, bests: pd.DataFrame, ceiling: float, tol: float) -> dict[str, Any]:
     cell = {k: int(row[k]) for k in ("population", "dims", "seed")}
     cell["optimize_params"] = row.get("optimize_params", "")
+    cell.update({k: row[k] for k in row.index if k in BY_KEY})  # the further axes' values
     cell[BEST] = float(row[BEST])
     for key in ("best_generation", M.UPPER_BOUND, *[f"diag_{k}" for k in M.DIAGNOSTICS]):
         if key in row and pd.notna(row[key]):
@@ -279,7 +314,8 @@ def _ceiling_cell(row: pd.Series, bests: pd.DataFrame, ceiling: float, tol: floa
 
 
 def _ceiling_part(c: dict[str, Any]) -> str:
-    where = f"population {c['population']}, {c['dims']}-D, seed {c['seed']}"
+    axes = "".join(f", {k} {_shown(v)}" for k, v in c.items() if k in BY_KEY)
+    where = f"population {c['population']}, {c['dims']}-D, seed {c['seed']}{axes}"
     when = f" from generation {int(c['best_generation'])}" if "best_generation" in c else ""
     if M.UPPER_BOUND not in c:
         return f"{where}{when}: no upper bound recorded — cannot tell rules from search"
@@ -307,13 +343,10 @@ def verdicts(
     value: str = BEST,
     bests: pd.DataFrame | None = None,
 ) -> dict[str, dict]:
-    """{population_effect, dims_effect, ceiling}, each {verdict, gap, spread, n_seeds, cells, sentence};
-    with a rules scan (`bests`), also search_vs_grid."""
-    out = {
-        "population_effect": effect_verdict(table, "population", value),
-        "dims_effect": effect_verdict(table, "dims", value),
-        "ceiling": ceiling_verdict(table, ceiling, tol, bests),
-    }
+    """{population_effect, dims_effect, <axis>_effect per further axis, ceiling}, each {verdict, gap, spread,
+    n_seeds, cells, sentence}; with a rules scan (`bests`), also search_vs_grid."""
+    out = {effect_key(f): effect_verdict(table, f, value) for f in factors(table)}
+    out["ceiling"] = ceiling_verdict(table, ceiling, tol, bests)
     grid = landscape.search_vs_grid(table, bests) if bests is not None else None
     if grid:
         out[SEARCH_VS_GRID] = grid
@@ -337,8 +370,7 @@ class Summary:
     def verdicts(self) -> dict[str, dict]:
         """The verdicts that count: effects on the final re-evaluation when there is one, the ceiling on the best."""
         primary = self.verdicts_final or self.verdicts_best
-        rest = {k: v for k, v in self.verdicts_best.items() if k not in EFFECTS}
-        return {**{k: primary[k] for k in EFFECTS}, **rest}
+        return {k: (primary[k] if is_effect(k) else v) for k, v in self.verdicts_best.items()}
 
 
 def summarise(run_dir: Path) -> Summary:
@@ -363,6 +395,10 @@ def summarise(run_dir: Path) -> Summary:
     )
 
 
+def is_effect(key: str) -> bool:
+    return key.endswith("_effect")
+
+
 def budget_note(study: Study) -> str | None:
     """A label for verdicts from a run shorter than its study's budget (a named smoke budget, or overrides)."""
     short = [c for c in study.cells() if study.short_of_full(c)]
@@ -380,9 +416,9 @@ def budget_note(study: Study) -> str | None:
 
 def verdict_lines(s: Summary) -> list[str]:
     """The verdicts as the summary states them, one sentence each (selection-bias notes included)."""
-    lines = [s.verdicts[k]["sentence"] for k in (*EFFECTS, "ceiling", SEARCH_VS_GRID) if k in s.verdicts]
+    lines = [v["sentence"] for v in s.verdicts.values()]
     if s.verdicts_final:
-        for k in EFFECTS:
+        for k in (k for k in s.verdicts_final if is_effect(k)):
             final, best = s.verdicts_final[k]["verdict"], s.verdicts_best[k]["verdict"]
             if final != best:
                 lines.append(

@@ -1,33 +1,46 @@
 """Study definitions: TOML data validated into a frozen, typed definition.
 
-A study file (see studies/weekend.toml and docs/study.md) holds the grid
-(population × optimize_params × seed), the budget and named budgets such as
-`quick`, fixed rules, objective weights, ES settings and summary thresholds.
+A study file (bilevel_tune/studies/weekend.toml, docs/study.md) holds every
+setting of the study in the sections `settings.SETTINGS` declares —
+[world], [network], [appo], [es], [objective], [rules], [budget],
+[summary] — the grid ([grid]: population × optimize_params × seed, and any
+setting as a further axis), named budgets such as `quick` (which may
+override any setting: `world.horizon = 30`), and an optional [scan].
 Unknown keys fail with a "did you mean"; every error is one line naming the
-key, the bad value and what is allowed. No loops, no Ray.
+file, the key, the bad value and what is allowed. No loops, no Ray.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
+import itertools
 import tomllib
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
-from bilevel_tune.es import SHAPINGS, ESConfig
+from bilevel_tune.es import ESConfig
 from bilevel_tune.hints import unknown_name
 from bilevel_tune.inner import InnerLoopError, check_loop_spec
 from bilevel_tune.run_folder import Cell, json_safe
 from bilevel_tune.scan import MIN_POINTS
-from bilevel_tune.world.rules import RULE_NAMES, check_optimize_params, rule_spec
+from bilevel_tune.settings import (
+    BY_KEY,
+    DEFAULTS,
+    LEGACY_BUDGET_KEYS,
+    SECTIONS,
+    SettingError,
+    plain,
+    setting,
+)
+from bilevel_tune.world.rules import RULE_NAMES, check_optimize_params
 
-STUDIES_DIR = Path(__file__).resolve().parent.parent / "studies"
-DEFAULT_CEILING = 0.25  # the value the user's best objectives stopped at
-DEFAULT_TOL = 1e-4
+STUDIES_PACKAGE = "bilevel_tune.studies"  # the built-in studies ship inside the package
 FULL_BUDGET = "full"  # the name of a study file's [budget]
 BUDGET_OVERRIDES = ("outer_iters", "inner_iters")
+GRID_AXES = ("population", "optimize_params", "seed")
+GRID_OVERRIDE = "grid "  # prefix of a --grid change in `overrides`
 
 
 class StudyError(ValueError):
@@ -46,36 +59,10 @@ def _int(value, where: str, minimum: int) -> int:
     return value
 
 
-def _number(value, where: str, minimum: float | None = None) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise StudyError(f"{where}={value!r} must be a finite number")
-    if minimum is not None and value < minimum:
-        raise StudyError(f"{where}={value!r} must be ≥ {minimum}")
-    return float(value)
-
-
-def _rule(name: str, value, where: str) -> float:
-    """A fixed rule's physical value, inside the range the search could reach."""
-    if name not in RULE_NAMES:
-        raise StudyError(unknown_name("rule", name, RULE_NAMES, where))
-    value = _number(value, f"{where} {name}")
-    try:
-        return rule_spec(name).check_physical(value)
-    except ValueError as err:
-        raise StudyError(f"{where}: {err}") from None
-
-
 def check_population(value, where: str = "population") -> int:
     value = _int(value, where, 1)
     if value > 1 and value % 2:
         raise StudyError(f"{where}={value} must be 1 or even (antithetic pairs)")
-    return value
-
-
-def check_scan(value, where: str = "--scan") -> int:
-    """Grid points per searched rule: an integer ≥ 2 (both ends of every rule's range)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < MIN_POINTS:
-        raise StudyError(f"{where}={value!r} must be an integer ≥ {MIN_POINTS} (grid points per searched rule)")
     return value
 
 
@@ -86,37 +73,45 @@ def check_inner(value, where: str) -> str:
         raise StudyError(f"{where}={err}") from None
 
 
+def check_scan(value, where: str = "--scan") -> int:
+    """Grid points per searched rule: an integer ≥ 2 (both ends of every rule's range)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < MIN_POINTS:
+        raise StudyError(f"{where}={value!r} must be an integer ≥ {MIN_POINTS} (grid points per searched rule)")
+    return value
+
+
+def _checked(key: str, value: Any, where: str, text: bool = False) -> tuple[str, Any]:
+    """(the setting's full key, its value typed and in range); StudyError otherwise. `text`: a command line's value."""
+    try:
+        spec = setting(key, where)
+        return spec.key, spec.parse(value, where) if text else spec.check(value, where)
+    except SettingError as err:
+        raise StudyError(str(err)) from None
+
+
+def _dotted(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """TOML's nested tables as dotted keys: {"world": {"horizon": 30}} → {"world.horizon": 30}."""
+    out = {}
+    for key, value in table.items():
+        full = f"{prefix}{key}"
+        if isinstance(value, Mapping) and full.split(".")[0] in SECTIONS and full != "budget.generations":
+            out.update(_dotted(value, full + "."))
+        else:
+            out[full] = value
+    return out
+
+
 @dataclass(frozen=True)
 class Budget:
-    generations: int | tuple[tuple[int, int], ...]  # one count, or (population, count) pairs
+    """How much of the study a run does; `generations` is one count, or (population, count) pairs."""
+
+    generations: int | tuple[tuple[int, int], ...]
     inner_iters: int = 50
     eval_episodes: int = 1
     final_eval_seeds: int = 3
-    horizon: int = 150
-    num_farms: int = 5
-    hidden: tuple[int, ...] = (256, 256)
-
-    FIELDS = ("generations", "inner_iters", "eval_episodes", "final_eval_seeds", "horizon", "num_farms", "hidden")
-
-    @classmethod
-    def parse(cls, data: Mapping[str, Any], where: str, base: "Budget | None" = None) -> "Budget":
-        _unknown(data, cls.FIELDS, where)
-        values = dataclasses.asdict(base) if base else {}
-        for key, value in data.items():
-            if key == "generations":
-                values[key] = cls._parse_generations(value, f"{where}.generations")
-            elif key == "hidden":
-                if not isinstance(value, list) or not value:
-                    raise StudyError(f"{where}.hidden={value!r} must be a non-empty list of layer sizes")
-                values[key] = tuple(_int(h, f"{where}.hidden", 1) for h in value)
-            else:
-                values[key] = _int(value, f"{where}.{key}", 0 if key == "final_eval_seeds" else 1)
-        if "generations" not in values:
-            raise StudyError(f"{where} needs 'generations' (an integer, or a table keyed by population)")
-        return cls.from_dict(values)
 
     @staticmethod
-    def _parse_generations(value, where: str):
+    def parse_generations(value, where: str):
         if isinstance(value, Mapping):
             pairs = []
             for key, count in value.items():
@@ -130,11 +125,10 @@ class Budget:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Budget":
-        """Inverse of dataclasses.asdict, also after a JSON round trip (lists back to tuples)."""
-        data = dict(data)
+        """From study.json (before 0.2 a budget also held horizon, num_farms and hidden: now settings)."""
+        data = {k: v for k, v in data.items() if k not in LEGACY_BUDGET_KEYS}
         if not isinstance(data["generations"], int):
             data["generations"] = tuple(tuple(pair) for pair in data["generations"])
-        data["hidden"] = tuple(data.get("hidden", cls.hidden))
         return cls(**data)
 
     def generations_for(self, population: int) -> int:
@@ -148,28 +142,43 @@ class Budget:
         return table[population]
 
 
+def _budget_section(data: Mapping[str, Any], where: str) -> tuple[Any, dict[str, Any]]:
+    """([budget]'s or a named budget's generations (None if absent), its other settings as dotted keys).
+
+    Its own keys are budget settings; before 0.2 it also held the world's and network's
+    (horizon, num_farms, hidden), still accepted; a named budget may set any setting.
+    """
+    generations, values = None, {}
+    for key, value in _dotted(data).items():
+        if key == "generations":
+            generations = Budget.parse_generations(value, f"{where}.generations")
+            continue
+        full = LEGACY_BUDGET_KEYS.get(key, key if "." in key else f"budget.{key}")
+        if full not in BY_KEY:
+            section, _, name = full.partition(".")
+            allowed = ("generations", *(k.partition(".")[2] for k in BY_KEY if k.startswith("budget.")))
+            raise StudyError(unknown_name("key", name if section == "budget" else full, allowed, where))
+        values[full] = _checked(full, value, where)[1]
+    return generations, values
+
+
 @dataclass(frozen=True)
 class Study:
-    """A resolved study: the grid, one budget, and everything every trial shares."""
+    """A resolved study: the grid, every setting as run, and how it came to be."""
 
     name: str
     populations: tuple[int, ...]
     optimize_params: tuple[tuple[str, ...], ...]
     seeds: tuple[int, ...]
-    budget: Budget
+    generations: int | tuple[tuple[int, int], ...]  # the budget's generations as run
+    values: tuple[tuple[str, Any], ...]  # every setting as run, in `settings.SETTINGS` order
+    axes: tuple[tuple[str, tuple], ...] = ()  # settings crossed as further grid axes, each with its values
     description: str = ""
     inner: str = "appo"
     budget_name: str = FULL_BUDGET
-    budgets: tuple[tuple[str, Budget], ...] = ()
+    budgets: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()  # named budgets: (name, settings it changes)
     full_budget: Budget | None = None  # the file's [budget]: what "a shorter run" is measured against
     overrides: tuple[tuple[str, Any], ...] = ()  # what the command line changed, in order
-    rules: tuple[tuple[str, float], ...] = ()
-    econ_weight: float = 1.0
-    sus_weight: float = 0.0
-    smoothing: float = 0.0
-    es: tuple[tuple[str, Any], ...] = ()
-    ceiling: float = DEFAULT_CEILING
-    tol: float = DEFAULT_TOL
     scan: int | None = None  # grid points per searched rule of the rules scan (bilevel_tune.scan); None: no scan
     source: str = ""
 
@@ -180,14 +189,9 @@ class Study:
         "grid",
         "budget",
         "budgets",
-        "rules",
-        "objective",
-        "es",
-        "world",
-        "summary",
         "scan",
+        *(s for s in SECTIONS if s != "budget"),
     )
-    GRID_KEYS = ("population", "optimize_params", "seed")
 
     # -- loading -----------------------------------------------------------
     @classmethod
@@ -202,27 +206,40 @@ class Study:
 
     @classmethod
     def parse(cls, data: Mapping[str, Any], source: str = "") -> "Study":
-        _unknown(data, cls.TOP_KEYS, "the study file")
+        file = Path(source).name if source else "the study file"
+        _unknown(data, cls.TOP_KEYS, file)
         name = data.get("name")
         if not isinstance(name, str) or not name.replace("-", "").replace("_", "").isalnum():
-            raise StudyError(f"name={name!r} must be a non-empty string of letters, digits, '-' and '_'")
-        grid = data.get("grid", {})
-        _unknown(grid, cls.GRID_KEYS, "[grid]")
-        for key in cls.GRID_KEYS:
+            raise StudyError(f"{file}: name={name!r} must be a non-empty string of letters, digits, '-' and '_'")
+        values = dict(DEFAULTS)
+        for section in SECTIONS:
+            if section == "budget":
+                continue
+            table = data.get(section, {})
+            if not isinstance(table, Mapping):
+                raise StudyError(f"{file}: [{section}] must be a table")
+            for key, value in table.items():
+                if f"{section}.{key}" not in BY_KEY:
+                    cls._unknown_key(file, section, key)
+                values[f"{section}.{key}"] = _checked(f"{section}.{key}", value, f"{file} [{section}]")[1]
+        generations, budget_values = _budget_section(data.get("budget", {}), f"{file} [budget]")
+        if generations is None:
+            raise StudyError(f"{file} [budget] needs 'generations' (an integer, or a table keyed by population)")
+        values.update(budget_values)
+        budgets = []
+        for bname, table in data.get("budgets", {}).items():
+            gens, changes = _budget_section(table, f"{file} [budgets.{bname}]")
+            if gens is not None:
+                changes = {"budget.generations": gens, **changes}
+            budgets.append((bname, tuple(changes.items())))
+        grid = _dotted(data.get("grid", {}))
+        _unknown([k for k in grid if k not in BY_KEY], GRID_AXES, f"{file} [grid]")
+        for key in GRID_AXES:
             if not isinstance(grid.get(key), list) or not grid[key]:
-                raise StudyError(f"[grid].{key} must be a non-empty list")
-        budget = Budget.parse(data.get("budget", {}), "[budget]")
-        budgets = tuple(
-            (bname, Budget.parse(b, f"[budgets.{bname}]", base=budget)) for bname, b in data.get("budgets", {}).items()
-        )
-        objective, world, summary = data.get("objective", {}), data.get("world", {}), data.get("summary", {})
-        _unknown(objective, ("econ_weight", "sus_weight"), "[objective]")
-        _unknown(world, ("smoothing",), "[world]")
-        _unknown(summary, ("ceiling", "tol"), "[summary]")
+                raise StudyError(f"{file} [grid].{key} must be a non-empty list")
         scan = data.get("scan", {})
-        _unknown(scan, ("points",), "[scan]")
-        es = data.get("es", {})
-        _unknown(es, tuple(f.name for f in dataclasses.fields(ESConfig) if f.name != "population"), "[es]")
+        _unknown(scan, ("points",), f"{file} [scan]")
+        ordered = tuple((k, values[k]) for k in DEFAULTS)
         study = cls(
             name=name,
             description=str(data.get("description", "")),
@@ -230,20 +247,21 @@ class Study:
             populations=tuple(check_population(p, "[grid].population") for p in grid["population"]),
             optimize_params=tuple(cls._params(p) for p in grid["optimize_params"]),
             seeds=tuple(_int(s, "[grid].seed", 0) for s in grid["seed"]),
-            budget=budget,
-            budgets=budgets,
-            full_budget=budget,
-            rules=tuple((k, _rule(k, v, "[rules]")) for k, v in data.get("rules", {}).items()),
-            econ_weight=_number(objective.get("econ_weight", 1.0), "[objective].econ_weight", 0.0),
-            sus_weight=_number(objective.get("sus_weight", 0.0), "[objective].sus_weight", 0.0),
-            smoothing=_number(world.get("smoothing", 0.0), "[world].smoothing", 0.0),
-            es=tuple(es.items()),
-            ceiling=_number(summary.get("ceiling", DEFAULT_CEILING), "[summary].ceiling"),
-            tol=_number(summary.get("tol", DEFAULT_TOL), "[summary].tol", 0.0),
+            generations=generations,
+            values=ordered,
+            axes=tuple(_axis(k, v, f"{file} [grid]") for k, v in grid.items() if k not in GRID_AXES),
+            budgets=tuple(budgets),
+            full_budget=None,
             scan=check_scan(scan["points"], "[scan].points") if "points" in scan else None,
             source=source,
         )
-        return study.validate()
+        return dataclasses.replace(study, full_budget=study.budget).validate()
+
+    @staticmethod
+    def _unknown_key(file: str, section: str, key: str):
+        allowed = [k.partition(".")[2] for k in BY_KEY if k.startswith(section + ".")]
+        kind = "rule" if section == "rules" else "key"
+        raise StudyError(unknown_name(kind, key, allowed, f"{file} [{section}]"))
 
     @staticmethod
     def _params(value) -> tuple[str, ...]:
@@ -257,32 +275,88 @@ class Study:
     def validate(self) -> "Study":
         for population in self.populations:
             self.budget.generations_for(population)
-        try:
-            self.es_config(self.populations[0])
-        except ValueError as err:
-            raise StudyError(f"[es]: {err}") from None
-        if self.es_settings.get("shaping", "zscore") not in SHAPINGS:
-            raise StudyError(f"[es].shaping={self.es_settings['shaping']!r} is unknown; allowed: {', '.join(SHAPINGS)}")
-        if self.econ_weight == 0 and self.sus_weight == 0:
-            raise StudyError("[objective] econ_weight and sus_weight are both 0; at least one must be > 0")
+        for values in self.trial_values():
+            try:
+                ESConfig(population=self.populations[0], **_section(values, "es"))
+            except ValueError as err:
+                raise StudyError(f"[es]: {err}") from None
+            if values["objective.econ_weight"] == 0 and values["objective.sus_weight"] == 0:
+                raise StudyError("[objective] econ_weight and sus_weight are both 0; at least one must be > 0")
         for axis in ("populations", "seeds", "optimize_params"):
             values = getattr(self, axis)
             if len(set(values)) != len(values):
                 raise StudyError(f"grid axis {axis} repeats a value: {list(values)}")
+        for key, values in self.axes:
+            if len(set(values)) != len(values):
+                raise StudyError(f"grid axis {key} repeats a value: {[plain(v) for v in values]}")
         return self
 
-    # -- derived -------------------------------------------------------------
+    # -- settings ----------------------------------------------------------------
+    @property
+    def settings(self) -> dict[str, Any]:
+        """Every setting as run (an axis's first value stands for it where one value is needed)."""
+        return dict(self.values)
+
+    def get(self, key: str) -> Any:
+        return self.settings[setting(key).key]
+
+    def trial_values(self) -> Iterable[dict[str, Any]]:
+        """The settings of each combination of the further grid axes."""
+        base = self.settings
+        for combination in itertools.product(*(values for _, values in self.axes)):
+            yield {**base, **dict(zip((k for k, _ in self.axes), combination))}
+
+    @property
+    def budget(self) -> Budget:
+        s = self.settings
+        return Budget(
+            self.generations, s["budget.inner_iters"], s["budget.eval_episodes"], s["budget.final_eval_seeds"]
+        )
+
     @property
     def es_settings(self) -> dict[str, Any]:
-        return dict(self.es)
+        return _section(self.settings, "es")
 
     def es_config(self, population: int) -> ESConfig:
         return ESConfig(population=population, **self.es_settings)
 
     @property
     def fixed_rules(self) -> dict[str, float]:
-        return dict(self.rules)
+        """Every rule's fixed value, physical (the searched ones are the search's)."""
+        return _section(self.settings, "rules")
 
+    @property
+    def econ_weight(self) -> float:
+        return self.get("objective.econ_weight")
+
+    @property
+    def sus_weight(self) -> float:
+        return self.get("objective.sus_weight")
+
+    @property
+    def smoothing(self) -> float:
+        return self.get("world.smoothing")
+
+    @property
+    def ceiling(self) -> float:
+        return self.get("summary.ceiling")
+
+    @property
+    def tol(self) -> float:
+        return self.get("summary.tol")
+
+    def with_values(self, changes: Mapping[str, Any]) -> "Study":
+        """The study with these settings changed (checked), e.g. one trial's further axes."""
+        changes = dict(changes)
+        generations = changes.pop("budget.generations", self.generations)  # checked where it was read
+        values = {**self.settings, **dict(_checked(k, v, "") for k, v in changes.items())}
+        return dataclasses.replace(self, values=tuple((k, values[k]) for k in DEFAULTS), generations=generations)
+
+    def for_cell(self, cell: Cell) -> "Study":
+        """The study one trial runs: its cell's further axes' values set, no axes left."""
+        return dataclasses.replace(self.with_values(dict(cell.extra)), axes=())
+
+    # -- derived -------------------------------------------------------------
     @property
     def budget_names(self) -> tuple[str, ...]:
         return tuple(name for name, _ in self.budgets)
@@ -290,13 +364,13 @@ class Study:
     @property
     def budget_label(self) -> str:
         """The budget as run: its name and the command line's changes to it, e.g. 'quick, outer_iters=4'."""
-        changes = [f"{k}={_plain(v)}" for k, v in self.overrides if k in BUDGET_OVERRIDES]
+        changes = [f"{k}={plain(v)}" for k, v in self.overrides if k in BUDGET_OVERRIDES]
         return ", ".join([self.budget_name, *changes])
 
     @property
     def overrides_label(self) -> str:
-        """The command line's other changes (grid axes, rules, inner loop), e.g. 'population=16, inner=analytic'."""
-        return ", ".join(f"{k}={_plain(v)}" for k, v in self.overrides if k not in BUDGET_OVERRIDES)
+        """The command line's other changes (grid axes, settings, inner loop), e.g. 'population=16, appo.lr=0.0003'."""
+        return ", ".join(f"{k}={plain(v)}" for k, v in self.overrides if k not in BUDGET_OVERRIDES)
 
     @property
     def smoke(self) -> bool:
@@ -317,24 +391,33 @@ class Study:
         fewer = full_generations is not None and cell.generations < full_generations
         return fewer or self.budget.inner_iters < (self.full_budget or self.budget).inner_iters
 
-    def cells(self) -> list[Cell]:
-        """One per ES trial: population × optimize_params × seed, with its generation budget."""
+    def _extras(self, inner_only: bool = False) -> list[tuple[tuple[str, Any], ...]]:
+        """Each combination of the further axes as a trial's `extra` (sorted by key); scans cross only the inner loop's."""
+        axes = sorted((k, v) for k, v in self.axes if BY_KEY[k].inner or not inner_only)
         return [
-            Cell(p, params, s, self.budget.generations_for(p))
+            tuple(zip((k for k, _ in axes), combination)) for combination in itertools.product(*(v for _, v in axes))
+        ]
+
+    def cells(self) -> list[Cell]:
+        """One per ES trial: population × optimize_params × seed × the further axes, with its generation budget."""
+        return [
+            Cell(p, params, s, self.budget.generations_for(p), extra=extra)
             for p in self.populations
             for params in self.optimize_params
             for s in self.seeds
+            for extra in self._extras()
         ]
 
     def scan_cells(self) -> list[Cell]:
-        """One scan trial per optimize_params × seed when the study scans: its grid points, its passes."""
+        """One scan trial per optimize_params × seed × the further axes the inner loop reads, when the study scans."""
         if not self.scan:
             return []
         passes = 1 + self.budget.final_eval_seeds  # the evaluation seeds, then each final re-evaluation seed
         return [
-            Cell(self.scan ** len(params), params, s, passes, scan=True)
+            Cell(self.scan ** len(params), params, s, passes, scan=True, extra=extra)
             for params in self.optimize_params
             for s in self.seeds
+            for extra in self._extras(inner_only=True)
         ]
 
     def trial_cells(self) -> list[Cell]:
@@ -349,12 +432,12 @@ class Study:
             raise StudyError(f"no trial of study {self.name!r} has the cell {key}")
         return cell
 
-    # -- overrides (each narrows or replaces a grid axis, or a budget field) --
+    # -- overrides (each narrows or replaces a grid axis, or sets settings) --
     def with_budget(self, name: str) -> "Study":
         budgets = dict(self.budgets)
         if name not in budgets:
             raise StudyError(f"study {self.name!r} has no budget {name!r}; it has: {', '.join(budgets) or 'none'}")
-        return dataclasses.replace(self, budget=budgets[name], budget_name=name)
+        return dataclasses.replace(self.with_values(dict(budgets[name])), budget_name=name)
 
     def with_overrides(
         self,
@@ -366,7 +449,10 @@ class Study:
         rules: Mapping[str, float] | None = None,
         inner: str | None = None,
         scan: int | None = None,
+        settings: Mapping[str, Any] | Sequence[tuple[str, Any]] | None = None,
+        grid: Mapping[str, Sequence[Any]] | Sequence[tuple[str, Sequence[Any]]] | None = None,
     ) -> "Study":
+        """The study as a command line changes it: `settings` fix settings (`--set`), `grid` crosses them (`--grid`)."""
         study, changed = self, []
         if populations is not None:
             study = dataclasses.replace(
@@ -379,24 +465,31 @@ class Study:
         if seeds is not None:
             study = dataclasses.replace(study, seeds=tuple(_int(s, "--seed", 0) for s in seeds))
             changed.append(("seed", study.seeds))
-        budget = study.budget
         if outer_iters is not None:
-            budget = dataclasses.replace(budget, generations=_int(outer_iters, "--outer-iters", 1))
+            study = dataclasses.replace(study, generations=_int(outer_iters, "--outer-iters", 1))
             changed.append(("outer_iters", outer_iters))
         if inner_iters is not None:
-            budget = dataclasses.replace(budget, inner_iters=_int(inner_iters, "--inner-iters", 1))
+            study = study.with_values({"budget.inner_iters": _int(inner_iters, "--inner-iters", 1)})
             changed.append(("inner_iters", inner_iters))
-        if rules:
-            fixed = {name: _rule(name, value, "--set") for name, value in rules.items()}
-            study = dataclasses.replace(study, rules=tuple({**study.fixed_rules, **fixed}.items()))
-            changed += [(name, value) for name, value in fixed.items()]
+        fixed = [(f"rules.{k}" if k in RULE_NAMES else k, v) for k, v in dict(rules or {}).items()]
+        fixed += list(dict(settings or {}).items())
+        for key, value in fixed:
+            full, typed = _checked(key, value, "--set", text=isinstance(value, str))
+            if full == "budget.generations":
+                raise StudyError("--set budget.generations: use --outer-iters N")
+            study = study.with_values({full: typed})
+            changed.append((full, typed))
+        for key, values in dict(grid or {}).items():
+            axis = _axis(key, values, "--grid")
+            study = dataclasses.replace(study, axes=tuple((k, v) for k, v in study.axes if k != axis[0]) + (axis,))
+            changed.append((GRID_OVERRIDE + axis[0], axis[1]))
         if inner is not None:
             study = dataclasses.replace(study, inner=check_inner(inner, "--inner"))
             changed.append(("inner", inner))
         if scan is not None:
             study = dataclasses.replace(study, scan=check_scan(scan, "--scan"))
             changed.append(("scan", scan))
-        return dataclasses.replace(study, budget=budget, overrides=self.overrides + tuple(changed)).validate()
+        return dataclasses.replace(study, overrides=self.overrides + tuple(changed)).validate()
 
     # -- serialisation (study.json, the trial config) -------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -404,36 +497,79 @@ class Study:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Study":
+        """From study.json (a run folder of 0.1, before settings had sections, too)."""
         data = dict(data)
-        data["budget"] = Budget.from_dict(data["budget"])
-        data["budgets"] = tuple((name, Budget.from_dict(b)) for name, b in data.get("budgets", ()))
+        if "values" not in data:
+            data = _from_release_0_1(data)
+        data["generations"] = _frozen(data["generations"])
+        data["values"] = tuple((k, _frozen(v)) for k, v in data["values"])
+        data["axes"] = tuple((k, tuple(_frozen(x) for x in v)) for k, v in data.get("axes", ()))
+        data["budgets"] = tuple(
+            (name, tuple((k, _frozen(v)) for k, v in changes)) for name, changes in data.get("budgets", ())
+        )
         if data.get("full_budget") is not None:
             data["full_budget"] = Budget.from_dict(data["full_budget"])
         for key in ("populations", "seeds"):
             data[key] = tuple(data[key])
         data["optimize_params"] = tuple(tuple(p) for p in data["optimize_params"])
-        for key in ("rules", "es"):
-            data[key] = tuple(tuple(pair) for pair in data.get(key, ()))
         data["overrides"] = tuple((k, _frozen(v)) for k, v in data.get("overrides", ()))
         return cls(**data)
+
+
+def _from_release_0_1(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A 0.1 study.json: budgets held world and network fields; rules, objective, world, ES and summary were fields."""
+    data = dict(data)
+    budget = data.pop("budget")
+    values = dict(DEFAULTS)
+    values.update(
+        {f"budget.{k}": budget[k] for k in ("inner_iters", "eval_episodes", "final_eval_seeds") if k in budget}
+    )
+    values.update({new: budget[old] for old, new in LEGACY_BUDGET_KEYS.items() if old in budget})
+    values.update({f"rules.{k}": v for k, v in data.pop("rules", ())})
+    values.update({f"es.{k}": v for k, v in data.pop("es", ())})
+    values["objective.econ_weight"] = data.pop("econ_weight", 1.0)
+    values["objective.sus_weight"] = data.pop("sus_weight", 0.0)
+    values["world.smoothing"] = data.pop("smoothing", 0.0)
+    values["summary.ceiling"] = data.pop("ceiling", DEFAULTS["summary.ceiling"])
+    values["summary.tol"] = data.pop("tol", DEFAULTS["summary.tol"])
+    data["generations"] = budget["generations"]
+    data["values"] = [(k, values[k]) for k in DEFAULTS]
+    data["budgets"] = [
+        (name, [(LEGACY_BUDGET_KEYS.get(k, f"budget.{k}"), v) for k, v in b.items()])
+        for name, b in data.get("budgets", ())
+    ]
+    return data
+
+
+def _axis(key: str, values, where: str) -> tuple[str, tuple]:
+    """A further grid axis: a setting and its values (a non-empty list, each checked)."""
+    text = isinstance(values, str)  # a command line's "a,b,c"
+    values = [v for v in values.split(",") if v.strip()] if text else values
+    if not isinstance(values, (list, tuple)) or not values:
+        raise StudyError(f"{where} {key}={values!r} must be a non-empty list of values")
+    checked = [_checked(key, v, f"{where} {key}", text=text) for v in values]
+    full = checked[0][0]
+    if full == "budget.generations":
+        raise StudyError(f"{where} {key}: budget.generations is set per population, not crossed")
+    return full, tuple(v for _, v in checked)
+
+
+def _section(values: Mapping[str, Any], section: str) -> dict[str, Any]:
+    return {k.partition(".")[2]: v for k, v in values.items() if k.startswith(section + ".")}
 
 
 def _frozen(value):
     return tuple(_frozen(v) for v in value) if isinstance(value, list) else value
 
 
-def _plain(value) -> str:
-    if isinstance(value, (list, tuple)):
-        return ",".join(_plain(v) for v in value)
-    return f"{value:g}" if isinstance(value, float) else str(value)
+def available_studies(directory: Path | None = None) -> list[str]:
+    if directory is not None:
+        return sorted(p.stem for p in Path(directory).glob("*.toml"))
+    return sorted(Path(f.name).stem for f in resources.files(STUDIES_PACKAGE).iterdir() if f.name.endswith(".toml"))
 
 
-def available_studies(directory: Path = STUDIES_DIR) -> list[str]:
-    return sorted(p.stem for p in directory.glob("*.toml"))
-
-
-def load_study(name_or_path: str, directory: Path = STUDIES_DIR) -> Study:
-    """A study by name (a file in studies/) or by path."""
+def load_study(name_or_path: str, directory: Path | None = None) -> Study:
+    """A study by name (a built-in one, shipped in the package) or by path."""
     path = Path(name_or_path)
     if path.suffix == ".toml" or path.exists():
         if not path.is_file():
@@ -442,4 +578,8 @@ def load_study(name_or_path: str, directory: Path = STUDIES_DIR) -> Study:
     names = available_studies(directory)
     if name_or_path not in names:
         raise StudyError(unknown_name("study", name_or_path, names) + " (or a path to a .toml file)")
-    return Study.from_toml(directory / f"{name_or_path}.toml")
+    if directory is not None:
+        return Study.from_toml(Path(directory) / f"{name_or_path}.toml")
+    with resources.as_file(resources.files(STUDIES_PACKAGE) / f"{name_or_path}.toml") as path:
+        study = Study.from_toml(path)
+    return dataclasses.replace(study, source=f"{STUDIES_PACKAGE}/{name_or_path}.toml")

@@ -55,8 +55,11 @@ def tune_order(study: Study) -> list[Cell]:
         M.OPTIMIZE_PARAMS: tune.grid_search([list(p) for p in study.optimize_params]),
         M.SEED: tune.grid_search(list(study.seeds)),
     }
-    by_key = {c.key: c for c in study.cells()}
-    return [by_key[Cell.key_of(spec)] for _, spec in generate_variants(axes)] + study.scan_cells()
+    by_base: dict[tuple, list[Cell]] = {}
+    for cell in study.cells():  # the further axes' combinations of each (population, params, seed)
+        by_base.setdefault(cell.key[:3], []).append(cell)
+    ordered = [c for _, spec in generate_variants(axes) for c in by_base[Cell.key_of(spec)[:3]]]
+    return ordered + study.scan_cells()
 
 
 def trainable(study: Study, run_dir: Path, shards: Mapping[tuple, int]):

@@ -27,6 +27,7 @@ its own random stream).
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import inspect
 import logging
@@ -76,6 +77,9 @@ class InnerLoopConfig:
     discount: float = 0.99  # RL discount γ of the farms' returns
     entropy_coeff: float = 0.001
     grad_clip: float = 40.0
+    vtrace_clip_rho_threshold: float = 1.0
+    vtrace_clip_pg_rho_threshold: float = 1.0
+    fragments_per_batch: int = 1  # seasons of the whole block per training batch
     econ_weight: float = 1.0
     sus_weight: float = 0.0
     # "none" skips the stop and keeps old algorithms referenced, as Ray < 2.56 effectively
@@ -85,6 +89,8 @@ class InnerLoopConfig:
     def __post_init__(self):
         WorldConfig(self.num_farms, self.horizon, self.smoothing)  # validates the world fields
         ObjectiveWeights(self.econ_weight, self.sus_weight)
+        if self.fragments_per_batch < 1:
+            raise ValueError(f"fragments_per_batch={self.fragments_per_batch!r} must be an integer ≥ 1")
         if not self.hidden or any(int(h) < 1 for h in self.hidden):
             raise ValueError(f"hidden={self.hidden!r} must be a non-empty list of layer sizes ≥ 1")
         if self.stop_mode not in STOP_MODES:
@@ -92,15 +98,17 @@ class InnerLoopConfig:
 
     @classmethod
     def from_study(cls, study) -> "InnerLoopConfig":
-        """The config of a `definition.Study`'s trials."""
-        b = study.budget
+        """The config of a `definition.Study`'s trials: its [world], [network], [appo] and [objective] settings."""
+        s = study.settings
+        appo = {f.name: s[f"appo.{f.name}"] for f in dataclasses.fields(cls) if f"appo.{f.name}" in s}
         return cls(
-            num_farms=b.num_farms,
-            horizon=b.horizon,
-            smoothing=study.smoothing,
-            hidden=b.hidden,
-            econ_weight=study.econ_weight,
-            sus_weight=study.sus_weight,
+            num_farms=s["world.farms"],
+            horizon=s["world.horizon"],
+            smoothing=s["world.smoothing"],
+            hidden=tuple(s["network.hidden"]),
+            **appo,
+            econ_weight=s["objective.econ_weight"],
+            sus_weight=s["objective.sus_weight"],
         )
 
     @property

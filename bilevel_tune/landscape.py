@@ -26,10 +26,16 @@ import pandas as pd
 from bilevel_tune import metrics as M
 from bilevel_tune.run_folder import num
 from bilevel_tune.scan import spacing_label
+from bilevel_tune.settings import BY_KEY
 from bilevel_tune.world.rules import rule_spec
 
 SCAN_TERMS = (M.OBJECTIVE, "mean_reward", "sustainability", M.UPPER_BOUND)
-KEY = ["optimize_params", "seed"]  # what a trial shares with its scan
+KEY = ["optimize_params", "seed"]  # what a trial shares with its scan, with the inner loop's further axes
+
+
+def _key(table: pd.DataFrame) -> list[str]:
+    """A scan's identity: its searched rules, seed, and the further axes the inner loop reads (setting keys)."""
+    return [*KEY, *(c for c in table.columns if c in BY_KEY)]
 
 
 def scan_table(study, trials: dict) -> pd.DataFrame:
@@ -50,6 +56,7 @@ def scan_table(study, trials: dict) -> pd.DataFrame:
                     "dims": cell.dims,
                     "optimize_params": ",".join(cell.optimize_params),
                     "seed": cell.seed,
+                    **{key: ",".join(map(str, v)) if isinstance(v, tuple) else v for key, v in cell.extra},
                     "point": k,
                     **rules,
                     **{term: num(outcome.get(term)) for term in SCAN_TERMS},
@@ -67,7 +74,9 @@ def scan_bests(scans: pd.DataFrame, study) -> pd.DataFrame:
     if scans.empty:
         return pd.DataFrame()
     rows = []
-    for (params, seed), group in scans.groupby(KEY, sort=False):
+    key = _key(scans)
+    for values, group in scans.groupby(key, sort=False):
+        params, seed = values[0], values[1]
         if group[M.OBJECTIVE].notna().any():
             best = group.loc[group[M.OBJECTIVE].idxmax()]
         else:
@@ -75,7 +84,7 @@ def scan_bests(scans: pd.DataFrame, study) -> pd.DataFrame:
         names = params.split(",")
         rows.append(
             {
-                "optimize_params": params,
+                **dict(zip(key, values)),
                 "seed": int(seed),
                 "dims": len(names),
                 "points": len(group),
@@ -93,7 +102,8 @@ def add_regret(trials: pd.DataFrame, bests: pd.DataFrame) -> pd.DataFrame:
     """The trials table with `regret`, `final_regret` and `grid_spacing` beside each trial that has a scan."""
     if bests.empty or trials.empty:
         return trials
-    merged = trials.merge(bests[[*KEY, "scan_best", "scan_best_final", "grid_spacing"]], on=KEY, how="left")
+    key = _key(bests)
+    merged = trials.merge(bests[[*key, "scan_best", "scan_best_final", "grid_spacing"]], on=key, how="left")
     if "best_objective" in merged:
         merged["regret"] = merged["scan_best"] - merged["best_objective"]
     if "final_objective" in merged:
@@ -105,7 +115,7 @@ def ceiling_truth(cell: dict[str, Any], bests: pd.DataFrame, ceiling: float, tol
     """For a trial pinned at the ceiling: does any scanned rule set rise above the band? None without a scan."""
     if bests.empty:
         return None
-    match = bests[(bests["optimize_params"] == cell["optimize_params"]) & (bests["seed"] == cell["seed"])]
+    match = bests[np.logical_and.reduce([bests[k] == cell[k] for k in _key(bests) if k in cell])]
     if match.empty:
         return None
     best = match.iloc[0]

@@ -23,6 +23,7 @@ import numpy as np
 from bilevel_tune import metrics as M
 from bilevel_tune.analysis import BOUND_TOL, Summary, TrialRecords, grid_table, load_run, summarise
 from bilevel_tune.run_folder import PLOTS_DIR, is_scan, num
+from bilevel_tune.settings import BY_KEY
 from bilevel_tune.world.rules import rule_spec
 
 PLOT_NAMES = ("objective_over_generations", "es_population", "grid_heatmap")
@@ -30,15 +31,19 @@ LANDSCAPE = "landscape_{dims}d"  # with a rules scan: one picture per mechanism 
 
 
 def _label(key: tuple) -> str:
-    population, params, seed = key
-    return f"pop {population}, {len(params)}-D, seed {seed}"
+    population, params, seed, extra = key
+    return f"pop {population}, {len(params)}-D, seed {seed}{_axes_label(extra)}"
+
+
+def _axes_label(extra) -> str:
+    return "".join(f", {k.split('.', 1)[-1]} {v}" for k, v in extra)
 
 
 def _trials(run_dir: Path) -> list[tuple[tuple, TrialRecords]]:
     _, trials = load_run(run_dir)
     return sorted(
         ((k, t) for k, t in trials.items() if t.generations and not is_scan(k)),
-        key=lambda kt: (kt[0][0], len(kt[0][1]), kt[0][2]),
+        key=lambda kt: (kt[0][0], len(kt[0][1]), kt[0][2], str(kt[0][3])),
     )
 
 
@@ -124,7 +129,11 @@ def plot_grid(run_dir: Path, value: str = "best_objective", summary: Summary | N
     if grid.empty:
         ax.text(0.5, 0.5, "no data", ha="center")
         return fig
-    labels = [f"pop {p}, seed {seed}" for p, seed in zip(grid.pop("population"), grid.pop("seed"))]
+    axes = {c: grid.pop(c) for c in list(grid.columns) if c in BY_KEY}  # the further axes label the rows
+    labels = [
+        f"pop {p}, seed {seed}" + "".join(f", {k.split('.', 1)[-1]} {axes[k][i]}" for k in axes)
+        for i, (p, seed) in enumerate(zip(grid.pop("population"), grid.pop("seed")))
+    ]
     values = grid.to_numpy(dtype=float)
     image = ax.imshow(values, cmap="viridis", aspect="auto")
     ax.set_xticks(range(len(grid.columns)), grid.columns)
@@ -159,18 +168,19 @@ def plot_landscape(run_dir: Path, dims: int, summary: Summary | None = None):
     """The scanned objective over the searched rules, with every ES run of the same rules and seed on top."""
     s = summary or summarise(run_dir)
     scans = s.scans[s.scans["dims"] == dims] if not s.scans.empty else s.scans
-    groups = list(scans.groupby(["optimize_params", "seed"], sort=False)) if not scans.empty else []
-    fig, axes = _panels(len(groups))
+    axes = [c for c in scans.columns if c in BY_KEY]  # the inner loop's further axes a scan is crossed with
+    groups = list(scans.groupby(["optimize_params", "seed", *axes], sort=False)) if not scans.empty else []
+    fig, panels = _panels(len(groups))
     if not groups:
-        axes[0, 0].text(0.5, 0.5, "no scan", ha="center")
+        panels[0, 0].text(0.5, 0.5, "no scan", ha="center")
         return fig
     _, trials = load_run(run_dir)
     populations = sorted({k[0] for k in trials if not is_scan(k)})
     colour = {p: plt.cm.tab10(i % 10) for i, p in enumerate(populations)}
     finite = scans["objective"][np.isfinite(scans["objective"])]
     norm = plt.Normalize(*(finite.agg(["min", "max"]) if finite.size else (0.0, 1.0)))  # one scale for all panels
-    for ax, ((params_text, seed), scan) in zip(axes.flat, groups):
-        params = tuple(params_text.split(","))
+    for ax, (values, scan) in zip(panels.flat, groups):
+        params, seed, fixed = tuple(values[0].split(",")), values[1], dict(zip(axes, values[2:]))
         if dims == 1:
             scan = scan.sort_values(params[0])
             x, y = scan[params[0]].to_numpy(), scan["objective"].to_numpy()
@@ -205,20 +215,24 @@ def plot_landscape(run_dir: Path, dims: int, summary: Summary | None = None):
         for key, trial in sorted(trials.items(), key=lambda kt: str(kt[0])):
             if is_scan(key) or key[1] != params or key[2] != seed or not trial.generations:
                 continue
+            extra = dict(key[3])
+            if any(str(extra.get(k)) != str(v) for k, v in fixed.items()):
+                continue  # another value of an axis the landscape itself depends on
             means, best, value = _es_path(params, trial)
             c = colour[key[0]]
+            who = f"pop {key[0]}{_axes_label((k, v) for k, v in key[3] if k not in fixed)}"
             if dims == 1:
                 along = np.interp(means[:, 0], x, y)  # the mean's path, on the landscape
-                ax.plot(means[:, 0], along, color=c, lw=0.9, alpha=0.8, label=f"pop {key[0]}: mean's path")
-                ax.scatter(best[:, 0], value, color=c, s=5, alpha=0.6, label=f"pop {key[0]}: best of generation")
+                ax.plot(means[:, 0], along, color=c, lw=0.9, alpha=0.8, label=f"{who}: mean's path")
+                ax.scatter(best[:, 0], value, color=c, s=5, alpha=0.6, label=f"{who}: best of generation")
                 ax.plot(means[-1, 0], along[-1], "*", color=c, ms=9, mec="k", mew=0.5)
             else:
-                ax.plot(means[:, 0], means[:, 1], color=c, lw=0.9, label=f"pop {key[0]}: mean's path")
-                ax.scatter(best[:, 0], best[:, 1], color=c, s=5, alpha=0.6, label=f"pop {key[0]}: best of generation")
+                ax.plot(means[:, 0], means[:, 1], color=c, lw=0.9, label=f"{who}: mean's path")
+                ax.scatter(best[:, 0], best[:, 1], color=c, s=5, alpha=0.6, label=f"{who}: best of generation")
                 ax.plot(*means[-1], "*", color=c, ms=9, mec="k", mew=0.5)
         ax.set_xlabel(params[0])
         ax.set_xlim(rule_spec(params[0]).low, rule_spec(params[0]).high)
-        ax.set_title(f"{dims}-D scan, seed {seed}", fontsize=9)
+        ax.set_title(f"{dims}-D scan, seed {seed}{_axes_label(fixed.items())}", fontsize=9)
         ax.legend(fontsize=6, loc="lower left" if dims > 1 else "best", framealpha=0.7)
     fig.tight_layout()
     return fig

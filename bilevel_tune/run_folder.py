@@ -51,6 +51,7 @@ class Cell:
     seed: int
     generations: int
     scan: bool = False
+    extra: tuple[tuple[str, Any], ...] = ()  # the further grid axes' values, (setting key, value) sorted by key
 
     @property
     def dims(self) -> int:
@@ -58,12 +59,13 @@ class Cell:
 
     @property
     def key(self) -> tuple:
-        """What identifies a trial (its budget does not): (population, params, seed), or ("scan", params, seed)."""
-        return (SCAN if self.scan else self.population, self.optimize_params, self.seed)
+        """What identifies a trial (its budget does not): (population or "scan", params, seed, further axes)."""
+        return (SCAN if self.scan else self.population, self.optimize_params, self.seed, self.extra)
 
     def as_config(self) -> dict[str, Any]:
-        """The Tune trial config of this cell, also the cell fields of its records."""
+        """The Tune trial config of this cell, also the cell fields of its records (further axes by setting key)."""
         config = {M.POPULATION: self.population, M.OPTIMIZE_PARAMS: list(self.optimize_params), M.SEED: self.seed}
+        config.update({key: list(value) if isinstance(value, tuple) else value for key, value in self.extra})
         return {M.TRIAL_KIND: SCAN, **config} if self.scan else config
 
     @staticmethod
@@ -71,7 +73,8 @@ class Cell:
         """The cell key of a Tune trial config (this release's, or the flat one of runs before it) or a record."""
         config = config.get(M.CELL, config)
         first = SCAN if config.get(M.TRIAL_KIND) == SCAN else int(config[M.POPULATION])
-        return (first, tuple(config[M.OPTIMIZE_PARAMS]), int(config[M.SEED]))
+        extra = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in config.items() if "." in k))
+        return (first, tuple(config[M.OPTIMIZE_PARAMS]), int(config[M.SEED]), extra)
 
 
 def is_scan(key: tuple) -> bool:
@@ -79,10 +82,18 @@ def is_scan(key: tuple) -> bool:
 
 
 def trial_name(study_name: str, cell: Mapping[str, Any] | Cell) -> str:
-    """Trial names carry study, cell and seed: weekend_pop16_2d_seed42, or weekend_scan_2d_seed42."""
-    first, params, seed = cell.key if isinstance(cell, Cell) else Cell.key_of(cell)
+    """Trial names carry study, cell, seed and further axes: weekend_pop16_2d_seed42, weekend_scan_2d_seed42,
+    weekend_pop16_2d_seed42_sigma0.05."""
+    first, params, seed, extra = cell.key if isinstance(cell, Cell) else Cell.key_of(cell)
     kind = SCAN if first == SCAN else f"pop{first}"
-    return f"{study_name}_{kind}_{len(params)}d_seed{seed}"
+    axes = "".join(f"_{key.split('.', 1)[-1]}{_plain(value)}" for key, value in extra)
+    return f"{study_name}_{kind}_{len(params)}d_seed{seed}{axes}"
+
+
+def _plain(value) -> str:
+    if isinstance(value, (list, tuple)):
+        return "-".join(_plain(v) for v in value)
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def trial_dirname(study_name: str, cell: Mapping[str, Any] | Cell, trial_id: str) -> str:

@@ -16,7 +16,6 @@ import contextlib
 import datetime as dt
 import os
 import platform
-import shlex
 import signal
 import subprocess
 import sys
@@ -29,6 +28,15 @@ import numpy as np
 
 from bilevel_tune import __version__, calibration, cluster, lifecycle
 from bilevel_tune.definition import Study, StudyError, load_study
+from bilevel_tune.options import (  # noqa: F401 - RunOptions, UsageError: the runner's public names too
+    DEFAULT_RESULTS,
+    RunOptions,
+    UsageError,
+    changed_on_resume,
+    resolve_study,
+    resume_command,
+    session_record,
+)
 from bilevel_tune.plan import Plan, PlanError, hms, make_plan
 from bilevel_tune.run_folder import (
     STUDY_FILE,
@@ -43,70 +51,11 @@ from bilevel_tune.run_folder import (
     trial_name,
     write_json,
 )
+from bilevel_tune.settings import describe as describe_settings
+from bilevel_tune.settings import shown
 from bilevel_tune.tracking import TrackingError, resolve_wandb_mode
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_RESULTS = "results"
-
-
-class UsageError(Exception):
-    """Bad input: printed as one line, exit code 2, nothing written."""
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    """Everything a run can be told; the CLI builds one, tests and benchmarks too."""
-
-    study: str  # a name in studies/ or a path to a .toml file
-    # the study: narrow or replace its axes and budget (a fresh run only)
-    budget: str | None = None
-    populations: tuple[int, ...] | None = None
-    optimize_params: tuple[str, ...] | None = None
-    seeds: tuple[int, ...] | None = None
-    outer_iters: int | None = None
-    inner_iters: int | None = None
-    rules: tuple[tuple[str, float], ...] = ()
-    inner: str | None = None
-    scan: int | None = None  # grid points per searched rule of a rules scan
-    # the run folder
-    results: str = DEFAULT_RESULTS
-    name: str | None = None
-    resume: bool = False
-    # this session: where and how it runs
-    address: str | None = None
-    num_cpus: int | None = None
-    cpus_per_trial: int | None = None
-    max_concurrent: int | None = None
-    max_failures: int = 3
-    thread_cap: int = 1
-    wandb: str = "auto"
-    dashboard: bool = False  # serve TensorBoard and start the Ray Dashboard for the study's lifetime
-    dashboard_host: str | None = None  # where both bind (None: loopback)
-    recalibrate: bool = False
-    command: str = "python -m bilevel_tune.study"  # how the user invoked the study, for the resume line
-
-    STUDY_FIELDS = (
-        "budget",
-        "populations",
-        "optimize_params",
-        "seeds",
-        "outer_iters",
-        "inner_iters",
-        "rules",
-        "inner",
-        "scan",
-    )
-    FLAGS = {
-        "budget": "--budget/--quick",
-        "populations": "--population",
-        "optimize_params": "--optimize-params",
-        "seeds": "--seed",
-        "outer_iters": "--outer-iters",
-        "inner_iters": "--inner-iters",
-        "rules": "--set",
-        "inner": "--inner",
-        "scan": "--scan",
-    }
 
 
 @dataclass(frozen=True)
@@ -120,23 +69,6 @@ class RunOutcome:
 
 
 # -- the study and its run folder ---------------------------------------------------------
-def resolve_study(options: RunOptions) -> Study:
-    """The study as this fresh run defines it: the file, a named budget, then the overrides."""
-    study = load_study(options.study)
-    if options.budget:
-        study = study.with_budget(options.budget)
-    return study.with_overrides(
-        populations=options.populations,
-        optimize_params=options.optimize_params,
-        seeds=options.seeds,
-        outer_iters=options.outer_iters,
-        inner_iters=options.inner_iters,
-        rules=dict(options.rules),
-        inner=options.inner,
-        scan=options.scan,
-    )
-
-
 def resolve_run(options: RunOptions) -> tuple[Study, Path, Path]:
     """(study, results root, run folder) for a fresh run or a resume; UsageError on anything wrong."""
     try:
@@ -150,7 +82,7 @@ def resolve_run(options: RunOptions) -> tuple[Study, Path, Path]:
             return study, root, new_run_dir(root, study.name, options.name, _utc_stamp())
         run_dir = find_run(root, load_study(options.study).name, options.name)
         recorded = Study.from_dict(read_study_file(run_dir)["study"])
-        changed = _changed_on_resume(options, recorded)
+        changed = changed_on_resume(options, recorded)
         if changed:
             raise UsageError(
                 f"--resume continues the run as its study.json records it; {', '.join(changed)} would change it "
@@ -159,29 +91,6 @@ def resolve_run(options: RunOptions) -> tuple[Study, Path, Path]:
         return recorded, root, run_dir
     except (StudyError, RunFolderError) as err:
         raise UsageError(str(err)) from None
-
-
-def _changed_on_resume(options: RunOptions, recorded: Study) -> list[str]:
-    """The study options given that would change the recorded study (repeating a recorded value is fine)."""
-    given = [f for f in RunOptions.STUDY_FIELDS if getattr(options, f) not in (None, ())]
-    if not given:
-        return []
-    try:
-        asked = resolve_study(options)
-    except StudyError:
-        return [RunOptions.FLAGS[f] for f in given]
-    aspect = {
-        "budget": lambda s: (s.budget_name, s.budget),
-        "populations": lambda s: s.populations,
-        "optimize_params": lambda s: s.optimize_params,
-        "seeds": lambda s: s.seeds,
-        "outer_iters": lambda s: s.budget,
-        "inner_iters": lambda s: s.budget,
-        "rules": lambda s: s.fixed_rules,
-        "inner": lambda s: s.inner,
-        "scan": lambda s: s.scan,
-    }
-    return [RunOptions.FLAGS[f] for f in given if aspect[f](asked) != aspect[f](recorded)]
 
 
 def _utc_stamp() -> str:
@@ -279,9 +188,10 @@ def dry_run(options: RunOptions, out: Callable[[str], None] = print) -> Plan:
     out(
         f"study {study.name} ({study.source}), budget {study.budget_label}{' (smoke)' if study.smoke else ''}, inner loop {study.inner}"
     )
+    further = "".join(f" × {key} [{', '.join(shown(v) for v in values)}]" for key, values in study.axes)
     out(
         f"{len(study.cells())} trials = population {list(study.populations)} × optimize_params "
-        f"{[list(p) for p in study.optimize_params]} × seed {list(study.seeds)}"
+        f"{[list(p) for p in study.optimize_params]} × seed {list(study.seeds)}{further}"
     )
     if study.scan:
         sizes = " and ".join(
@@ -291,14 +201,11 @@ def dry_run(options: RunOptions, out: Callable[[str], None] = print) -> Plan:
             f"+ {len(study.scan_cells())} scan trials = optimize_params × seed: grid points {sizes}, each trained and "
             f"evaluated as a candidate, then re-evaluated on the {study.budget.final_eval_seeds} final seeds"
         )
-    out(
-        f"budget: inner_iters {b.inner_iters}, horizon {b.horizon} days, {b.num_farms} farms, hidden {list(b.hidden)}, "
-        f"eval episodes {b.eval_episodes}, final re-evaluation seeds {b.final_eval_seeds}"
-    )
-    out(
-        f"fixed rules: {study.fixed_rules or 'defaults'}; objective: econ {study.econ_weight}, sus {study.sus_weight}; "
-        f"es: {study.es_settings}; W&B {mode}"
-    )
+    out("settings:")
+    values = {"budget.generations": dict(b.generations) if not isinstance(b.generations, int) else b.generations}
+    for line in describe_settings({**study.settings, **values}, appo_loop=study.inner.startswith("appo")):
+        out(line)
+    out(f"W&B {mode}")
     plan = plan_run(study, options, cpus, mode)
     describe_plan(study, plan, out)
     return plan
@@ -516,13 +423,10 @@ def _write_study_file(study: Study, run_dir: Path, plan: Plan, options: RunOptio
     session = {
         "started_utc": dt.datetime.now(dt.timezone.utc).isoformat(),
         "resume": options.resume,
+        **session_record(options),  # every session option as given
         "cpus": plan.cpus,
         "address": cluster.requested_address(options.address),  # None: a Ray of its own
-        "cpus_per_trial": options.cpus_per_trial,
-        "max_concurrent": options.max_concurrent,
-        "max_failures": options.max_failures,
-        "thread_cap": options.thread_cap,
-        "wandb": mode,
+        "wandb": mode,  # as resolved
     }
     data["sessions"] = [*data.get("sessions", []), session]
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -602,30 +506,6 @@ def _last_line(counts: tuple[int, int, int], seconds: float, run_dir: Path, opti
     if code == lifecycle.EXIT_OK:
         return f"{head}; results: {run_dir}"
     return f"{head}; resume with: {resume_command(options, run_dir)}"
-
-
-def resume_command(options: RunOptions, run_dir: Path) -> str:
-    """The exact command that continues this run with this session's settings."""
-    args = [options.study, "--resume", "--name", run_dir.name]
-    if options.results != DEFAULT_RESULTS:
-        args += ["--results", str(options.results)]
-    defaults = RunOptions(study=options.study)
-    for field, flag in (
-        ("address", "--address"),
-        ("num_cpus", "--num-cpus"),
-        ("cpus_per_trial", "--cpus-per-trial"),
-        ("max_concurrent", "--max-concurrent"),
-        ("max_failures", "--max-failures"),
-        ("thread_cap", "--thread-cap"),
-        ("wandb", "--wandb"),
-        ("dashboard_host", "--dashboard-host"),
-    ):
-        value = getattr(options, field)
-        if value != getattr(defaults, field):
-            args += [flag, str(value)]
-    if options.dashboard and not options.dashboard_host:
-        args.append("--dashboard")
-    return f"{options.command} {shlex.join(args)}"
 
 
 def default_command() -> str:

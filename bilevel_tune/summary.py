@@ -40,6 +40,7 @@ from bilevel_tune.run_folder import (
     VERDICTS_FILE,
     write_json,
 )
+from bilevel_tune.settings import describe as describe_settings
 
 TRIAL_COLUMNS = (
     "population",
@@ -110,7 +111,8 @@ def _markdown(df: pd.DataFrame) -> str:
 def _mean_pm_std(cells: pd.DataFrame) -> pd.DataFrame:
     if cells.empty:
         return cells
-    out = cells[["population", "dims", "n_seeds"]].copy()
+    keys = [c for c in cells.columns if not c.endswith(("_mean", "_std"))]
+    out = cells[keys].copy()
     for col in cells.columns:
         if col.endswith("_mean"):
             name = col.removesuffix("_mean")
@@ -143,9 +145,17 @@ def render(s: Summary) -> str:
         lines += [f"Command-line changes to the study: {study.overrides_label}.", ""]
     if s.budget_note:
         lines += [f"**{s.budget_note}.**", ""]
-    lines += ["## Best objective grid (rows population × seed, columns mechanism dimensionality)", ""]
-    lines += [_markdown(s.grid), ""]
+    axes = [k for k, _ in study.axes]
+    title = "## Best objective grid (rows population × seed, columns mechanism dimensionality)"
+    if axes and not s.grid.empty:
+        for values, block in s.grid.groupby(axes, sort=False):
+            values = values if isinstance(values, tuple) else (values,)
+            where = ", ".join(f"{k} {v}" for k, v in zip(axes, values))
+            lines += [f"{title[:-1]}; {where})", "", _markdown(block.drop(columns=axes)), ""]
+    else:
+        lines += [title, "", _markdown(s.grid), ""]
     columns = [c for c in TRIAL_COLUMNS if c in s.trials]
+    columns[columns.index("seed") + 1 : columns.index("seed") + 1] = [a for a in axes if a in s.trials]
     lines += ["## Trials", "", _markdown(s.trials[columns]), ""]
     lines += ["## Cells (mean ± std over seeds)", "", _markdown(_mean_pm_std(s.cells)), ""]
     if not s.scan_bests.empty:
@@ -159,6 +169,8 @@ def render(s: Summary) -> str:
     lines += _incomplete(s.trials)
     lines += [f"## Verdicts (effects on the {basis}){label}", ""]
     lines += [f"- {line}" for line in verdict_lines(s)]
+    lines += ["", "## Settings (as run; a further axis's values are in the trials' columns)", ""]
+    lines += [line.strip() for line in describe_settings(study.settings, appo_loop=study.inner.startswith("appo"))]
     return "\n".join(lines)
 
 

@@ -208,8 +208,9 @@ def run_trial(config: dict[str, Any], study: dict[str, Any], run_dir: str) -> No
     """Tune function trainable: one ES run, or one scan, for one trial cell (`tune.with_parameters` passes study and run folder)."""
     for name in ("ray.train", "ray.tune"):  # no "checkpoint created" line per generation
         logging.getLogger(name).setLevel(logging.WARNING)
-    study = Study.from_dict(study)
-    cell = study.cell_of(config)
+    grid = Study.from_dict(study)
+    cell = grid.cell_of(config)
+    study = grid.for_cell(cell)  # its further axes' values set: what this trial runs
     seeds = Seeds(cell.seed, study.budget.eval_episodes, study.budget.final_eval_seeds)
     record = TrialRecord(run_dir, study, cell)
     config = InnerLoopConfig.from_study(study)

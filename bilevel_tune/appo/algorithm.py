@@ -33,7 +33,10 @@ def appo_config(config: InnerLoopConfig, seed: int):
         entropy_coeff=config.entropy_coeff,
         grad_clip=config.grad_clip,
         vtrace=True,
-        train_batch_size_per_learner=config.horizon,  # one fragment (a season) of the whole block, in env steps
+        vtrace_clip_rho_threshold=config.vtrace_clip_rho_threshold,
+        vtrace_clip_pg_rho_threshold=config.vtrace_clip_pg_rho_threshold,
+        # fragments (seasons) of the whole block per batch, in env steps: one step advances every lake a day
+        train_batch_size_per_learner=config.horizon * config.fragments_per_batch,
         num_epochs=1,
     )
     appo = APPOConfig()
