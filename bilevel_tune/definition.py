@@ -474,9 +474,9 @@ class Study:
         fixed = [(f"rules.{k}" if k in RULE_NAMES else k, v) for k, v in dict(rules or {}).items()]
         fixed += list(dict(settings or {}).items())
         for key, value in fixed:
+            if key == "budget.generations":
+                raise StudyError("--set budget.generations: use --outer-iters N (one count for every cell)")
             full, typed = _checked(key, value, "--set", text=isinstance(value, str))
-            if full == "budget.generations":
-                raise StudyError("--set budget.generations: use --outer-iters N")
             study = study.with_values({full: typed})
             changed.append((full, typed))
         for key, values in dict(grid or {}).items():

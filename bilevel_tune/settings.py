@@ -199,7 +199,9 @@ def setting(key: str, where: str = "") -> Setting:
     key = RULE_ALIASES.get(key, key)
     if key not in BY_KEY:
         section = key.partition(".")[0]
-        allowed = [k for k in BY_KEY if k.startswith(section + ".")] or list(BY_KEY)  # its section's, if it names one
+        allowed = [k for k in BY_KEY if k.startswith(section + ".")]  # its section's, if it names one
+        if not allowed:
+            allowed = [*BY_KEY, *RULE_ALIASES]  # a bare name: perhaps a rule's
         raise SettingError(unknown_name("setting", key, allowed, where))
     return BY_KEY[key]
 

@@ -7,7 +7,7 @@ import pytest
 from bilevel_tune.definition import Study, StudyError, load_study
 
 WEEKEND_CELLS = {
-    (p, tuple(o), s)
+    (p, tuple(o), s, ())
     for p in (1, 16)
     for o in (["min_demand_frac"], ["min_demand_frac", "fixed_quota"])
     for s in (42, 7)
@@ -19,13 +19,16 @@ def test_weekend_is_the_prs_grid_and_budgets():
     cells = study.cells()
     assert {c.key for c in cells} == WEEKEND_CELLS
     assert {c.population: c.generations for c in cells} == {1: 1000, 16: 300}
-    assert study.budget.inner_iters == 50 and study.fixed_rules == {
+    assert study.budget.inner_iters == 50
+    assert {k: v for k, v in study.fixed_rules.items() if k.startswith("risk")} == {
         "risk_penalty_scale": 1.0,
         "risk_penalty_power": 2.0,
     }
     assert (study.econ_weight, study.sus_weight) == (1.0, 0.0)
+    assert (study.get("world.farms"), study.get("world.horizon"), study.get("network.hidden")) == (5, 150, (256, 256))
     quick = study.with_budget("quick")
-    assert len(quick.cells()) == 8 and quick.smoke and quick.budget.generations == 3 and quick.budget.horizon == 30
+    assert len(quick.cells()) == 8 and quick.smoke and quick.budget.generations == 3
+    assert (quick.get("world.horizon"), quick.get("network.hidden"), quick.budget.final_eval_seeds) == (30, (16,), 2)
 
 
 def test_round_trip_through_json():
@@ -41,6 +44,39 @@ def test_overrides_narrow_or_replace_axes():
         (16, ("fixed_quota",), s, 9) for s in (1, 2, 3)
     ]
     assert study.budget.inner_iters == 2
+
+
+def test_any_setting_is_fixed_or_crossed_from_the_command_line():
+    study = load_study("weekend").with_overrides(
+        settings={"appo.lr": "3e-4", "fixed_quota": "0.9"}, grid={"es.sigma": "0.05,0.15"}
+    )
+    assert study.get("appo.lr") == 3e-4 and study.get("rules.fixed_quota") == 0.9  # a bare rule name is its alias
+    assert len(study.cells()) == 16 and {c.extra for c in study.cells()} == {
+        (("es.sigma", 0.05),),
+        (("es.sigma", 0.15),),
+    }
+    assert study.overrides_label == "appo.lr=0.0003, rules.fixed_quota=0.9, grid es.sigma=0.05,0.15"
+    trial = study.for_cell(study.cells()[1])
+    assert trial.get("es.sigma") == 0.15 and trial.axes == () and trial.es_config(16).sigma == 0.15
+    assert Study.from_dict(json.loads(json.dumps(study.to_dict()))) == study
+
+
+@pytest.mark.parametrize(
+    "overrides, match",
+    [
+        ({"settings": {"appo.lr": "-1"}}, r"^--set: appo.lr=-1.0 must be a number in \(0, 1\]$"),
+        ({"settings": {"appo.lrr": "1"}}, r"unknown setting 'appo.lrr' in --set \(did you mean 'appo.lr'\?\)"),
+        ({"settings": {"network.hidden": "0"}}, r"network.hidden=\[0\] must be a non-empty list of layer sizes"),
+        ({"settings": {"es.shaping": "rank"}}, r"es.shaping='rank' must be one of zscore, centered_rank"),
+        ({"grid": {"es.sigma": "0.05,0.9"}}, r"\[es\]: sigma=0.9 must be within"),
+        ({"grid": {"appo.lr": "0.001,0.001"}}, r"grid axis appo.lr repeats a value"),
+        ({"settings": {"budget.generations": "4"}}, r"use --outer-iters"),
+    ],
+)
+def test_a_bad_setting_is_one_line_naming_its_key_and_range(overrides, match):
+    with pytest.raises(StudyError, match=match) as err:
+        load_study("weekend").with_overrides(**overrides)
+    assert "\n" not in str(err.value)
 
 
 def write(tmp_path, text):
@@ -66,12 +102,18 @@ generations = 2
         ("name = 'x'\n[grid\n", "malformed TOML"),
         (
             GOOD + "[objectiv]\necon_weight = 1\n",
-            r"unknown key 'objectiv' in the study file \(did you mean 'objective'\?\)",
+            r"unknown key 'objectiv' in s.toml \(did you mean 'objective'\?\)",
         ),
         (
             GOOD.replace("generations = 2", "generations = 2\ninner_iter = 3"),
-            r"unknown key 'inner_iter' in \[budget\] \(did you mean 'inner_iters'\?\)",
+            r"unknown key 'inner_iter' in s.toml \[budget\] \(did you mean 'inner_iters'\?\)",
         ),
+        (GOOD + "[appo]\nlr = 0\n", r"^s.toml \[appo\]: appo.lr=0 must be a number in \(0, 1\]$"),
+        (GOOD + "[appo]\nlrr = 0.1\n", r"unknown key 'lrr' in s.toml \[appo\] \(did you mean 'lr'\?\)"),
+        (GOOD + "[world]\nhorizon = 0\n", r"world.horizon=0 must be an integer ≥ 1"),
+        (GOOD + "[grid]\n", r"malformed TOML"),
+        (GOOD.replace("seed = [1]", "seed = [1]\nappo.lr = [0.5, 2.0]"), r"appo.lr=2.0 must be a number in \(0, 1\]"),
+        (GOOD + "[budgets.fast]\nworld.horizn = 3\n", r"unknown key 'world.horizn'"),
         (
             GOOD.replace('[["fixed_quota"]]', '[["fixed_qouta"]]'),
             r"unknown rule 'fixed_qouta' \(did you mean 'fixed_quota'\?\)",
@@ -81,9 +123,9 @@ generations = 2
         (GOOD.replace("seed = [1]", "seed = [-1]"), r"seed=-1 must be an integer ≥ 0"),
         (GOOD.replace("generations = 2", "generations = 0"), r"generations=0 must be an integer ≥ 1"),
         (GOOD.replace("generations = 2", 'generations = { "4" = 10 }'), r"no entry for population 2"),
-        (GOOD + "[rules]\nrisk_scale = 1.0\n", r"unknown rule 'risk_scale' in \[rules\]"),
+        (GOOD + "[rules]\nrisk_scale = 1.0\n", r"unknown rule 'risk_scale' in s.toml \[rules\]"),
         (GOOD + "[es]\nsigma = 0.9\n", r"sigma=0.9 must be within"),
-        (GOOD + "[es]\nshaping = 'rank'\n", r"shaping='rank' is unknown"),
+        (GOOD + "[es]\nshaping = 'rank'\n", r"es.shaping='rank' must be one of zscore, centered_rank"),
         (GOOD + "[objective]\necon_weight = 0\n", "both 0"),
         (
             GOOD.replace('name = "tiny"', 'inner = "ppo"\nname = "tiny"'),
@@ -114,7 +156,7 @@ def test_unknown_study_name_suggests():
 
 def test_bad_overrides():
     study = load_study("weekend")
-    with pytest.raises(StudyError, match="unknown rule 'quota' in --set"):
+    with pytest.raises(StudyError, match="unknown setting 'quota' in --set"):
         study.with_overrides(rules={"quota": 0.9})
     with pytest.raises(StudyError, match="no budget 'fast'; it has: quick"):
         study.with_budget("fast")
@@ -123,9 +165,9 @@ def test_bad_overrides():
 
 
 def test_fixed_rules_must_lie_in_the_range_the_search_could_reach(tmp_path):
-    with pytest.raises(StudyError, match=r"\[rules\]: rule fixed_quota=1 is outside its range \[0.6, 0.95\]"):
+    with pytest.raises(StudyError, match=r"s.toml \[rules\]: rules.fixed_quota=1.0 must be a number in \[0.6, 0.95\]"):
         Study.from_toml(write(tmp_path, GOOD + "[rules]\nfixed_quota = 1.0\n"))
-    with pytest.raises(StudyError, match=r"--set: rule fine_amount=-1 is outside its range \[0, 0.1\]"):
+    with pytest.raises(StudyError, match=r"--set: rules.fine_amount=-1.0 must be a number in \[0, 0.1\]"):
         load_study("weekend").with_overrides(rules={"fine_amount": -1.0})
     edge = load_study("weekend").with_overrides(rules={"fixed_quota": 0.95, "max_demand_frac": 0.35})
     assert edge.fixed_rules["fixed_quota"] == 0.95
@@ -139,3 +181,34 @@ def test_the_budget_as_run_names_every_change():
     assert all(short.short_of_full(c) for c in short.cells())
     assert not any(study.short_of_full(c) for c in study.cells())
     assert Study.from_dict(json.loads(json.dumps(short.to_dict()))) == short
+
+
+def test_a_named_budget_may_change_any_setting_and_old_study_files_still_load(tmp_path):
+    study = Study.from_toml(
+        write(
+            tmp_path,
+            GOOD.replace("generations = 2", "generations = 2\nhorizon = 40\nhidden = [8]")
+            + "[budgets.x]\nappo.lr = 0.01\n",
+        )
+    )
+    assert (study.get("world.horizon"), study.get("network.hidden")) == (40, (8,))  # 0.1's [budget] keys
+    assert study.with_budget("x").get("appo.lr") == 0.01 and study.get("appo.lr") == 0.001
+
+
+def test_a_study_json_of_release_0_1_still_loads_as_it_ran():
+    old = {
+        "name": "weekend", "populations": [1, 16], "optimize_params": [["min_demand_frac"]], "seeds": [42],
+        "budget": {"generations": 3, "inner_iters": 3, "eval_episodes": 1, "final_eval_seeds": 2, "horizon": 30,
+                   "num_farms": 5, "hidden": [16]},
+        "description": "", "inner": "analytic", "budget_name": "quick",
+        "budgets": [["quick", {"generations": 3, "inner_iters": 3, "eval_episodes": 1, "final_eval_seeds": 2,
+                               "horizon": 30, "num_farms": 5, "hidden": [16]}]],
+        "full_budget": {"generations": [[1, 1000], [16, 300]], "inner_iters": 50, "eval_episodes": 1,
+                        "final_eval_seeds": 3, "horizon": 150, "num_farms": 5, "hidden": [256, 256]},
+        "overrides": [["inner", "analytic"]], "rules": [["risk_penalty_scale", 1.0]], "econ_weight": 1.0,
+        "sus_weight": 0.0, "smoothing": 0.0, "es": [["sigma", 0.15]], "ceiling": 0.25, "tol": 0.0001, "source": "x",
+    }  # fmt: skip
+    study = Study.from_dict(old)
+    assert [c.key for c in study.cells()] == [(1, ("min_demand_frac",), 42, ()), (16, ("min_demand_frac",), 42, ())]
+    assert (study.get("world.horizon"), study.get("network.hidden"), study.budget.inner_iters) == (30, (16,), 3)
+    assert study.fixed_rules["risk_penalty_scale"] == 1.0 and study.full_budget.generations_for(16) == 300
