@@ -38,11 +38,11 @@ $(STAMP253): pyproject.toml
 	touch $(STAMP253)
 
 test-ray253: $(STAMP253)
-	RAY_AUTH_MODE=disabled $(VENV253)/bin/python -m pytest -p no:cacheprovider tests/test_appo.py tests/test_population.py
+	RAY_AUTH_MODE=disabled $(VENV253)/bin/python -m pytest -p no:cacheprovider tests/test_appo.py tests/test_population.py tests/test_ray_compat.py
 
 ## The fast tier only.
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -m "not ray and not slow"
+	$(BIN)/python -m pytest -m "not ray and not slow and not rllib"
 
 check: $(STAMP)
 	$(BIN)/python -m bilevel_tune.world.check

@@ -33,6 +33,8 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
+import numpy as np
+
 from bilevel_tune.lifecycle import Scratch
 from bilevel_tune.plan import CostModel
 from bilevel_tune.run_folder import write_json
@@ -224,6 +226,71 @@ def probe(spec: str, config: dict[str, Any], sizes: Sequence[int], thread_cap: i
         "probe_wall_s": time.perf_counter() - started,
         "parallel": parallel,
     }
+
+
+# -- what a run teaches ------------------------------------------------------------------
+@dataclasses.dataclass
+class RunClock:
+    """Where a run's wall time went: what the next ETA on this machine learns from a complete fresh run."""
+
+    process_start: float
+    probing_s: float = 0.0
+    fit_start: float = float("nan")
+    fit_end: float = float("nan")
+    trials: dict[str, float] | None = None  # per-trial overhead and per-generation report, when learnable
+
+    @classmethod
+    def now(cls) -> "RunClock":
+        import psutil
+
+        return cls(process_start=psutil.Process().create_time())
+
+    def learned(self) -> dict[str, float] | None:
+        """Launch (process start to Tune's start, probes aside), finish (Tune's end to now), and the trials' figures."""
+        if self.trials is None:
+            return None
+        return {
+            "launch_s": self.fit_start - self.process_start - self.probing_s,
+            "finish_s": time.time() - self.fit_end,
+            **self.trials,
+        }
+
+
+def trial_figures(
+    plan, trials: Sequence[tuple[list[dict], dict | None, float]], fit_wall: float
+) -> dict[str, float] | None:
+    """Per-trial overhead and per-generation report time, as a complete run measured them.
+
+    `trials`: each trial's records (generations, final) and its function's own time (Tune's
+    time_total_s, exact). The overhead — the shards' start in generation 0, Tune's trial actor,
+    the trackers — is what each trial must add for the plan's schedule to last as long as the
+    fit did. None when a trial left no record.
+    """
+    from bilevel_tune import metrics as M
+    from bilevel_tune.plan import simulate
+    from bilevel_tune.run_folder import Cell
+
+    by_key, report_s = {}, []
+    for rows, final, total in trials:
+        if not rows:
+            return None
+        seconds = [r[M.SEC_PER_GEN] for r in rows]
+        steady = float(np.median(seconds[1:] or seconds))
+        report_s.append(max(total - sum(seconds) - float((final or {}).get(M.SEC_FINAL, 0.0)), 0.0) / len(rows))
+        # generation 0 also starts the shards: that start belongs to the per-trial overhead
+        by_key[Cell.key_of(rows[0])] = total - (seconds[0] - steady)
+    shards = [t.shards for t in plan.trials]
+    inside = [by_key.get(t.cell.key, 0.0) for t in plan.trials]
+
+    def makespan(overhead: float) -> float:
+        seconds = [d + overhead for d in inside]
+        return max(s + d for s, d in zip(simulate(seconds, shards, plan.cpus, None), seconds))
+
+    low, high = 0.0, max(fit_wall, 1.0)
+    for _ in range(40):  # bisection: makespan grows with the overhead
+        mid = (low + high) / 2
+        low, high = (mid, high) if makespan(mid) < fit_wall else (low, mid)
+    return {"trial_overhead_s": low, "report_s": sum(report_s) / len(report_s)}
 
 
 # -- the model a plan uses -------------------------------------------------------------

@@ -40,9 +40,9 @@ def address_label(explicit: str | None) -> str:
 
 
 def _recorded_address() -> str:
-    from ray._common.utils import get_ray_address_file
+    from bilevel_tune.ray_compat import ray_address_file
 
-    path = get_ray_address_file(None)
+    path = ray_address_file()
     try:
         address = Path(path).read_text().strip()
     except OSError:

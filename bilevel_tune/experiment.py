@@ -22,7 +22,7 @@ from typing import Any, Mapping
 from ray import tune
 from ray.tune.experiment import Trial
 
-from bilevel_tune import curves
+from bilevel_tune import curves, ray_compat
 from bilevel_tune import metrics as M
 from bilevel_tune.definition import Study
 from bilevel_tune.run_folder import Cell, trial_dirname, trial_name
@@ -112,24 +112,14 @@ def check_restorable(run_dir: Path) -> None:
 def restored_tuner(study: Study, run_dir: Path, shards: Mapping[tuple, int], options: SessionOptions) -> tune.Tuner:
     """Tuner.restore (check_restorable first), then this session's trackers, retries, concurrency and plan."""
     tuner = tune.Tuner.restore(str(run_dir), trainable=trainable(study, run_dir, shards), resume_errored=True)
-    internal = getattr(tuner, "_local_tuner", None)
-    run_config = getattr(internal, "_run_config", None)
-    tune_config = getattr(internal, "_tune_config", None)
-    if run_config is None or tune_config is None:  # Ray moved its internals: say which options would be ignored
-        raise RestoreError(
-            f"--resume on Ray {_ray_version()}: cannot apply this session's --wandb, --max-failures and --max-concurrent; "
-            "run without them, or upgrade bilevel_tune"
-        )
+    try:
+        run_config, tune_config = ray_compat.tuner_configs(tuner)
+    except ray_compat.RayCompatError as err:
+        raise RestoreError(f"--resume: {err}") from None
     run_config.callbacks = [*options.callbacks, Replan(shards)]
     run_config.failure_config = tune.FailureConfig(max_failures=options.max_failures)
     tune_config.max_concurrent_trials = options.max_concurrent
     return tuner
-
-
-def _ray_version() -> str:
-    import ray
-
-    return ray.__version__
 
 
 def _cpus(trial: Trial) -> int:

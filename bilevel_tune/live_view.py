@@ -139,9 +139,9 @@ def ray_dashboard_line(own_ray: bool) -> str:
 
     The study's own Ray's dashboard goes with it; a cluster's (`--address`) is the cluster's.
     """
-    import ray
+    from bilevel_tune.ray_compat import dashboard_url
 
-    url = ray._private.worker.global_worker.node.address_info.get("webui_url")
+    url = dashboard_url()
     if not url:
         return "Ray Dashboard: this cluster runs none (`ray start --head --include-dashboard=true` starts one)"
     host, _, port = url.rpartition(":")
@@ -155,11 +155,9 @@ def ray_dashboard_line(own_ray: bool) -> str:
 
 def _token_auth() -> bool:
     """Does this Ray ask for a token (Ray 2.60's default; RAY_AUTH_MODE=disabled turns it off)?"""
-    try:
-        from ray._private.authentication.authentication_utils import is_token_auth_enabled
-    except ImportError:  # a Ray before token authentication
-        return False
-    return is_token_auth_enabled()
+    from bilevel_tune.ray_compat import token_auth_enabled
+
+    return token_auth_enabled()
 
 
 # -- the child: `python -m bilevel_tune.live_view LOGDIR --host H --parent PID` ------------------------

@@ -17,6 +17,7 @@ KIND = "kind"  # "generation" or "final"
 CANDIDATES = "candidates"  # the generation's candidates, u per searched rule
 OUTCOMES = "outcomes"  # one CandidateOutcome (as a dict) per candidate
 STOP_REASON = "stop_reason"  # on a final record: why the trial stopped before its budget
+SETTINGS = "settings"  # on generation 0's record and the final one: every setting as the trial ran it
 
 # ES metrics (bilevel_tune.es.tell)
 GENERATION = "generation"

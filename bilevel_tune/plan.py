@@ -22,7 +22,7 @@ import datetime as dt
 import heapq
 import math
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from bilevel_tune.run_folder import Cell, trial_name
 
@@ -235,3 +235,28 @@ def _earlier(a: Sequence[float], b: Sequence[float]) -> bool:
 def hms(seconds: float) -> str:
     """H:MM:SS, or N days, H:MM:SS."""
     return str(dt.timedelta(seconds=int(round(seconds))))
+
+
+def describe_plan(study_name: str, plan: Plan, out: Callable[[str], None] = print) -> None:
+    """The plan's table — shards, start, duration per trial —, which trials run together, and its ETA (last)."""
+    out(f"{'trial':<34} {'gens':>5} {'shards':>6} {'starts':>9} {'~time':>9}")
+    for t in plan.trials:
+        out(
+            f"{trial_name(study_name, t.cell):<34} {t.cell.generations:>5} {t.shards:>6} {hms(t.start_s):>9} {hms(t.seconds):>9}"
+        )
+    waves = plan.waves
+    together = "all trials at once" if len(waves) == 1 else f"{len(waves)} waves as CPUs free up"
+    how = "--cpus-per-trial" if plan.fixed else "chosen in proportion to each trial's work"
+    used = sum(t.shards for t in waves[0]) if waves else 0
+    out(
+        f"resources: {plan.cpus} CPUs; per trial an empty head bundle + one CPU per shard ({how}); {together}, {used} CPUs busy at first"
+    )
+    m = plan.model
+    out(
+        f"assumed per busy CPU: train() of n candidates {m.train_fixed_s:.3f} + {m.train_per_candidate_s:.3f}·n s, "
+        f"evaluation {m.evaluate_fixed_s:.3f} + {m.evaluate_per_candidate_s:.3f}·n s, "
+        f"per trial {m.trial_overhead_s:.1f} s to start and finish ({m.source})"
+    )
+    out(
+        f"ETA {hms(plan.eta_s)} for the whole command: start {hms(m.launch_s)}, trials {hms(plan.makespan_s)}, summary {hms(m.finish_s)}"
+    )

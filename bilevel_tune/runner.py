@@ -24,8 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
-
 from bilevel_tune import __version__, calibration, cluster, lifecycle
 from bilevel_tune.definition import Study, StudyError, load_study
 from bilevel_tune.options import (  # noqa: F401 - RunOptions, UsageError: the runner's public names too
@@ -37,18 +35,16 @@ from bilevel_tune.options import (  # noqa: F401 - RunOptions, UsageError: the r
     resume_command,
     session_record,
 )
-from bilevel_tune.plan import Plan, PlanError, hms, make_plan
+from bilevel_tune.plan import Plan, PlanError, describe_plan, hms, make_plan
 from bilevel_tune.run_folder import (
     STUDY_FILE,
     TENSORBOARD_DIR,
-    Cell,
     RunFolderError,
     check_results_root,
     find_run,
     finished_cells,
     new_run_dir,
     read_study_file,
-    trial_name,
     write_json,
 )
 from bilevel_tune.settings import describe as describe_settings
@@ -149,31 +145,6 @@ def plan_run(
         raise UsageError(str(err)) from None
 
 
-def describe_plan(study: Study, plan: Plan, out: Callable[[str], None] = print) -> None:
-    """The plan's table — shards, start, duration per trial —, which trials run together, and its ETA (last)."""
-    out(f"{'trial':<34} {'gens':>5} {'shards':>6} {'starts':>9} {'~time':>9}")
-    for t in plan.trials:
-        out(
-            f"{trial_name(study.name, t.cell):<34} {t.cell.generations:>5} {t.shards:>6} {hms(t.start_s):>9} {hms(t.seconds):>9}"
-        )
-    waves = plan.waves
-    together = "all trials at once" if len(waves) == 1 else f"{len(waves)} waves as CPUs free up"
-    how = "--cpus-per-trial" if plan.fixed else "chosen in proportion to each trial's work"
-    used = sum(t.shards for t in waves[0]) if waves else 0
-    out(
-        f"resources: {plan.cpus} CPUs; per trial an empty head bundle + one CPU per shard ({how}); {together}, {used} CPUs busy at first"
-    )
-    m = plan.model
-    out(
-        f"assumed per busy CPU: train() of n candidates {m.train_fixed_s:.3f} + {m.train_per_candidate_s:.3f}·n s, "
-        f"evaluation {m.evaluate_fixed_s:.3f} + {m.evaluate_per_candidate_s:.3f}·n s, "
-        f"per trial {m.trial_overhead_s:.1f} s to start and finish ({m.source})"
-    )
-    out(
-        f"ETA {hms(plan.eta_s)} for the whole command: start {hms(m.launch_s)}, trials {hms(plan.makespan_s)}, summary {hms(m.finish_s)}"
-    )
-
-
 def dry_run(options: RunOptions, out: Callable[[str], None] = print) -> Plan:
     """Validate everything a run would, then print the grid, the plan and the ETA; writes nothing but the calibration cache."""
     if options.resume:
@@ -207,7 +178,7 @@ def dry_run(options: RunOptions, out: Callable[[str], None] = print) -> Plan:
         out(line)
     out(f"W&B {mode}")
     plan = plan_run(study, options, cpus, mode)
-    describe_plan(study, plan, out)
+    describe_plan(study.name, plan, out)
     return plan
 
 
@@ -233,36 +204,9 @@ def _wandb_mode(options: RunOptions) -> str:
 
 
 # -- a run ------------------------------------------------------------------------------------
-@dataclass
-class RunClock:
-    """Where a run's wall time went: what the next ETA on this machine learns from a complete fresh run."""
-
-    process_start: float
-    probing_s: float = 0.0
-    fit_start: float = float("nan")
-    fit_end: float = float("nan")
-    trials: dict[str, float] | None = None  # per-trial overhead and per-generation report, when learnable
-
-    @classmethod
-    def now(cls) -> "RunClock":
-        import psutil
-
-        return cls(process_start=psutil.Process().create_time())
-
-    def learned(self) -> dict[str, float] | None:
-        """Launch (process start to Tune's start, probes aside), finish (Tune's end to now), and the trials' figures."""
-        if self.trials is None:
-            return None
-        return {
-            "launch_s": self.fit_start - self.process_start - self.probing_s,
-            "finish_s": time.time() - self.fit_end,
-            **self.trials,
-        }
-
-
 def run_study(options: RunOptions, out: Callable[[str], None] = print) -> RunOutcome:
     """Run (or resume) a study to the end, or to an interrupt; never raises for what happened to trials."""
-    clock = RunClock.now()
+    clock = calibration.RunClock.now()
     study, root, run_dir = resolve_run(options)
     mode = _wandb_mode(options)
     if options.resume:
@@ -342,7 +286,7 @@ def _connect(options: RunOptions, scratch: lifecycle.Scratch) -> bool:
         raise UsageError(f"{where} ({str(err).splitlines()[0]})") from None
 
 
-def _run_on_cluster(study, options, root, run_dir, mode, signals, clock: RunClock, out) -> RunOutcome:
+def _run_on_cluster(study, options, root, run_dir, mode, signals, clock: calibration.RunClock, out) -> RunOutcome:
     """Plan this session, build the tuner, fit it, summarise: the last line says what happened."""
     from bilevel_tune import experiment
 
@@ -361,7 +305,7 @@ def _run_on_cluster(study, options, root, run_dir, mode, signals, clock: RunCloc
         if counts[2]:  # unfinished and not errored: Tune took a Ctrl-C (the user's, or ClusterWatch's)
             signals.note_tune_interrupt()
         if not options.resume and counts[1] == counts[2] == 0:
-            clock.trials = _trial_figures(plan, grid, clock.fit_end - clock.fit_start)
+            clock.trials = calibration.trial_figures(plan, _trial_results(grid), clock.fit_end - clock.fit_start)
         _summarise(run_dir, mode, study, out)
         if watch.reason:
             out(f"stopped: {watch.reason}")
@@ -377,7 +321,7 @@ def _run_on_cluster(study, options, root, run_dir, mode, signals, clock: RunCloc
     return RunOutcome(run_dir, code, *counts, line)
 
 
-def _prepare_session(study, options, run_dir, mode, watch, clock: RunClock, out):
+def _prepare_session(study, options, run_dir, mode, watch, clock: calibration.RunClock, out):
     """This session's CPU plan (printed and recorded) and its tuner, fresh or restored with this session's options."""
     from bilevel_tune import experiment, tracking
 
@@ -385,7 +329,7 @@ def _prepare_session(study, options, run_dir, mode, watch, clock: RunClock, out)
     calibrating = time.time()
     plan = plan_run(study, options, cluster.cluster_cpus(), mode, skip, probe=False)
     clock.probing_s += time.time() - calibrating  # a probe is not part of what the next ETA's launch predicts
-    describe_plan(study, plan, out)
+    describe_plan(study.name, plan, out)
     _write_study_file(study, run_dir, plan, options, mode)
     shards = {c.key: plan.shards_of(c.key) if c.key not in skip else 1 for c in study.trial_cells()}
     session = experiment.SessionOptions(
@@ -458,45 +402,15 @@ def _summarise(run_dir: Path, mode: str, study: Study, out) -> None:
         out(f"W&B ({mode}): runs not on the server yet upload with: {tracking.sync_command(run_dir)}")
 
 
-def _trial_figures(plan: Plan, grid, fit_wall: float) -> dict[str, float] | None:
-    """Per-trial overhead and per-generation report time, as this complete run measured them.
-
-    The trials' own times (Tune's time_total_s) are exact; the overhead — the
-    shards' start in generation 0, Tune's trial actor, the trackers — is what
-    each trial must add for the plan's schedule to last as long as the fit did.
-    """
-    from bilevel_tune import metrics as M
-    from bilevel_tune.plan import simulate
-
-    by_key, report_s = {}, []
-    for result in grid:
-        rows, final = _records_of(result)
-        if not rows:
-            return None
-        total = float(result.metrics.get("time_total_s", 0.0))  # the trial function's own time, reports included
-        seconds = [r[M.SEC_PER_GEN] for r in rows]
-        steady = float(np.median(seconds[1:] or seconds))
-        report_s.append(max(total - sum(seconds) - float((final or {}).get(M.SEC_FINAL, 0.0)), 0.0) / len(rows))
-        # generation 0 also starts the shards: that start belongs to the per-trial overhead
-        by_key[Cell.key_of(rows[0])] = total - (seconds[0] - steady)
-    shards = [t.shards for t in plan.trials]
-    inside = [by_key.get(t.cell.key, 0.0) for t in plan.trials]
-
-    def makespan(overhead: float) -> float:
-        seconds = [d + overhead for d in inside]
-        return max(s + d for s, d in zip(simulate(seconds, shards, plan.cpus, None), seconds))
-
-    low, high = 0.0, max(fit_wall, 1.0)
-    for _ in range(40):  # bisection: makespan grows with the overhead
-        mid = (low + high) / 2
-        low, high = (mid, high) if makespan(mid) < fit_wall else (low, mid)
-    return {"trial_overhead_s": low, "report_s": sum(report_s) / len(report_s)}
-
-
-def _records_of(result):
+def _trial_results(grid) -> list[tuple[list[dict], dict | None, float]]:
+    """Each finished trial's records and Tune's time_total_s (its function's own time, reports included)."""
     from bilevel_tune.run_folder import GENERATIONS_FILE, read_records
 
-    return read_records(Path(result.path) / GENERATIONS_FILE) if result.path else ([], None)
+    out = []
+    for result in grid:
+        rows, final = read_records(Path(result.path) / GENERATIONS_FILE) if result.path else ([], None)
+        out.append((rows, final, float(result.metrics.get("time_total_s", 0.0))))
+    return out
 
 
 def _last_line(counts: tuple[int, int, int], seconds: float, run_dir: Path, options: RunOptions, code: int) -> str:

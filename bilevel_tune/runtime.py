@@ -84,29 +84,10 @@ def worker_setup() -> None:
         os.makedirs(os.environ["TMPDIR"], exist_ok=True)
     cap_threads(int(os.environ.get(CAP_ENV, "1")))
     if os.environ.get(QUIET_TITLES_ENV) == "1":
-        _silence_proctitle()
+        # Ray retitles the worker process on every task; no env var turns that off
+        from bilevel_tune.ray_compat import silence_process_titles
 
-
-def _silence_proctitle() -> None:
-    # Ray retitles the worker process on every task through its vendored setproctitle;
-    # no env var turns that off, so replace it with a no-op.
-    import setproctitle
-
-    setproctitle.setproctitle = lambda title: None
-    try:
-        from ray._private import utils as ray_utils
-
-        if hasattr(ray_utils, "setproctitle"):
-            ray_utils.setproctitle = lambda title: None
-    except ImportError:
-        pass
-    try:
-        import ray._raylet as raylet
-
-        if hasattr(raylet, "setproctitle"):
-            raylet.setproctitle = lambda title: None
-    except (ImportError, AttributeError, TypeError):
-        pass
+        silence_process_titles()
 
 
 def runtime_env(config: RuntimeConfig) -> dict:

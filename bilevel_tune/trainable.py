@@ -25,7 +25,7 @@ from typing import Any, Sequence
 import numpy as np
 from ray import tune
 
-from bilevel_tune import es, scan
+from bilevel_tune import es, ray_compat, scan
 from bilevel_tune import metrics as M
 from bilevel_tune.definition import Study
 from bilevel_tune.inner import GenerationResult, InnerLoopConfig, ShardedInnerLoop
@@ -35,6 +35,7 @@ from bilevel_tune.run_folder import (
     KIND_GENERATION,
     Cell,
     append_record,
+    json_safe,
     num,
     read_records,
     trial_dirname,
@@ -58,15 +59,10 @@ def stop_requested() -> bool:
     """Has Tune asked this trial to stop (Ctrl-C, the end of the study)?
 
     Tune only tells a function trainable at its next report; a generation can
-    take minutes, so the inner loop asks while it waits. Ray's session object is
-    private: where it moved, the answer is "no" and the trial stops at its report.
+    take minutes, so the inner loop asks while it waits (through Ray's private
+    session: `ray_compat`).
     """
-    try:
-        from ray.train._internal.session import get_session
-
-        return get_session().stop_event.is_set()
-    except (ImportError, AttributeError):
-        return False
+    return ray_compat.trial_stop_requested()
 
 
 def granted_shards(population: int) -> int:
@@ -176,6 +172,7 @@ class TrialRecord:
         self.path = Path(run_dir) / trial_dirname(study.name, cell, trial_id) / GENERATIONS_FILE
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.cell = cell.as_config()
+        self.settings = {M.SETTINGS: json_safe(study.settings)}  # every setting as this trial runs it
 
     def generation(self, metrics: dict, candidates, result: GenerationResult) -> None:
         append_record(
@@ -184,6 +181,7 @@ class TrialRecord:
                 M.KIND: KIND_GENERATION,
                 **self.cell,
                 **metrics,
+                **(self.settings if metrics[M.GENERATION] == 0 else {}),  # the first line says how it ran
                 M.CANDIDATES: candidates,
                 M.OUTCOMES: [o.as_dict() for o in result.outcomes],
                 M.SHARD_DETAIL: result.shard_detail(),
@@ -191,7 +189,7 @@ class TrialRecord:
         )
 
     def final(self, values: dict) -> dict:
-        append_record(self.path, {M.KIND: KIND_FINAL, **self.cell, **values})
+        append_record(self.path, {M.KIND: KIND_FINAL, **self.cell, **self.settings, **values})
         return values
 
     def recorded_final(self) -> dict:

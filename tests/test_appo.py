@@ -11,10 +11,6 @@ import numpy as np
 import pytest
 import ray
 
-from bilevel_tune.appo import PolicyLoop
-from bilevel_tune.appo.algorithm import learner_thread_of, stop_learner_thread
-from bilevel_tune.appo.multiagent import build_algorithm
-from bilevel_tune.appo.population import build_population_algorithm
 from bilevel_tune.inner import Shard, ShardedInnerLoop
 from bilevel_tune.world import Rules
 
@@ -53,9 +49,14 @@ def test_census_is_flat_over_resets_and_the_leaking_variant_grows(ray_cluster, t
     assert own_threads(leaking[-1]) - own_threads(leaking[0]) >= 9  # one learner thread a generation, at least
 
 
-@pytest.mark.parametrize("build", (build_population_algorithm, build_algorithm))
+@pytest.mark.parametrize("build", ("appo.population:build_population_algorithm", "appo.multiagent:build_algorithm"))
 def test_by_hand_stop_ends_rllibs_own_learner_thread(ray_cluster, tiny_inner, build):
-    algo = build(tiny_inner, [Rules()], seed=0)
+    import importlib
+
+    from bilevel_tune.appo.algorithm import learner_thread_of, stop_learner_thread
+
+    module, _, name = build.partition(":")
+    algo = getattr(importlib.import_module(f"bilevel_tune.{module}"), name)(tiny_inner, [Rules()], seed=0)
     try:
         algo.train()
         thread = learner_thread_of(algo)
@@ -97,6 +98,8 @@ def test_thread_caps_and_scratch_tmpdir_hold_inside_workers_and_the_actor(ray_cl
 
 
 def test_tight_quota_delivers_less_and_evaluation_is_repeatable(ray_cluster, tiny_inner):
+    from bilevel_tune.appo import PolicyLoop
+
     loop = PolicyLoop(dataclasses.replace(tiny_inner, horizon=30))
     try:
         loop.reset([TIGHT, LOOSE], seed=1, candidates=[0, 1])

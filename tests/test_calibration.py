@@ -58,3 +58,29 @@ def test_the_appo_probe_measures_real_shards(store):
     assert how.startswith("probed now: 2 shard actor(s) at once, blocks of 1 and 4 candidates")
     assert figures["train_fixed_s"] + figures["train_per_candidate_s"] > 0
     assert figures["rebuild_s"] > 0 and figures["evaluate_per_candidate_s"] > 0
+
+
+def test_trial_figures_recover_the_overhead_that_makes_the_schedule_last_as_long_as_the_fit():
+    from bilevel_tune import metrics as M
+    from bilevel_tune.plan import CostModel, make_plan
+
+    study = load_study("weekend").with_overrides(
+        populations=[2], seeds=[1, 2], optimize_params=["fixed_quota"], outer_iters=3
+    )
+    cells = study.cells()
+    plan = make_plan(cells, study.budget, 2, CostModel.by_work("test"), cpus_per_trial=1)
+
+    def records(cell, seconds, final_s):
+        rows = [{**cell.as_config(), M.GENERATION: g, M.SEC_PER_GEN: s} for g, s in enumerate(seconds)]
+        return rows, {M.SEC_FINAL: final_s}
+
+    # generation 0 starts the shards (4 s more than steady); reports add 0.5 s a generation
+    trials = [
+        (*records(cells[0], [5.0, 1.0, 1.0], 2.0), 5.0 + 1.0 + 1.0 + 2.0 + 3 * 0.5),
+        (*records(cells[1], [6.0, 2.0, 2.0], 1.0), 6.0 + 2.0 + 2.0 + 1.0 + 3 * 0.5),
+    ]
+    inside = [t[2] - 4.0 for t in trials]  # a trial's own time without its shards' start
+    figures = calibration.trial_figures(plan, trials, fit_wall=max(inside) + 7.0)  # both at once on 2 CPUs
+    assert figures["trial_overhead_s"] == pytest.approx(7.0, abs=1e-6)
+    assert figures["report_s"] == pytest.approx(0.5)
+    assert calibration.trial_figures(plan, [([], None, 1.0)], fit_wall=10.0) is None  # a trial left no record

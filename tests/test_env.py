@@ -1,4 +1,4 @@
-"""The RLlib env shell and its shipped contract check."""
+"""The RLlib env shell and its shipped contract check (RLlib imported by the tests, not at collection)."""
 
 import pickle
 
@@ -6,7 +6,15 @@ import numpy as np
 import pytest
 
 from bilevel_tune.world import check
-from bilevel_tune.world.env import FreshWaterEnv, agent_id, module_for_agent
+
+pytestmark = pytest.mark.rllib
+
+
+@pytest.fixture(scope="module")
+def env_module():
+    from bilevel_tune.world import env
+
+    return env
 
 
 def test_contract_holds_for_a_small_population():
@@ -35,28 +43,33 @@ def test_the_check_catches_a_broken_water_balance(monkeypatch):
         check.check_env({"num_farms": 1, "horizon": 5})
 
 
-def test_agents_map_to_their_candidate_module():
+def test_agents_map_to_their_candidate_module(env_module):
+    FreshWaterEnv, agent_id, module_for_agent = (
+        env_module.FreshWaterEnv,
+        env_module.agent_id,
+        env_module.module_for_agent,
+    )
     env = FreshWaterEnv({"num_farms": 3, "rules": [{}, {}, {}]})
     assert env.agents[:4] == ["c0/farm0", "c0/farm1", "c0/farm2", "c1/farm0"]
     assert {module_for_agent(a) for a in env.agents} == {"cand0", "cand1", "cand2"}
     assert module_for_agent(agent_id(12, 4)) == "cand12"
 
 
-def test_observation_carries_the_candidate_rules():
-    env = FreshWaterEnv({"num_farms": 1, "rules": [{"min_demand_frac": 0.0}, {"min_demand_frac": 0.35}]})
+def test_observation_carries_the_candidate_rules(env_module):
+    env = env_module.FreshWaterEnv({"num_farms": 1, "rules": [{"min_demand_frac": 0.0}, {"min_demand_frac": 0.35}]})
     obs, _ = env.reset(seed=0)
     assert obs["c0/farm0"][6] == pytest.approx(0.0) and obs["c1/farm0"][6] == pytest.approx(1.0)
     assert obs["c0/farm0"].dtype == np.float32
 
 
-def test_unknown_env_config_key_is_named():
+def test_unknown_env_config_key_is_named(env_module):
     with pytest.raises(ValueError, match=r"unknown env_config key\(s\) \['farms'\]"):
-        FreshWaterEnv({"farms": 3})
+        env_module.FreshWaterEnv({"farms": 3})
     with pytest.raises(ValueError, match="unknown rule 'quota'"):
-        FreshWaterEnv({"rules": [{"quota": 0.9}]})
+        env_module.FreshWaterEnv({"rules": [{"quota": 0.9}]})
 
 
-def test_env_pickles_before_reset():
-    env = pickle.loads(pickle.dumps(FreshWaterEnv({"num_farms": 2})))
+def test_env_pickles_before_reset(env_module):
+    env = pickle.loads(pickle.dumps(env_module.FreshWaterEnv({"num_farms": 2})))
     obs, _ = env.reset(seed=1)
     assert len(obs) == 2

@@ -7,12 +7,10 @@ weekend's world and network.
 
 import pytest
 
-from bilevel_tune.appo.algorithm import appo_config
-from bilevel_tune.appo.equivalence import learning_parity, update_equivalence
-from bilevel_tune.appo.multiagent import MultiAgentPolicyLoop
-from bilevel_tune.appo.population import CouplingSettingError, PolicyLoop, refuse_coupling_settings
 from bilevel_tune.inner import InnerLoopConfig, ShardedInnerLoop
 from bilevel_tune.world import Rules
+
+pytestmark = pytest.mark.rllib  # RLlib is imported by the tests, not at collection
 
 # Three candidates far apart, so their gradients differ enough to clip one and not another.
 RULES = [
@@ -25,6 +23,8 @@ RULES = [
 @pytest.mark.ray
 @pytest.mark.slow
 def test_one_update_equals_separate_stock_updates_clipped_and_not(ray_cluster, tiny_inner):
+    from bilevel_tune.appo.equivalence import update_equivalence
+
     report = update_equivalence(tiny_inner, RULES, seed=3)
     assert report.initial_weights_identical
     assert report.clipped_and_not, report
@@ -35,6 +35,9 @@ def test_one_update_equals_separate_stock_updates_clipped_and_not(ray_cluster, t
 @pytest.mark.ray
 @pytest.mark.slow
 def test_untrained_evaluation_equals_the_per_agent_loop_for_any_sharding(ray_cluster, tiny_inner):
+    from bilevel_tune.appo.multiagent import MultiAgentPolicyLoop
+    from bilevel_tune.appo.population import PolicyLoop
+
     rules = [r.as_dict() for r in RULES] + [Rules().as_dict()]
     outcomes = {}
     for loop_class in (MultiAgentPolicyLoop, PolicyLoop):
@@ -59,6 +62,8 @@ def test_learning_parity_at_the_weekend_world_and_network(ray_cluster):
     The weekend's world and network (5 farms, 150 days, (256, 256)): in tiny worlds 50 iterations teach
     too little to tell learning from noise. Two candidates, so the stacked update is exercised.
     """
+    from bilevel_tune.appo.equivalence import learning_parity
+
     rules = [Rules.from_unit({"min_demand_frac": u}, Rules(risk_penalty_scale=1.0)) for u in (0.25, 0.75)]
     report = learning_parity(InnerLoopConfig(), rules, seeds=(1, 2, 3), inner_iters=50)
     print(report.summary())
@@ -76,6 +81,9 @@ def test_learning_parity_at_the_weekend_world_and_network(ray_cluster):
     ],
 )
 def test_settings_that_would_couple_candidates_are_refused_in_one_line(tiny_inner, setting, words):
+    from bilevel_tune.appo.algorithm import appo_config
+    from bilevel_tune.appo.population import CouplingSettingError, refuse_coupling_settings
+
     refuse_coupling_settings(appo_config(tiny_inner, seed=0))  # the defaults are fine
     refuse_coupling_settings(appo_config(tiny_inner, seed=0).training(grad_clip_by="value"))  # elementwise
     with pytest.raises(CouplingSettingError, match=words) as refused:

@@ -95,3 +95,13 @@ def test_verdicts_of_a_run_shorter_than_its_study_are_labelled_so():
 def test_the_summary_cli_answers_help(capsys):
     assert main(["--help"]) == 0
     assert "RUN_DIR" in capsys.readouterr().out
+
+
+def test_a_trials_status_says_whether_it_finished_stopped_or_may_still_be_running():
+    from bilevel_tune import metrics as M
+    from bilevel_tune.analysis import _status
+
+    assert _status({M.FINAL_BEST: 0.3}, recorded=5, budget=5) == "complete"
+    assert _status({M.STOP_REASON: "every candidate failed"}, recorded=3, budget=5) == "stopped"
+    assert _status({}, recorded=3, budget=5) == "running or crashed"
+    assert _status({}, recorded=5, budget=5) == "no final"  # every generation, but killed before its final line

@@ -17,6 +17,13 @@ import time
 from typing import Any
 
 from bilevel_tune.inner import InnerLoopConfig
+from bilevel_tune.ray_compat import (  # noqa: F401 - learner_thread_class, local_learner: the loops' names for them
+    learner_queue,
+    learner_thread,
+    learner_thread_class,
+    local_learner,
+    stop_thread_by_hand,
+)
 
 logger = logging.getLogger(__name__)
 LEARNER_JOIN_TIMEOUT_S = 5.0
@@ -81,21 +88,8 @@ def quiet_rllib() -> None:
 
 
 # -- the learner thread ------------------------------------------------------------------
-def learner_thread_class():
-    try:
-        from ray.rllib.algorithms.impala.impala_learner import _LearnerThread
-    except ImportError:  # RLlib moved it: the census cannot count, the stop cannot be confirmed
-        return None
-    return _LearnerThread
-
-
-def local_learner(algo):
-    group = getattr(algo, "learner_group", None)
-    return getattr(group, "_learner", None)
-
-
 def learner_thread_of(algo) -> threading.Thread | None:
-    return getattr(local_learner(algo), "_learner_thread", None)
+    return learner_thread(local_learner(algo))
 
 
 class _WakeUp:
@@ -111,10 +105,7 @@ def stop_learner_thread(thread: threading.Thread, timeout: float = LEARNER_JOIN_
         if hasattr(thread, "request_stop"):  # Ray ≥ 2.54 (`stopped` is read-only on 2.60)
             thread.request_stop()
         else:  # Ray 2.53: set the flag, then wake the thread with one item
-            thread.stopped = True
-            queue = getattr(thread, "_in_queue", None)
-            if queue is not None:
-                (queue.add if hasattr(queue, "add") else queue.put_nowait)(_WakeUp())
+            stop_thread_by_hand(thread, _WakeUp)
         thread.join(timeout)
     return not thread.is_alive()
 
@@ -130,10 +121,7 @@ def stop_algorithm(algo) -> bool:
 
 def drain_learner(algo, timeout: float = DRAIN_TIMEOUT_S) -> None:
     """Wait until every queued batch has been applied by the learner thread."""
-    learner = local_learner(algo)
-    queue = getattr(learner, "_learner_thread_in_queue", None)
-    if queue is None:
-        return
+    queue = learner_queue(local_learner(algo))
     if hasattr(queue, "join"):  # a plain queue.Queue (Ray ≥ 2.54 with use_circular_buffer=False): exact
         queue.join()
         return
@@ -155,5 +143,4 @@ def _waiting_in_sample(thread: threading.Thread) -> bool:
 
 def trained_module(algo, module_id: str):
     """The learner's copy of a module (the env runner's may lag an update behind): what evaluation reads."""
-    learner = local_learner(algo)
-    return (learner.module if learner is not None else algo.get_module())[module_id]
+    return local_learner(algo).module[module_id]

@@ -1,0 +1,58 @@
+"""The Tune edge's callbacks, on stand-in trials: re-planning a resumed session, and stopping when a trial can no longer fit."""
+
+import signal
+
+from ray.tune.experiment import Trial
+
+from bilevel_tune import experiment
+from bilevel_tune.definition import load_study
+from bilevel_tune.trainable import trial_resources
+
+
+class StandInTrial:
+    """What the callbacks read of a Tune trial: status, config, resources, and a way to change them."""
+
+    def __init__(self, cell, status, shards):
+        self.config, self.status, self.trial_id = {"cell": cell.as_config()}, status, str(cell.key)
+        self.placement_group_factory = trial_resources(shards)
+        self.updates = []
+
+    def update_resources(self, resources):
+        self.updates.append(resources)
+        self.placement_group_factory = resources
+
+    def __str__(self):
+        return self.trial_id
+
+
+def test_replan_gives_every_unfinished_trial_this_sessions_shards_once_before_any_starts():
+    cells = load_study("weekend").cells()[:3]
+    trials = [
+        StandInTrial(cells[0], Trial.PENDING, 1),  # planned anew: 2
+        StandInTrial(cells[1], Trial.TERMINATED, 1),  # finished: left alone
+        StandInTrial(cells[2], Trial.ERROR, 3),  # already as planned
+    ]
+    replan = experiment.Replan({cells[0].key: 2, cells[1].key: 2, cells[2].key: 3})
+    replan.on_step_begin(0, trials)
+    assert [len(t.updates) for t in trials] == [1, 0, 0] and trials[0].placement_group_factory == trial_resources(2)
+    trials[0].placement_group_factory = trial_resources(1)
+    replan.on_step_begin(1, trials)  # only before the first step
+    assert len(trials[0].updates) == 1
+
+
+def test_cluster_watch_stops_the_study_once_a_pending_trial_has_not_fit_for_its_grace(monkeypatch):
+    clock, kills = [0.0], []
+    monkeypatch.setattr(experiment.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(experiment.os, "kill", lambda pid, sig: kills.append(sig))
+    monkeypatch.setattr("bilevel_tune.cluster.cluster_cpus", lambda: 2)
+    cells = load_study("weekend").cells()[:2]
+    fits, too_big = StandInTrial(cells[0], Trial.PENDING, 1), StandInTrial(cells[1], Trial.PENDING, 3)
+    watch = experiment.ClusterWatch()
+    for now in (10.0, 20.0, 30.0):  # within the grace: Ray may still be placing it
+        clock[0] = now
+        watch.on_step_begin(0, [fits, too_big])
+    assert watch.reason is None and kills == []
+    clock[0] = 10.0 + experiment.UNPLACEABLE_GRACE_S + experiment.WATCH_EVERY_S
+    watch.on_step_begin(0, [fits, too_big])
+    assert kills == [signal.SIGINT] and "needs 3 CPUs but the cluster has 2 left" in watch.reason
+    assert "--resume re-plans" in watch.reason
