@@ -104,6 +104,20 @@ def on_every_node(fn: Callable, *args) -> list[tuple[dict[str, Any], Any]]:
     return out
 
 
+def _no_answer(outcome) -> bool:
+    """Is this outcome of a task on a node a node that did not answer (timed out, died, unreachable)?"""
+    from ray import exceptions
+
+    silent = (
+        exceptions.GetTimeoutError,
+        exceptions.NodeDiedError,
+        exceptions.WorkerCrashedError,
+        exceptions.TaskUnschedulableError,
+        exceptions.LocalRayletDiedError,
+    )
+    return isinstance(outcome, silent)
+
+
 def _read_marker(path: str) -> str | None:
     try:
         return Path(path).read_text()
@@ -124,12 +138,19 @@ def check_shared_storage(root: Path) -> None:
     marker.write_text(token)
     try:
         for node, seen in on_every_node(_read_marker, str(marker)):
-            if seen != token:
-                why = f"could not look ({seen})" if isinstance(seen, Exception) else "does not see it"
+            if seen == token:
+                continue
+            if _no_answer(seen):  # the node, not the storage: Ray still lists a lost node until its health checks fail
                 raise ClusterError(
-                    f"--results {root} is not shared: node {node_label(node)} {why} — a marker written there just now; "
-                    "give --results a folder every node mounts (NFS or similar)"
+                    f"--results {root}: node {node_label(node)} did not answer within {NODE_TASK_TIMEOUT_S:.0f} s "
+                    "(lost or busy; Ray drops a dead node after its health checks) — nothing says the folder is "
+                    "not shared; try again in a minute, or remove the node"
                 )
+            why = f"could not look ({seen})" if isinstance(seen, Exception) else "does not see it"
+            raise ClusterError(
+                f"--results {root} is not shared: node {node_label(node)} {why} — a marker written there just now; "
+                "give --results a folder every node mounts (NFS or similar)"
+            )
     except ClusterError:
         marker.unlink(missing_ok=True)
         for folder in created:  # innermost first
