@@ -42,7 +42,7 @@ test-ray253: $(STAMP253)
 
 ## The fast tier only.
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -m "not ray and not slow and not rllib"
+	$(BIN)/python -m pytest -m "not ray and not slow and not rllib and not install"
 
 check: $(STAMP)
 	$(BIN)/python -m bilevel_tune.world.check

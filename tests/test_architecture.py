@@ -46,3 +46,29 @@ def test_each_rule_fails_when_broken(tmp_path):
     assert "bilevel_tune.loop imports ray.rllib and ray.tune" in found
     assert "bilevel_tune.report imports pandas/matplotlib and, through bilevel_tune.loop, ray.rllib" in found
     assert "import circle: bilevel_tune.a → bilevel_tune.b → bilevel_tune.a" in found
+
+
+def test_every_name_the_docs_quote_exists_in_the_code():
+    """A backticked name in docs/ or README (not a path, flag or value) must be a word of the code, every dotted part."""
+    import re
+
+    root = PACKAGE.parent
+    sources = (
+        "bilevel_tune/**/*.py",
+        "tests/*.py",
+        "benchmarks/*.py",
+        "bilevel_tune/studies/*.toml",
+        "notebooks/*.ipynb",
+    )
+    corpus = "\n".join(
+        p.read_text() for pattern in (*sources, "Makefile", "pyproject.toml") for p in root.glob(pattern)
+    )
+    words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", corpus))
+    name = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*(\(\))?$")
+    stale = [
+        f"{doc.relative_to(root)}: `{token}`"
+        for doc in [*sorted(root.glob("docs/**/*.md")), root / "README.md"]
+        for token in re.findall(r"`([^`\n]+)`", doc.read_text())
+        if name.match(token) and not all(part in words for part in token.removesuffix("()").split(".") if part != "py")
+    ]
+    assert stale == [], "names the docs quote that the code no longer has"

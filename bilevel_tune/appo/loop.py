@@ -23,7 +23,7 @@ from bilevel_tune.world import Rules
 
 
 class APPOLoop:
-    """Owns one APPO Algorithm at a time; a shard actor running it is the PolicyActor."""
+    """Owns one APPO Algorithm at a time; a shard actor running it is the design's PolicyActor (docs/glossary.md)."""
 
     def __init__(self, config: InnerLoopConfig):
         quiet_rllib()

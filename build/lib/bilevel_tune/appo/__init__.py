@@ -1,0 +1,13 @@
+"""The APPO inner loops: real RLlib APPO, rebuilt every generation, leak-free (docs/inner-loop.md).
+
+    appo             population.PolicyLoop              one module for the whole block (fast)
+    appo-multiagent  multiagent.MultiAgentPolicyLoop    RLlib's per-agent path (the reference)
+
+Shared: `algorithm` (APPO's settings, building, the leak-free stop),
+`loop` (the generation cycle), `seeded` (per-candidate initial weights).
+The population loop's RLlib pieces: `module`, `runner`, `batch`, `learner`.
+"""
+
+from bilevel_tune.appo.population import PolicyLoop
+
+__all__ = ["PolicyLoop"]

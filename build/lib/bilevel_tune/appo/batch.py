@@ -1,0 +1,170 @@
+"""A population's season as sampled (`PopulationFragment`) and as APPO's learner reads it (`population_rows`).
+
+The env runner writes one fragment per season in bulk: each lake's
+observation per day, and each farm's raw action, its log-probability and
+its reward. The learner connector `PopulationBatch` lays it out exactly as
+RLlib's default pipeline lays out the per-agent loop's episodes for one
+module per candidate, so APPO's loss sees the same rows:
+
+* one episode per (fragment, farm) of each candidate, in that order, each
+  of T + 1 rows — the T days, then RLlib's appended bootstrap step
+  (`AddOneTsToEpisodesAndTruncate`: the last observation, action and
+  log-probability repeated, reward 0). Its per-row flags (loss mask,
+  terminated, truncated) are read off that connector itself, run once on
+  a three-step episode (`bootstrap_flags`): Ray 2.53 marks the appended
+  step terminated, 2.60 gates it through the loss mask instead;
+* candidate k's rows form block k, padded to a multiple of the rollout
+  fragment length with masked copies of its last row. APPO's loss cuts
+  its rows into time-major chunks of that length (`make_time_major`);
+  padding each block makes every chunk start where it starts in the stock
+  per-candidate batch, so V-trace sees the same sequences. A padded row is
+  masked out of every loss term and cannot reach a real row (the appended
+  step before it has discount 0).
+
+`LAKE_ROW` names, for each row, the row of the same lake and day in the
+candidate's first episode of that fragment: the module encodes only those.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+from ray.rllib.connectors.connector_v2 import ConnectorV2
+from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.core.columns import Columns
+
+from bilevel_tune.appo.module import LAKE_ROW
+
+
+@dataclass
+class PopulationFragment:
+    """One season of a block of N candidate lakes with F farms each: what APPO learns from."""
+
+    observations: (
+        np.ndarray
+    )  # [T + 1, N, D] float32: each lake's observation (all its farms see it), final one included
+    actions: np.ndarray  # [T, N, F] float32: each farm's raw Gaussian action
+    action_logp: np.ndarray  # [T, N, F] float32: its log-probability under the sampling policy
+    rewards: np.ndarray  # [T, N, F] float32
+
+    def __len__(self) -> int:
+        """Env steps: one step advances every lake a day, as one step of the per-agent loop's env does."""
+        return self.actions.shape[0]
+
+    def env_steps(self) -> int:
+        return len(self)
+
+    def agent_steps(self) -> int:
+        return int(self.actions.size)
+
+    @property
+    def population(self) -> int:
+        return self.actions.shape[1]
+
+    @property
+    def num_farms(self) -> int:
+        return self.actions.shape[2]
+
+
+def population_rows(fragments: Sequence[PopulationFragment], chunk: int) -> dict[str, np.ndarray]:
+    """Flat training rows of these fragments, candidate-major, each candidate's block padded to a multiple of `chunk`."""
+    n = {f.population for f in fragments}
+    if len(n) != 1:
+        raise ValueError(f"fragments of different populations {sorted(n)} cannot share a batch")
+    per_fragment = [_episode_rows(f) for f in fragments]  # each: column → [N, F, T + 1, ...]
+    columns = {
+        key: np.concatenate(
+            [rows[key].reshape(rows[key].shape[0], -1, *rows[key].shape[3:]) for rows in per_fragment], 1
+        )
+        for key in per_fragment[0]
+    }
+    population, real = columns[Columns.LOSS_MASK].shape[:2]
+    block = -(-real // chunk) * chunk
+    # Each row's lake row: the same day in the fragment's first farm, as an index into the padded block.
+    starts, lake = 0, []
+    for f in fragments:
+        days = len(f) + 1
+        first = starts + np.arange(days)
+        lake.append(np.tile(first, f.num_farms))
+        starts += f.num_farms * days
+    lake_in_block = np.concatenate(lake)
+    columns[LAKE_ROW] = np.broadcast_to(lake_in_block, (population, real))
+    padded = {}
+    for key, values in columns.items():
+        pad = np.repeat(values[:, -1:], block - real, axis=1)  # copies of the last row: finite, and masked below
+        padded[key] = np.concatenate([values, pad], axis=1)
+    padded[LAKE_ROW] = padded[LAKE_ROW] + (np.arange(population) * block)[:, None]
+    for key in bootstrap_flags():  # padding is masked, and ends nothing: it cannot reach a real row
+        padded[key][:, real:] = False
+    padded[Columns.REWARDS][:, real:] = 0.0
+    return {key: values.reshape(population * block, *values.shape[2:]) for key, values in padded.items()}
+
+
+@functools.lru_cache(maxsize=1)
+def bootstrap_flags() -> dict[str, tuple[bool, bool, bool]]:
+    """RLlib's flag columns for a truncated episode extended by its bootstrap step: column → (inside, last day, appended).
+
+    Read off RLlib's own `AddOneTsToEpisodesAndTruncate`, so the rows follow the installed release's convention.
+    """
+    from ray.rllib.connectors.learner import AddOneTsToEpisodesAndTruncate
+    from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+
+    days = 3
+    episode = SingleAgentEpisode(
+        observations=[np.zeros(1)] * (days + 1),
+        actions=[np.zeros(1)] * days,
+        rewards=[0.0] * days,
+        truncated=True,
+        len_lookback_buffer=0,
+    )
+    batch = AddOneTsToEpisodesAndTruncate()(rl_module=None, batch={}, episodes=[episode], shared_data={})
+    flags = {}
+    for column, per_episode in batch.items():
+        (rows,) = per_episode.values()
+        rows = [bool(x) for x in rows]
+        if len(rows) != days + 1 or len(set(rows[: days - 1])) != 1:
+            raise RuntimeError(f"RLlib's bootstrap step writes {column!r} as {rows}; PopulationBatch cannot mirror it")
+        flags[column] = (rows[0], rows[days - 1], rows[days])
+    if Columns.LOSS_MASK not in flags:
+        raise RuntimeError("RLlib's bootstrap step no longer writes a loss mask; PopulationBatch cannot mirror it")
+    return flags
+
+
+def _episode_rows(f: PopulationFragment) -> dict[str, np.ndarray]:
+    """One fragment's rows per candidate and farm episode: column → [N, F, T + 1, ...] (RLlib's +1 bootstrap step)."""
+    days, population, farms = f.actions.shape
+    # [T, N, F] → [N, F, T]; then the appended step repeats the last action and log-probability
+    with_last = lambda x: np.concatenate([x, x[-1:]], axis=0).transpose(1, 2, 0)  # noqa: E731
+    obs = np.broadcast_to(
+        f.observations.transpose(1, 0, 2)[:, None], (population, farms, days + 1, f.observations.shape[-1])
+    )
+    rows = {
+        Columns.OBS: np.ascontiguousarray(obs, dtype=np.float32),
+        Columns.ACTIONS: with_last(f.actions)[..., None].astype(np.float32),
+        Columns.ACTION_LOGP: with_last(f.action_logp).astype(np.float32),
+        Columns.REWARDS: np.concatenate([f.rewards, np.zeros_like(f.rewards[:1])], axis=0)
+        .transpose(1, 2, 0)
+        .astype(np.float32),
+    }
+    for column, (inside, last, appended) in bootstrap_flags().items():  # seasons end by truncation
+        per_day = np.array([inside] * (days - 1) + [last, appended], dtype=bool)
+        rows[column] = np.broadcast_to(per_day, (population, farms, days + 1)).copy()
+    return rows
+
+
+class PopulationBatch(ConnectorV2):
+    """The learner connector of the population loop: fragments → one module's training rows (torch)."""
+
+    def __init__(self, input_observation_space=None, input_action_space=None, *, chunk: int, **kwargs):
+        super().__init__(input_observation_space, input_action_space, **kwargs)
+        self.chunk = int(chunk)
+
+    def __call__(self, *, rl_module, batch: dict[str, Any], episodes, explore=None, shared_data=None, **kwargs):
+        import torch
+
+        rows = population_rows(episodes, self.chunk)
+        batch[DEFAULT_MODULE_ID] = {key: torch.from_numpy(np.ascontiguousarray(v)) for key, v in rows.items()}
+        return batch

@@ -1,0 +1,274 @@
+"""Does the population loop compute what RLlib's per-agent path computes? Its exactness checks, on any settings.
+
+    report = update_equivalence(InnerLoopConfig(), rules, seed=3)
+    report.equivalent, report.candidates
+    parity = learning_parity(InnerLoopConfig(), rules, seeds=(1, 2, 3))
+    parity.within_seed_noise, parity.rises
+
+**Update equivalence.**
+Both loops are built from the same settings and seed: the per-agent loop
+(`appo-multiagent`: RLlib's stock APPO learner, one stock module per
+candidate) and the population loop (`appo`). Their initial weights must
+be equal bit for bit. One season is sampled by the per-agent loop and
+converted into a `PopulationFragment`; the gradient clip is set between
+the candidates' gradient norms, so at least one candidate is clipped and
+one is not; then both learners take one update on that season. Compared
+per candidate, after the update:
+
+* the gradient it was updated with (clipped): Adam's first moment after
+  one step is (1 − β₁)·g, read from both optimizers; equal within 1e-5 of
+  each tensor's largest entry;
+* its parameters: equal within 1e-5 relative plus a tenth of one Adam step
+  (0.1·lr). Adam's first step moves each parameter by lr·g/(|g| + ε), so
+  where a gradient entry is within float rounding of zero, a 1e-7
+  difference of the loss sums (the stacked loss adds its rows in another
+  order) becomes a visible share of that step — a few % at the weekend's
+  network, measured; a wrong loss, clip or learning rate is a whole step off.
+
+**Learning parity.** Both loops train the same rules from the same seeds
+for K iterations; the farms' mean reward over fixed evaluation seasons,
+before and after, per seed. Parity: the loops' mean gap is within the
+study's seed-noise rule (2 × pooled seed SD, ddof 1 — docs/verdicts.md)
+or below `PARITY_FLOOR`, a reward gap smaller than any effect the
+weekend study reports; and the population loop's reward rises.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import torch
+from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.core.columns import Columns
+from ray.rllib.core.learner.learner import Learner
+from ray.rllib.core.learner.training_data import TrainingData
+
+from bilevel_tune.appo.algorithm import local_learner, stop_algorithm
+from bilevel_tune.appo.batch import PopulationFragment, population_rows
+from bilevel_tune.appo.learner import clip_per_candidate
+from bilevel_tune.appo.multiagent import build_algorithm
+from bilevel_tune.appo.population import build_population_algorithm
+from bilevel_tune.inner import InnerLoopConfig
+from bilevel_tune.world import Rules
+from bilevel_tune.world.env import module_for_agent, module_id
+
+RTOL = 1e-5
+STEP_SHARE = 0.1  # parameters may differ by this share of one Adam step (lr), see above
+PARITY_FLOOR = 0.01  # mean reward; the weekend campaign's smallest reported effect is 0.013
+UNUSED = "_old_encoder.critic_encoder."  # RLlib's target copy of the critic encoder: no loss term reads it
+
+
+@dataclass(frozen=True)
+class CandidateCheck:
+    gradient_norm: float  # before clipping
+    clipped: bool
+    gradient_difference: float  # max |Δg| over a tensor / its largest |g|, worst tensor
+    max_abs_difference: float  # of the parameters after the update, worst entry
+    max_step_share: float  # the same in units of one Adam step (lr)
+    within_tolerance: bool
+
+
+@dataclass(frozen=True)
+class EquivalenceReport:
+    initial_weights_identical: bool
+    grad_clip: float
+    candidates: tuple[CandidateCheck, ...]
+
+    @property
+    def equivalent(self) -> bool:
+        return self.initial_weights_identical and all(c.within_tolerance for c in self.candidates)
+
+    @property
+    def clipped_and_not(self) -> bool:
+        """Did the check cover a clipped and an unclipped candidate?"""
+        return len({c.clipped for c in self.candidates}) == 2
+
+
+def update_equivalence(config: InnerLoopConfig, rules: Sequence[Rules], seed: int) -> EquivalenceReport:
+    """One update of both loops on one season of the per-agent loop; at least two candidates."""
+    if len(rules) < 2:
+        raise ValueError("the check needs at least two candidates (one clipped, one not)")
+    reference, population = build_algorithm(config, rules, seed), build_population_algorithm(config, rules, seed)
+    try:
+        identical = all(
+            _same(_stacked(population).candidate_parameters(j), stock_parameters(reference, j))
+            for j in range(len(rules))
+        )
+        season = reference.env_runner.sample()
+        fragment = fragment_of(season, len(rules), config.num_farms)
+        norms = gradient_norms(population, fragment, config.horizon)
+    finally:
+        stop_algorithm(reference), stop_algorithm(population)
+    grad_clip = float(np.sqrt(norms.min() * norms.max()))  # between them: some clipped, some not
+    config = dataclasses.replace(config, grad_clip=grad_clip)
+    reference, population = build_algorithm(config, rules, seed), build_population_algorithm(config, rules, seed)
+    try:
+        one_update(reference, copy.deepcopy(season))  # RLlib's connectors extend the episodes in place
+        one_update(population, [fragment])
+        checks = [_compare(population, reference, j, float(norm), grad_clip, config.lr) for j, norm in enumerate(norms)]
+    finally:
+        stop_algorithm(reference), stop_algorithm(population)
+    return EquivalenceReport(identical, grad_clip, tuple(checks))
+
+
+@dataclass(frozen=True)
+class ParityReport:
+    """Mean farm reward over the evaluation seasons, per seed, before (K = 0) and after K iterations, per loop."""
+
+    inner_iters: int
+    before: dict[str, tuple[float, ...]]
+    after: dict[str, tuple[float, ...]]
+
+    @property
+    def gap(self) -> float:
+        """The population loop's mean after training minus the per-agent loop's."""
+        return float(np.mean(self.after["appo"]) - np.mean(self.after["appo-multiagent"]))
+
+    @property
+    def pooled_sd(self) -> float:
+        return float(np.sqrt(np.mean([np.var(v, ddof=1) for v in self.after.values()])))
+
+    @property
+    def within_seed_noise(self) -> bool:
+        return abs(self.gap) <= max(2 * self.pooled_sd, PARITY_FLOOR)
+
+    @property
+    def rises(self) -> bool:
+        """Does training raise the population loop's reward beyond its seed noise?"""
+        after, before = self.after["appo"], self.before["appo"]
+        return float(np.mean(after) - np.mean(before)) > 2 * float(np.std(after, ddof=1))
+
+    def summary(self) -> str:
+        parts = [
+            f"{loop}: K=0 {np.mean(self.before[loop]):.4f}, K={self.inner_iters} {np.mean(after):.4f} ± {np.std(after, ddof=1):.4f}"
+            for loop, after in self.after.items()
+        ]
+        return "; ".join(parts) + f"; gap {self.gap:+.4f}, 2 × pooled SD {2 * self.pooled_sd:.4f}"
+
+
+def learning_parity(
+    config: InnerLoopConfig, rules: Sequence[Rules], seeds: Sequence[int], inner_iters: int = 50, eval_seeds=(100, 101)
+) -> ParityReport:
+    """Train both loops K iterations per seed at fixed rules; their farms' mean evaluated reward before and after."""
+    from bilevel_tune.appo.multiagent import MultiAgentPolicyLoop
+    from bilevel_tune.appo.population import PolicyLoop
+
+    physical = [r.as_dict() for r in rules]
+    before, after = {}, {}
+    for name, loop_class in (("appo", PolicyLoop), ("appo-multiagent", MultiAgentPolicyLoop)):
+        before[name], after[name] = [], []
+        for seed in seeds:
+            loop = loop_class(config)
+            try:
+                loop.reset(physical, seed, range(len(rules)))
+                before[name].append(float(np.mean([o.mean_reward for o in loop.evaluate(eval_seeds)])))
+                for _ in range(inner_iters):
+                    loop.train()
+                after[name].append(float(np.mean([o.mean_reward for o in loop.evaluate(eval_seeds)])))
+            finally:
+                loop.stop()
+    freeze = lambda d: {k: tuple(v) for k, v in d.items()}  # noqa: E731
+    return ParityReport(inner_iters, freeze(before), freeze(after))
+
+
+def _compare(population, reference, j: int, norm: float, grad_clip: float, lr: float) -> CandidateCheck:
+    mine, theirs = _stacked(population).candidate_parameters(j), stock_parameters(reference, j)
+    moments_mine = _first_moments(population, DEFAULT_MODULE_ID, j)
+    moments_theirs = _first_moments(reference, module_id(j), None)
+    gradient_difference = max(
+        ((moments_mine[n] - m).abs().max() / m.abs().max().clamp(min=1e-30)).item() for n, m in moments_theirs.items()
+    )
+    within = all(
+        bool(((mine[n] - value).abs() <= RTOL * value.abs() + STEP_SHARE * lr).all()) for n, value in theirs.items()
+    )
+    difference = max((mine[n] - v).abs().max().item() for n, v in theirs.items())
+    return CandidateCheck(
+        gradient_norm=norm,
+        clipped=norm + 1e-6 > grad_clip,
+        gradient_difference=gradient_difference,
+        max_abs_difference=difference,
+        max_step_share=difference / lr,
+        within_tolerance=within and gradient_difference <= RTOL,
+    )
+
+
+def _first_moments(algo, mid: str, candidate: int | None) -> dict[str, torch.Tensor]:
+    """Adam's first moment of every trained parameter of module `mid` (candidate's slice), by stock name."""
+    learner = local_learner(algo)
+    module = learner.module[mid].unwrapped()
+    states = {}
+    for _, optimizer in learner.get_optimizers_for_module(mid):
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                if "exp_avg" in optimizer.state.get(p, {}):
+                    states[id(p)] = optimizer.state[p]["exp_avg"]
+    if candidate is None:
+        return {n: states[id(p)] for n, p in module.named_parameters() if id(p) in states}
+    out = {}
+    for name, layer in module.stock_layers().items():
+        for part in ("weight", "bias"):
+            p = getattr(layer, part)
+            if id(p) in states:
+                out[f"{name}.{part}"] = states[id(p)][candidate]
+    return out
+
+
+def fragment_of(ma_episodes, population: int, farms: int) -> PopulationFragment:
+    """The per-agent loop's season as the population loop's fragment.
+
+    RLlib's learner connectors walk a multi-agent episode's agents in the
+    order of a set of agent ids (string hashes: it varies per process); the
+    farms of each lake are listed in that order, so both batches hold the
+    same rows in the same places. Farms are interchangeable in this world.
+    """
+    (episode,) = ma_episodes
+    order = list(episode.agent_ids)
+    agents = [
+        [episode.agent_episodes[a] for a in order if module_for_agent(a) == module_id(k)] for k in range(population)
+    ]
+    if any(len(row) != farms for row in agents):
+        raise ValueError(f"the season does not hold {farms} farms for each of {population} candidates")
+    for row in agents:  # all farms of a lake see its observation: the fragment keeps one per lake
+        if not all(np.array_equal(a.get_observations(), row[0].get_observations()) for a in row):
+            raise ValueError("farms of one lake saw different observations")
+    per_farm = lambda get: np.stack([np.stack([get(a) for a in row], -1) for row in agents], 1)  # noqa: E731
+    return PopulationFragment(
+        observations=np.stack([row[0].get_observations() for row in agents], 1).astype(np.float32),
+        actions=per_farm(lambda a: a.get_actions()[:, 0]).astype(np.float32),
+        action_logp=per_farm(lambda a: a.get_extra_model_outputs(Columns.ACTION_LOGP)).astype(np.float32),
+        rewards=per_farm(lambda a: np.asarray(a.get_rewards())).astype(np.float32),
+    )
+
+
+def gradient_norms(algo, fragment: PopulationFragment, chunk: int) -> np.ndarray:
+    """Each candidate's global gradient norm on this fragment (no update applied)."""
+    learner = local_learner(algo)
+    rows = population_rows([fragment], chunk)
+    batch = {DEFAULT_MODULE_ID: {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in rows.items()}}
+    loss = learner.compute_losses(fwd_out=learner.module.forward_train(batch), batch=batch)
+    return clip_per_candidate(list(learner.compute_gradients(loss).values()), float("inf")).numpy()
+
+
+def one_update(algo, episodes) -> None:
+    """One synchronous learner update, as APPO's learner thread runs it."""
+    Learner.update(
+        local_learner(algo), training_data=TrainingData(episodes=episodes), timesteps={}, _no_metrics_reduce=True
+    )
+
+
+def stock_parameters(algo, j: int) -> dict[str, torch.Tensor]:
+    """Candidate j's stock module's parameters, less the one copy APPO never reads."""
+    module = local_learner(algo).module[module_id(j)]
+    return {name: p.detach().clone() for name, p in module.named_parameters() if not name.startswith(UNUSED)}
+
+
+def _same(mine: dict[str, torch.Tensor], stock: dict[str, torch.Tensor]) -> bool:
+    return mine.keys() == stock.keys() and all(torch.equal(mine[name], value) for name, value in stock.items())
+
+
+def _stacked(algo):
+    return local_learner(algo).module[DEFAULT_MODULE_ID].unwrapped()

@@ -1,0 +1,72 @@
+"""The per-agent APPO loop (`appo-multiagent`): RLlib's multi-agent path, one module per candidate.
+
+The block's lakes live in one `FreshWaterEnv` (agents `c{j}/farm{i}`), all
+farms of candidate j share module `cand{j}` — a `SeededAPPOModule` — and
+RLlib's default connectors, episodes and metrics do the rest, agent by
+agent. It is the reference the population loop (`appo`) is checked
+against: same loss, same initial weights, same settings.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from bilevel_tune.appo.algorithm import appo_config, build, env_config, trained_module
+from bilevel_tune.appo.loop import APPOLoop
+from bilevel_tune.appo.module import farm_fraction
+from bilevel_tune.appo.seeded import INIT_SEED, seeded_module_class
+from bilevel_tune.inner import InnerLoopConfig, candidate_seed
+from bilevel_tune.world import Rules
+from bilevel_tune.world.env import FreshWaterEnv, module_for_agent, module_id
+
+
+def build_algorithm(config: InnerLoopConfig, rules: Sequence[Rules], seed: int, candidates: Sequence[int] = ()):
+    """APPO, multi-agent: one module per candidate (`candidates`, default 0, 1, …, seed each module's weights)."""
+    from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
+    from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+
+    candidates = list(candidates) or list(range(len(rules)))
+    module_class = seeded_module_class()
+    modules = {
+        module_id(j): RLModuleSpec(
+            module_class=module_class,
+            model_config={"fcnet_hiddens": list(config.hidden), INIT_SEED: candidate_seed(seed, k)},
+        )
+        for j, k in enumerate(candidates)
+    }
+    algo_config = (
+        appo_config(config, seed)
+        .environment(FreshWaterEnv, env_config=env_config(config, rules, seed))
+        .multi_agent(policies=set(modules), policy_mapping_fn=module_for_agent)
+        .rl_module(rl_module_spec=MultiRLModuleSpec(rl_module_specs=modules))
+    )
+    return build(algo_config)
+
+
+def greedy_fractions(modules, obs: np.ndarray) -> np.ndarray:
+    """Explore-off actions of each candidate's module for its (1, 11) observation, in [0, 1]."""
+    import torch
+    from ray.rllib.core.columns import Columns
+
+    out = np.empty(len(modules))
+    with torch.no_grad():
+        for k, module in enumerate(modules):
+            dist_inputs = module.forward_inference({Columns.OBS: torch.from_numpy(obs[k : k + 1])})[
+                Columns.ACTION_DIST_INPUTS
+            ]
+            action = module.get_inference_action_dist_cls().from_logits(dist_inputs).to_deterministic().sample()
+            out[k] = farm_fraction(float(action.reshape(-1)[0]))
+    return out
+
+
+class MultiAgentPolicyLoop(APPOLoop):
+    """The per-agent APPO loop: a FreshWaterEnv of the block's lakes, one RLlib module per candidate."""
+
+    def build(self, rules, seed, candidates):
+        return build_algorithm(self.config, rules, seed, candidates)
+
+    def greedy_policy(self):
+        modules = [trained_module(self.algo, module_id(j)) for j in range(len(self.rules))]
+        return lambda obs: greedy_fractions(modules, obs)

@@ -1,0 +1,106 @@
+"""The population APPO loop (`appo`): one RLlib APPO Algorithm whose single module is the whole block.
+
+RLlib's own extension points carry it (docs/inner-loop.md): the module is
+a `PopulationAPPOModule` (stacked per-candidate parameters, one batched
+forward per day), sampling is a `PopulationEnvRunner` (`env_runner_cls`:
+the basin stepped directly, a season written in bulk), the learner
+connector `PopulationBatch` lays the season out as the per-agent loop's
+episodes would be, and `PopulationAPPOLearner` (`learner_class`) sums the
+candidates' APPO losses and clips each candidate's gradient alone.
+`Algorithm.train()`, APPO's training step, its learner thread, loss, target
+network and Adam are RLlib's.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Sequence
+
+from bilevel_tune.appo.algorithm import appo_config, build, env_config, trained_module
+from bilevel_tune.appo.batch import PopulationBatch
+from bilevel_tune.appo.learner import PopulationAPPOLearner
+from bilevel_tune.appo.loop import APPOLoop
+from bilevel_tune.appo.module import HIDDEN, INIT_SEEDS, POPULATION, PopulationAPPOModule, farm_spaces
+from bilevel_tune.appo.runner import PopulationEnvRunner
+from bilevel_tune.inner import InnerLoopConfig, candidate_seed
+from bilevel_tune.world import Rules
+
+
+class CouplingSettingError(ValueError):
+    """An APPO setting the stacked module cannot honour for each candidate alone; one line for the user."""
+
+
+def refuse_coupling_settings(algo_config) -> None:
+    """Raise for an APPO setting that would make candidates of one block depend on each other.
+
+    The stacked update equals N independent ones only when every part of it is per candidate
+    or elementwise (docs/inner-loop.md); these are not.
+    """
+    alternative = "; the per-agent loop (--inner appo-multiagent) honours it"
+    if getattr(algo_config, "use_kl_loss", False):
+        raise CouplingSettingError(
+            "APPO's use_kl_loss adapts one KL coefficient per module: in the population module it would "
+            "follow the block's mean KL, not each candidate's" + alternative
+        )
+    if algo_config.grad_clip and algo_config.grad_clip_by == "norm":
+        raise CouplingSettingError(
+            "APPO's grad_clip_by='norm' clips each parameter tensor by its norm: a stacked tensor's norm "
+            "mixes the candidates" + alternative
+        )
+    if getattr(algo_config, "minibatch_size", None):
+        raise CouplingSettingError(
+            "APPO's minibatch_size slices the training rows: the slices would not follow the candidates' "
+            "blocks" + alternative
+        )
+
+
+def build_population_algorithm(
+    config: InnerLoopConfig, rules: Sequence[Rules], seed: int, candidates: Sequence[int] = ()
+):
+    """APPO over one PopulationAPPOModule for the block (`candidates`, default 0, 1, …, seed its initial weights)."""
+    from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+
+    candidates = list(candidates) or list(range(len(rules)))
+    observation_space, action_space = farm_spaces()
+    module = RLModuleSpec(
+        module_class=PopulationAPPOModule,
+        observation_space=observation_space,
+        action_space=action_space,
+        model_config={
+            POPULATION: len(rules),
+            HIDDEN: list(config.hidden),
+            INIT_SEEDS: [candidate_seed(seed, k) for k in candidates],
+        },
+    )
+    algo_config = (
+        appo_config(config, seed)
+        .environment(
+            env_config=env_config(config, rules, seed),
+            observation_space=observation_space,
+            action_space=action_space,
+            # the runner maps raw actions to fractions itself (module.farm_fraction)
+            normalize_actions=False,
+            clip_actions=False,
+        )
+        .env_runners(env_runner_cls=PopulationEnvRunner)
+        .learners(
+            learner_class=PopulationAPPOLearner,
+            learner_connector=partial(PopulationBatch, chunk=config.horizon),
+            add_default_connectors_to_learner_pipeline=False,
+        )
+        .rl_module(rl_module_spec=module)
+    )
+    refuse_coupling_settings(algo_config)
+    return build(algo_config)
+
+
+class PolicyLoop(APPOLoop):
+    """The population APPO loop: the whole block in one module, one env runner, one learner."""
+
+    def build(self, rules, seed, candidates):
+        return build_population_algorithm(self.config, rules, seed, candidates)
+
+    def greedy_policy(self):
+        from ray.rllib.core import DEFAULT_MODULE_ID
+
+        return trained_module(self.algo, DEFAULT_MODULE_ID).unwrapped().greedy_fractions

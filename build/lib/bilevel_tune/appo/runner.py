@@ -1,0 +1,159 @@
+"""PopulationEnvRunner: RLlib's env runner for a population, stepping the basin itself.
+
+`sample()` plays one season of every candidate lake of the block: each day
+one forward of the population module on the N lake observations (all
+farms of a lake see the same one, `SamplingPolicy`), one draw of the
+Gaussian action per farm, one `Basin.step` — and writes the season as one
+`PopulationFragment` at the end, not per agent and step. Metrics are
+logged once per season. Season seeds follow the per-agent env's rule: one
+stream from (RLlib's seed, the env_config seed), one seed per season; the
+exploration noise has a generator of its own, seeded from the same pair.
+
+What RLlib asks of an env runner is here (`sample`, `get_metrics`,
+`get_state`/`set_state` for the learner's weights, `get_spaces`); the
+Algorithm, its learner and APPO's training step are RLlib's own.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import ray
+from ray.rllib.core import COMPONENT_RL_MODULE, DEFAULT_AGENT_ID, DEFAULT_MODULE_ID
+from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+from ray.rllib.env import INPUT_ENV_SPACES
+from ray.rllib.env.env_runner import EnvRunner
+from ray.rllib.utils.checkpoints import Checkpointable
+from ray.rllib.utils.metrics import (
+    EPISODE_LEN_MEAN,
+    EPISODE_RETURN_MEAN,
+    NUM_AGENT_STEPS_SAMPLED,
+    NUM_AGENT_STEPS_SAMPLED_LIFETIME,
+    NUM_ENV_STEPS_SAMPLED,
+    NUM_ENV_STEPS_SAMPLED_LIFETIME,
+    NUM_EPISODES,
+    NUM_EPISODES_LIFETIME,
+    NUM_MODULE_STEPS_SAMPLED,
+    NUM_MODULE_STEPS_SAMPLED_LIFETIME,
+    WEIGHTS_SEQ_NO,
+)
+
+from bilevel_tune.appo.batch import PopulationFragment
+from bilevel_tune.appo.module import SamplingPolicy, farm_fraction, farm_spaces
+from bilevel_tune.world import Basin
+from bilevel_tune.world.env import parse_env_config
+
+EXPLORATION_STREAM = 1  # appended to the seed pair: the exploration noise's own stream
+
+
+class PopulationEnvRunner(EnvRunner, Checkpointable):
+    """Samples whole seasons of a block of candidate lakes for one PopulationAPPOModule."""
+
+    def __init__(self, *, config, **kwargs):
+        super().__init__(config=config, **kwargs)
+        world, rules, seed = parse_env_config(config.env_config)
+        self.basin = Basin(world, rules)
+        self.num_farms = world.num_farms
+        # as FreshWaterEnv: RLlib's seed and env_config's seed together make the stream of season seeds
+        entropy = [s for s in (self._seed, seed) if s is not None]
+        self._season_seeds = np.random.default_rng(entropy or None)
+        self._exploration = np.random.default_rng([*entropy, EXPLORATION_STREAM] if entropy else None)
+        self._weights_seq_no = 0
+        self.module = None
+        self.make_module()
+
+    # -- RLlib's EnvRunner API ------------------------------------------------------------
+    def make_module(self):
+        spec: RLModuleSpec = self.config.get_rl_module_spec(spaces=self.get_spaces(), inference_only=True)
+        self.module = spec.build()
+
+    def get_spaces(self):
+        spaces = farm_spaces()
+        return {INPUT_ENV_SPACES: spaces, DEFAULT_MODULE_ID: spaces}
+
+    def assert_healthy(self):
+        assert self.basin is not None and self.module is not None
+
+    def sample(
+        self, *, explore: bool | None = None, random_actions: bool = False, **kwargs
+    ) -> list[PopulationFragment]:
+        """One season of every lake of the block (the rollout fragment is the season)."""
+        explore = self.config.explore if explore is None else explore
+        fragment = self._season(explore)
+        self._log_season(fragment)
+        return [fragment]
+
+    def get_metrics(self):
+        return self.metrics.reduce()
+
+    def get_state(self, components=None, *, not_components=None, **kwargs):
+        state = {NUM_ENV_STEPS_SAMPLED_LIFETIME: self.num_env_steps_sampled_lifetime}
+        if self._check_component(COMPONENT_RL_MODULE, components, not_components):
+            state[COMPONENT_RL_MODULE] = self.module.get_state(
+                components=self._get_subcomponents(COMPONENT_RL_MODULE, components),
+                not_components=self._get_subcomponents(COMPONENT_RL_MODULE, not_components),
+                **kwargs,
+            )
+            state[WEIGHTS_SEQ_NO] = self._weights_seq_no
+        return state
+
+    def set_state(self, state):
+        """The learner's weights (RLlib syncs them after updates) and the lifetime step count."""
+        if COMPONENT_RL_MODULE in state:
+            seq_no = state.get(WEIGHTS_SEQ_NO, 0)
+            if seq_no == 0 or self._weights_seq_no < seq_no:
+                module_state = state[COMPONENT_RL_MODULE]
+                if isinstance(module_state, ray.ObjectRef):
+                    module_state = ray.get(module_state)
+                if isinstance(module_state, dict) and DEFAULT_MODULE_ID in module_state:
+                    module_state = module_state[DEFAULT_MODULE_ID]
+                self.module.set_state(module_state)
+            if seq_no > 0:
+                self._weights_seq_no = seq_no
+        if NUM_ENV_STEPS_SAMPLED_LIFETIME in state:
+            self.num_env_steps_sampled_lifetime = state[NUM_ENV_STEPS_SAMPLED_LIFETIME]
+
+    def get_ctor_args_and_kwargs(self):
+        return (), {"config": self.config}
+
+    def get_checkpointable_components(self):
+        return [(COMPONENT_RL_MODULE, self.module)]
+
+    # -- one season -------------------------------------------------------------------------
+    def _season(self, explore: bool) -> PopulationFragment:
+        basin, farms = self.basin, self.num_farms
+        days, population = basin.config.horizon, basin.population
+        obs = basin.reset(np.random.default_rng(self._season_seeds.integers(2**63)))
+        observations = np.empty((days + 1, population, obs.shape[1]), dtype=np.float32)
+        actions = np.empty((days, population, farms), dtype=np.float32)
+        logp = np.empty((days, population, farms), dtype=np.float32)
+        rewards = np.empty((days, population, farms), dtype=np.float32)
+        observations[0] = obs
+        policy = SamplingPolicy(self.module)
+        for day in range(days):
+            if explore:
+                actions[day], logp[day] = policy.sample(observations[day], farms, self._exploration)
+            else:
+                actions[day], logp[day] = policy.greedy(observations[day], farms), 0.0
+            rewards[day] = basin.step(farm_fraction(actions[day])).reward
+            observations[day + 1] = basin.observe()
+        return PopulationFragment(observations, actions, logp, rewards)
+
+    def _log_season(self, fragment: PopulationFragment) -> None:
+        steps, agent_steps = fragment.env_steps(), fragment.agent_steps()
+        self.num_env_steps_sampled_lifetime += steps
+        m = self.metrics
+        m.log_value(NUM_ENV_STEPS_SAMPLED, steps, reduce="sum")
+        m.log_value((NUM_AGENT_STEPS_SAMPLED, DEFAULT_AGENT_ID), agent_steps, reduce="sum")
+        m.log_value((NUM_MODULE_STEPS_SAMPLED, DEFAULT_MODULE_ID), agent_steps, reduce="sum")
+        m.log_value(NUM_EPISODES, 1, reduce="sum")
+        m.log_value(NUM_ENV_STEPS_SAMPLED_LIFETIME, steps, reduce="lifetime_sum", with_throughput=True)
+        m.log_value((NUM_AGENT_STEPS_SAMPLED_LIFETIME, DEFAULT_AGENT_ID), agent_steps, reduce="lifetime_sum")
+        m.log_value((NUM_MODULE_STEPS_SAMPLED_LIFETIME, DEFAULT_MODULE_ID), agent_steps, reduce="lifetime_sum")
+        m.log_value(NUM_EPISODES_LIFETIME, 1, reduce="lifetime_sum")
+        window = self.config.metrics_num_episodes_for_smoothing
+        m.log_value(EPISODE_LEN_MEAN, steps, window=window)
+        # the episode's return as RLlib's multi-agent episode counts it: every farm's rewards summed
+        m.log_value(EPISODE_RETURN_MEAN, float(fragment.rewards.sum()), window=window)
+
+    def stop(self):
+        self.basin = None

@@ -1,0 +1,183 @@
+"""The fresh-water basin: one lake per candidate rule set, plus a baseline.
+
+`Basin` is the numpy core the RLlib env wraps. It steps `population`
+independent candidate lakes, each with `num_farms` farms under that
+candidate's rules, and one no-withdrawal baseline lake. All lakes of an
+episode share one weather draw (common random numbers): candidates are
+compared on the same season, and the baseline sees exactly that weather.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Sequence
+
+import numpy as np
+
+from bilevel_tune.world import crops, hydrology, law
+from bilevel_tune.world.rules import RULE_NAMES, Rules
+
+TOTAL_FARM_AREA_M2 = 5e8
+PEAK_DAILY_NEED_M3 = crops.KC_MAX * crops.ETO_MAX_MM_PER_DAY / 1000.0 * TOTAL_FARM_AREA_M2
+PLANTING_DOY_RANGE = (121, 152)  # uniform in [121, 152): May
+INITIAL_LEVEL_RANGE = (0.75, 1.0)
+OBSERVATION_SIZE = 5 + len(RULE_NAMES)  # level, pressure, allowed fraction, delivery, progress; the rules as u
+
+
+@dataclass(frozen=True)
+class WorldConfig:
+    num_farms: int = 5
+    horizon: int = 150
+    smoothing: float = 0.0
+
+    def __post_init__(self):
+        if not (isinstance(self.num_farms, int) and self.num_farms >= 1):
+            raise ValueError(f"num_farms={self.num_farms!r} must be an integer ≥ 1")
+        if not (isinstance(self.horizon, int) and self.horizon >= 1):
+            raise ValueError(f"horizon={self.horizon!r} must be an integer ≥ 1")
+        if not (np.isfinite(self.smoothing) and self.smoothing >= 0.0):
+            raise ValueError(f"smoothing={self.smoothing!r} must be a finite width ≥ 0 (0 = hard ramp)")
+
+
+@dataclass(frozen=True)
+class DayLog:
+    """One day of every candidate lake: shape (N,) per candidate, (N, F) per farm, scalars shared."""
+
+    requested_fraction: np.ndarray  # (N, F) action f
+    delivered_m3: np.ndarray  # (N, F)
+    reward: np.ndarray  # (N, F)
+    quota_penalty: np.ndarray  # (N, F)
+    flow_penalty: np.ndarray  # (N, F)
+    allowed_fraction: np.ndarray  # (N,) a(L) at the start of the day
+    pressure: np.ndarray  # (N,)
+    level: np.ndarray  # (N,) end of day
+    volume_start_m3: np.ndarray  # (N,)
+    withdrawal_m3s: np.ndarray  # (N,)
+    release_m3s: np.ndarray  # (N,)
+    spill_m3s: np.ndarray  # (N,)
+    inflow_m3s: float
+    baseline_level: float  # end of day
+    need_mm: float
+    rain_mm: float
+    deficit_mm: float
+
+
+class Basin:
+    """`population` candidate lakes with `num_farms` farms each, and a baseline lake."""
+
+    def __init__(self, config: WorldConfig, rules: Sequence[Rules]):
+        if not rules:
+            raise ValueError("a basin needs at least one candidate rule set")
+        self.config = config
+        self.rules = tuple(rules)
+        self.population = len(self.rules)
+        column = lambda name: np.array([getattr(r, name) for r in self.rules], dtype=float)  # noqa: E731
+        self._rule = {name: column(name) for name in RULE_NAMES}
+        self._rule_per_farm = {name: value[:, None] for name, value in self._rule.items()}
+        self._rule_obs = np.clip(np.stack([r.unit_vector() for r in self.rules]), 0.0, 1.0)
+        self.farm_area_m2 = TOTAL_FARM_AREA_M2 / config.num_farms
+        self.failed = np.zeros(self.population, dtype=bool)
+        self._rng = np.random.default_rng()
+        self.day = 0
+
+    # -- episode ---------------------------------------------------------
+    def reset(self, rng: np.random.Generator) -> np.ndarray:
+        self._rng = rng
+        self.planting_doy = int(rng.integers(*PLANTING_DOY_RANGE))
+        # the season's crop need, day by day (no draw: the same numbers a day-by-day computation gives)
+        days = np.arange(self.config.horizon)
+        self._need_mm = crops.crop_need_mm(crops.day_of_year(self.planting_doy, days), days).tolist()
+        initial_volume = rng.uniform(*INITIAL_LEVEL_RANGE) * hydrology.CAPACITY_M3
+        self.volume = np.full(self.population, initial_volume)
+        self.baseline_volume = initial_volume
+        self.pressure = np.full(self.population, hydrology.RELEASE_SHARE)
+        self.delivery_prev = np.zeros(self.population)
+        self.failed[:] = False
+        self.day = 0
+        self._allowed_now = self.allowed(self.volume / hydrology.CAPACITY_M3)
+        return self.observe()
+
+    def allowed(self, level) -> np.ndarray:
+        r = self._rule
+        return law.allowed_fraction(
+            level, r["fixed_quota"], r["min_demand_frac"], r["max_demand_frac"], self.config.smoothing
+        )
+
+    def observe(self) -> np.ndarray:
+        """(N, 11) float32: level, pressure, allowed fraction, delivery, progress (each clipped to [0, 1]), rules as u."""
+        obs = np.empty((self.population, OBSERVATION_SIZE))
+        obs[:, 0] = self.volume / hydrology.CAPACITY_M3
+        obs[:, 1] = self.pressure
+        obs[:, 2] = self._allowed_now
+        obs[:, 3] = self.delivery_prev / PEAK_DAILY_NEED_M3
+        obs[:, 4] = self.day / self.config.horizon
+        head = obs[:, :5]
+        np.minimum(np.maximum(head, 0.0, out=head), 1.0, out=head)  # np.clip, without its per-call overhead
+        obs[:, 5:] = self._rule_obs
+        obs[self.failed] = 0.0  # a failed lake must not feed NaN to the policy
+        return obs.astype(np.float32)
+
+    @property
+    def done(self) -> bool:
+        return self.day >= self.config.horizon
+
+    def step(self, fractions: np.ndarray) -> DayLog:
+        """Advance one day; `fractions` (N, F) are the farms' requested fractions of the deficit."""
+        f = np.asarray(fractions, dtype=float).reshape(self.population, self.config.num_farms)
+        self.failed |= ~np.isfinite(f).all(axis=1)
+        f = np.minimum(np.maximum(np.where(np.isnan(f), 0.0, f), 0.0), 1.0)  # NaN requests nothing; ±inf clip
+        r = self._rule_per_farm
+        rng = self._rng
+
+        doy = crops.day_of_year(self.planting_doy, self.day)
+        need_mm = self._need_mm[self.day]
+        rain_mm = float(hydrology.draw_rain_mm(rng))
+        deficit_mm = max(0.0, need_mm - rain_mm)
+        to_m3 = self.farm_area_m2 / 1000.0
+        need_m3, rain_m3, deficit_m3 = need_mm * to_m3, rain_mm * to_m3, deficit_mm * to_m3
+        inflow = float(hydrology.inflow_m3s(doy, rng.standard_normal()))
+
+        allowed = self._allowed_now
+        requested = f * deficit_m3
+        allowed_m3 = allowed[:, None] * deficit_m3
+        lake = hydrology.step_lake(self.volume, inflow, np.minimum(requested, allowed_m3).sum(axis=1))
+        delivered = np.minimum(requested, allowed_m3) * lake.delivered_share[:, None]
+        baseline = hydrology.step_lake(self.baseline_volume, inflow, 0.0)
+        pressure = lake.pressure(inflow)
+
+        quota = law.quota_penalty(requested, allowed_m3, deficit_m3, r["fine_amount"])
+        flow = law.flow_penalty(f, pressure[:, None], r["risk_penalty_scale"], r["risk_penalty_power"])
+        reward = law.reward(law.satisfaction(delivered, rain_m3, need_m3), quota, flow)
+
+        self.failed |= ~(np.isfinite(reward).all(axis=1) & np.isfinite(lake.volume))
+        volume_start = self.volume
+        self.volume = np.where(self.failed, self.volume, lake.volume)
+        self.baseline_volume = float(baseline.volume)
+        self.pressure = pressure
+        self.delivery_prev = delivered.sum(axis=1)
+        self.day += 1
+        self._allowed_now = self.allowed(self.volume / hydrology.CAPACITY_M3)  # tonight's observation, tomorrow's quota
+        return DayLog(
+            requested_fraction=f,
+            delivered_m3=delivered,
+            reward=reward,
+            quota_penalty=quota,
+            flow_penalty=flow,
+            allowed_fraction=allowed,
+            pressure=pressure,
+            level=lake.level,
+            volume_start_m3=volume_start,
+            withdrawal_m3s=lake.withdrawal,
+            release_m3s=lake.release,
+            spill_m3s=lake.spill,
+            inflow_m3s=inflow,
+            baseline_level=float(baseline.level),
+            need_mm=need_mm,
+            rain_mm=rain_mm,
+            deficit_mm=deficit_mm,
+        )
+
+
+def stack_days(days: Sequence[DayLog]) -> dict[str, np.ndarray]:
+    """Stack an episode's days along a leading time axis, field by field."""
+    return {f.name: np.stack([np.asarray(getattr(d, f.name)) for d in days]) for f in fields(DayLog)}

@@ -1,0 +1,126 @@
+"""The six mechanism rules: unit-interval encoding, physical maps and defaults.
+
+Every rule is held by the search as u in [0, 1] and mapped affinely to its
+physical value (docs/world.md). The law's functions take any physical value,
+so tests can probe the law outside the map's image; studies and the CLI are
+held to it (`check_physical`), where a value outside it would be a typo or
+break the law (a quota of 1 divides by zero, a negative fine pays the farms).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from bilevel_tune.hints import unknown_name
+
+
+@dataclass(frozen=True)
+class RuleSpec:
+    """physical = low + span * u, for u in [0, 1]."""
+
+    name: str
+    low: float
+    span: float
+    default: float
+    meaning: str
+
+    def to_physical(self, u: float) -> float:
+        return self.low + self.span * float(u)
+
+    def to_unit(self, physical: float) -> float:
+        return (float(physical) - self.low) / self.span
+
+    @property
+    def high(self) -> float:
+        return self.low + self.span
+
+    def check_physical(self, value: float) -> float:
+        """The value if it lies in the map's image [low, high]; ValueError naming rule, value and range."""
+        value = float(value)
+        if not self.low - 1e-12 <= value <= self.high + 1e-12:  # also rejects NaN
+            raise ValueError(f"rule {self.name}={value:g} is outside its range [{self.low:g}, {self.high:g}]")
+        return value
+
+
+RULE_SPECS: tuple[RuleSpec, ...] = (
+    RuleSpec("fixed_quota", 0.6, 0.35, 0.85, "fill level below which only the floor is allowed"),
+    RuleSpec("min_demand_frac", 0.0, 0.35, 0.05, "allowed fraction of the deficit at or below the quota level"),
+    RuleSpec("max_demand_frac", 0.35, 0.65, 1.0, "allowed fraction of the deficit when the lake is full"),
+    RuleSpec("fine_amount", 0.0, 0.10, 0.05, "penalty per unit of over-request, relative to the deficit"),
+    RuleSpec("risk_penalty_scale", 0.0, 1.0, 0.5, "scale of the flow-pressure penalty"),
+    RuleSpec("risk_penalty_power", 1.0, 4.0, 2.0, "power of the requested fraction in the flow penalty"),
+)
+RULE_NAMES: tuple[str, ...] = tuple(spec.name for spec in RULE_SPECS)
+_SPEC_BY_NAME = {spec.name: spec for spec in RULE_SPECS}
+
+
+def rule_spec(name: str) -> RuleSpec:
+    try:
+        return _SPEC_BY_NAME[name]
+    except KeyError:
+        raise ValueError(unknown_name("rule", name, RULE_NAMES)) from None
+
+
+def check_unit(name: str, u: float) -> float:
+    u = float(u)
+    if not 0.0 <= u <= 1.0:  # also rejects NaN
+        raise ValueError(f"rule {name!r}: u={u!r} is outside [0, 1]")
+    return u
+
+
+def check_optimize_params(names: Sequence[str]) -> tuple[str, ...]:
+    """Validate the searched subset (order kept): known, non-empty, no repeats."""
+    names = tuple(names)
+    if not names:
+        raise ValueError(f"optimize_params is empty; choose from: {', '.join(RULE_NAMES)}")
+    for name in names:
+        rule_spec(name)
+    if len(set(names)) != len(names):
+        raise ValueError(f"optimize_params {list(names)} repeats a rule")
+    return names
+
+
+@dataclass(frozen=True)
+class Rules:
+    """One candidate's rule set, in physical units."""
+
+    fixed_quota: float = _SPEC_BY_NAME["fixed_quota"].default
+    min_demand_frac: float = _SPEC_BY_NAME["min_demand_frac"].default
+    max_demand_frac: float = _SPEC_BY_NAME["max_demand_frac"].default
+    fine_amount: float = _SPEC_BY_NAME["fine_amount"].default
+    risk_penalty_scale: float = _SPEC_BY_NAME["risk_penalty_scale"].default
+    risk_penalty_power: float = _SPEC_BY_NAME["risk_penalty_power"].default
+
+    @classmethod
+    def from_physical(cls, values: Mapping[str, float] | None = None) -> "Rules":
+        values = dict(values or {})
+        for name in values:
+            rule_spec(name)
+        return cls(**{name: float(value) for name, value in values.items()})
+
+    @classmethod
+    def from_unit(cls, values: Mapping[str, float], base: "Rules | None" = None) -> "Rules":
+        """Rules with the named rules set from u in [0, 1]; the rest from `base`."""
+        base = base or cls()
+        physical = {name: rule_spec(name).to_physical(check_unit(name, u)) for name, u in values.items()}
+        return dataclasses.replace(base, **physical)
+
+    @classmethod
+    def from_search(cls, optimize_params: Sequence[str], u: Sequence[float], base: "Rules | None" = None) -> "Rules":
+        """Rules for one ES candidate: `u[i]` sets `optimize_params[i]`."""
+        names = check_optimize_params(optimize_params)
+        u = np.asarray(u, dtype=float).reshape(-1)
+        if u.shape[0] != len(names):
+            raise ValueError(f"candidate has {u.shape[0]} values for {len(names)} searched rules {list(names)}")
+        return cls.from_unit(dict(zip(names, u)), base)
+
+    def as_dict(self) -> dict[str, float]:
+        return {name: getattr(self, name) for name in RULE_NAMES}
+
+    def unit_vector(self) -> np.ndarray:
+        """All six rules as u (the observation's rule block); may leave [0, 1] for off-grid physical values."""
+        return np.array([rule_spec(name).to_unit(getattr(self, name)) for name in RULE_NAMES])

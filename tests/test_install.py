@@ -1,0 +1,58 @@
+"""The package outside the checkout: a wheel, installed into a fresh virtualenv, runs the built-in studies from any folder."""
+
+import os
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from .study_helpers import REPO
+
+pytestmark = pytest.mark.install
+
+
+def run(command, cwd, env=None) -> str:
+    done = subprocess.run(
+        [str(c) for c in command],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, **(env or {})},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def test_a_wheel_lists_and_plans_the_weekend_study_from_another_folder(tmp_path):
+    wheels = tmp_path / "wheels"
+    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", wheels, REPO], cwd=tmp_path)
+    (wheel,) = wheels.glob("bilevel_tune-*.whl")
+    venv = tmp_path / "venv"
+    run([sys.executable, "-m", "venv", venv], cwd=tmp_path)
+    python, study = venv / "bin" / "python", venv / "bin" / "bilevel-study"
+    run([python, "-m", "pip", "install", "-q", "--no-deps", "--no-index", wheel], cwd=tmp_path)
+    # The heavy dependencies (Ray, torch, …) from this environment, read-only, without its editable bilevel_tune:
+    # a path in a .pth file is appended to sys.path, and the .pth files inside it are not run.
+    site = Path(run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], cwd=tmp_path).strip())
+    (site / "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    installed = run([python, "-c", "import bilevel_tune; print(bilevel_tune.__file__)"], cwd=elsewhere)
+    assert installed.startswith(str(venv)), installed  # the wheel's copy, not the checkout's
+
+    assert run([study, "--list"], cwd=elsewhere).startswith("weekend ")
+    env = {"BILEVEL_CACHE_DIR": str(tmp_path / "cache"), "RAY_AUTH_MODE": "disabled"}
+    plan = run([study, "weekend", "--dry-run", "--inner", "analytic"], cwd=elsewhere, env=env)
+    assert "study weekend (bilevel_tune.studies/weekend.toml)" in plan and plan.strip().splitlines()[-1].startswith(
+        "ETA "
+    )
+
+    mine = elsewhere / "mine.toml"  # a user's own study file, by path
+    mine.write_text(
+        'name = "mine"\n[grid]\npopulation = [2]\noptimize_params = [["fixed_quota"]]\nseed = [1]\n[budget]\ngenerations = 2\n'
+    )
+    plan = run([study, str(mine), "--dry-run", "--inner", "analytic"], cwd=tmp_path, env=env)
+    assert "mine_pop2_1d_seed1" in plan
