@@ -37,12 +37,15 @@ class PrivateName:
 PRIVATE_NAMES = (
     PrivateName("ray.train._internal.session", "get_session", "a trial's stop request while a generation runs"),
     PrivateName("ray.tune.tuner", "Tuner.self._local_tuner", "a resumed session's own trackers, retries, concurrency"),
-    PrivateName("ray.tune.impl.tuner_internal", "TunerInternal.self._run_config", "a resumed session's trackers and retries"),
+    PrivateName(
+        "ray.tune.impl.tuner_internal", "TunerInternal.self._run_config", "a resumed session's trackers and retries"
+    ),
     PrivateName("ray.tune.impl.tuner_internal", "TunerInternal.self._tune_config", "a resumed session's concurrency"),
     PrivateName("ray._common.utils", "get_ray_address_file", "--address auto: the cluster `ray start` recorded"),
     PrivateName("ray._private.worker", "global_worker", "the Ray Dashboard's address for --dashboard"),
     PrivateName(
-        "ray._private.authentication.authentication_utils", "is_token_auth_enabled",
+        "ray._private.authentication.authentication_utils",
+        "is_token_auth_enabled",
         "whether the Ray Dashboard asks for a token (absent before Ray's token authentication: no token)",
         optional=True,
     ),  # fmt: skip
@@ -54,7 +57,8 @@ PRIVATE_NAMES = (
         "ray.rllib.algorithms.impala.impala_learner", "IMPALALearner.self._learner_thread", "the leak-free stop"
     ),
     PrivateName(
-        "ray.rllib.algorithms.impala.impala_learner", "IMPALALearner.self._learner_thread_in_queue",
+        "ray.rllib.algorithms.impala.impala_learner",
+        "IMPALALearner.self._learner_thread_in_queue",
         "draining queued updates before evaluation",
     ),  # fmt: skip
 )

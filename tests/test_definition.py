@@ -212,3 +212,13 @@ def test_a_study_json_of_release_0_1_still_loads_as_it_ran():
     assert [c.key for c in study.cells()] == [(1, ("min_demand_frac",), 42, ()), (16, ("min_demand_frac",), 42, ())]
     assert (study.get("world.horizon"), study.get("network.hidden"), study.budget.inner_iters) == (30, (16,), 3)
     assert study.fixed_rules["risk_penalty_scale"] == 1.0 and study.full_budget.generations_for(16) == 300
+
+
+def test_the_docs_table_lists_every_setting_with_its_default_and_range():
+    from pathlib import Path
+
+    from bilevel_tune.settings import SETTINGS, shown
+
+    table = (Path(__file__).resolve().parent.parent / "docs" / "study.md").read_text()
+    for s in SETTINGS:
+        assert f"| `{s.key}` | {shown(s.default)} | {s.allowed} |" in table, s.key
