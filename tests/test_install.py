@@ -1,6 +1,7 @@
 """The package outside the checkout: a wheel, installed into a fresh virtualenv, runs the built-in studies from any folder."""
 
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -27,8 +28,12 @@ def run(command, cwd, env=None) -> str:
 
 
 def test_a_wheel_lists_and_plans_the_weekend_study_from_another_folder(tmp_path):
+    # built from a copy of the sources: a build leaves build/ and *.egg-info beside them
+    source = tmp_path / "source"
+    ignore = shutil.ignore_patterns(".venv*", ".git", "results", "build", "*.egg-info", "__pycache__", ".*_cache", "wandb")
+    shutil.copytree(REPO, source, ignore=ignore)
     wheels = tmp_path / "wheels"
-    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", wheels, REPO], cwd=tmp_path)
+    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", wheels, source], cwd=tmp_path)
     (wheel,) = wheels.glob("bilevel_tune-*.whl")
     venv = tmp_path / "venv"
     run([sys.executable, "-m", "venv", venv], cwd=tmp_path)
