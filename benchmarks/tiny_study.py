@@ -20,12 +20,14 @@ inner = "appo"
 population = [{population}]
 optimize_params = [{optimize_params!r}]
 seed = [0]
+[world]
+farms = 2
+horizon = 20
+[network]
+hidden = [16]
 [budget]
 generations = {generations}
 inner_iters = {inner_iters}
-horizon = 20
-num_farms = 2
-hidden = [16]
 final_eval_seeds = {final_eval_seeds}
 """.replace("'", '"')
 
