@@ -294,7 +294,7 @@ class Study:
     # -- settings ----------------------------------------------------------------
     @property
     def settings(self) -> dict[str, Any]:
-        """Every setting as run (an axis's first value stands for it where one value is needed)."""
+        """Every setting as run; a further axis's setting holds its file (or --set) value here, each trial its own (`for_cell`)."""
         return dict(self.values)
 
     def get(self, key: str) -> Any:
