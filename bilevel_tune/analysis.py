@@ -30,7 +30,6 @@ CEILING, NO_CEILING = "ceiling", "no ceiling"
 BOUND_TOL = 1e-3  # a best this close to its upper bound is capped by the rules
 DEFAULT_CEILING, DEFAULT_TOL = DEFAULTS["summary.ceiling"], DEFAULTS["summary.tol"]
 BASE_FACTORS = ("population", "dims")  # the grid's factors besides the seed; a study's further axes add theirs
-EFFECTS = ("population_effect", "dims_effect")  # a study's further axes add one each (effect_key)
 SEARCH_VS_GRID = "search_vs_grid"
 BEST, FINAL = "best_objective", "final_objective"  # the two values verdicts are judged on
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from bilevel_tune import metrics as M
+from bilevel_tune.settings import plain, short_name
 
 STUDY_FILE = "study.json"
 GENERATIONS_FILE = "generations.jsonl"
@@ -86,14 +87,8 @@ def trial_name(study_name: str, cell: Mapping[str, Any] | Cell) -> str:
     weekend_pop16_2d_seed42_sigma0.05."""
     first, params, seed, extra = cell.key if isinstance(cell, Cell) else Cell.key_of(cell)
     kind = SCAN if first == SCAN else f"pop{first}"
-    axes = "".join(f"_{key.split('.', 1)[-1]}{_plain(value)}" for key, value in extra)
+    axes = "".join(f"_{short_name(key)}{plain(value, '-')}" for key, value in extra)
     return f"{study_name}_{kind}_{len(params)}d_seed{seed}{axes}"
-
-
-def _plain(value) -> str:
-    if isinstance(value, (list, tuple)):
-        return "-".join(_plain(v) for v in value)
-    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def trial_dirname(study_name: str, cell: Mapping[str, Any] | Cell, trial_id: str) -> str:

@@ -211,10 +211,10 @@ def short_name(key: str) -> str:
     return key.split(".", 1)[-1]
 
 
-def plain(value: Any) -> str:
-    """A value as a trial name, a label or a dry run shows it: 0.05, 0.0003, 64,64."""
+def plain(value: Any, sep: str = ",") -> str:
+    """A value as a label or a trial name shows it: 0.05, 0.0003, 64,64 (a trial name joins lists with "-")."""
     if isinstance(value, (list, tuple)):
-        return ",".join(plain(v) for v in value)
+        return sep.join(plain(v, sep) for v in value)
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
