@@ -56,8 +56,13 @@ def test_the_appo_probe_measures_real_shards(store):
     study = load_study("weekend").with_budget("quick").with_overrides(populations=[4])
     figures, how = calibration.inner_loop_figures(study, thread_cap=1, busy_cpus=2)
     assert how.startswith("probed now: 2 shard actor(s) at once, blocks of 1 and 4 candidates")
+    # At the quick budget a batched block of 4 costs about what a block of 1 does: either line's slope may
+    # fit to 0 within the noise (never below), so what must be measured is each line's total and the rebuild.
+    lines = ("train_fixed_s", "train_per_candidate_s", "evaluate_fixed_s", "evaluate_per_candidate_s")
+    assert all(figures[key] >= 0 for key in lines)
     assert figures["train_fixed_s"] + figures["train_per_candidate_s"] > 0
-    assert figures["rebuild_s"] > 0 and figures["evaluate_per_candidate_s"] > 0
+    assert figures["evaluate_fixed_s"] + figures["evaluate_per_candidate_s"] > 0
+    assert figures["rebuild_s"] > 0
 
 
 def test_trial_figures_recover_the_overhead_that_makes_the_schedule_last_as_long_as_the_fit():
