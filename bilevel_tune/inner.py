@@ -72,6 +72,10 @@ class InnerLoopConfig:
     num_farms: int = 5
     horizon: int = 150
     smoothing: float = 0.0
+    release_share: float = WorldConfig.release_share
+    rain_probability: float = WorldConfig.rain_probability
+    rain_mean_mm: float = WorldConfig.rain_mean_mm
+    farm_area_km2: float = WorldConfig.farm_area_km2
     hidden: tuple[int, ...] = (256, 256)
     lr: float = 1e-3
     discount: float = 0.99  # RL discount γ of the farms' returns
@@ -87,7 +91,7 @@ class InnerLoopConfig:
     stop_mode: str = "leak-free"
 
     def __post_init__(self):
-        WorldConfig(self.num_farms, self.horizon, self.smoothing)  # validates the world fields
+        self.world  # validates the world fields
         ObjectiveWeights(self.econ_weight, self.sus_weight)
         if self.fragments_per_batch < 1:
             raise ValueError(f"fragments_per_batch={self.fragments_per_batch!r} must be an integer ≥ 1")
@@ -101,10 +105,10 @@ class InnerLoopConfig:
         """The config of a `definition.Study`'s trials: its [world], [network], [appo] and [objective] settings."""
         s = study.settings
         appo = {f.name: s[f"appo.{f.name}"] for f in dataclasses.fields(cls) if f"appo.{f.name}" in s}
+        world = {f.name: s[f"world.{f.name}"] for f in dataclasses.fields(WorldConfig) if f"world.{f.name}" in s}
         return cls(
             num_farms=s["world.farms"],
-            horizon=s["world.horizon"],
-            smoothing=s["world.smoothing"],
+            **world,
             hidden=tuple(s["network.hidden"]),
             **appo,
             econ_weight=s["objective.econ_weight"],
@@ -113,7 +117,7 @@ class InnerLoopConfig:
 
     @property
     def world(self) -> WorldConfig:
-        return WorldConfig(self.num_farms, self.horizon, self.smoothing)
+        return WorldConfig(**{f.name: getattr(self, f.name) for f in dataclasses.fields(WorldConfig)})
 
     @property
     def weights(self) -> ObjectiveWeights:

@@ -2,7 +2,8 @@
 
 A setting is named `section.name` — its study file section and key:
 
-    [world]     farms, horizon, smoothing               the fresh-water world (docs/world.md)
+    [world]     farms, horizon, smoothing,              the fresh-water world (docs/world.md)
+                release_share, rain_probability, rain_mean_mm, farm_area_km2
     [network]   hidden                                  the policy and value networks (APPO)
     [appo]      lr, discount, entropy_coeff, grad_clip, RLlib APPO's own settings
                 vtrace_clip_rho_threshold, vtrace_clip_pg_rho_threshold, fragments_per_batch
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bilevel_tune.hints import unknown_name
+from bilevel_tune.world.basin import WorldConfig
 from bilevel_tune.world.rules import RULE_SPECS
 
 SHAPINGS = ("zscore", "centered_rank")
@@ -124,6 +126,24 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("world.farms", 5, "int", "farms per lake", low=1),
     Setting("world.horizon", 150, "int", "days per season", low=1),
     Setting("world.smoothing", 0.0, "float", "width of the quota ramp's smoothing (0: the hard ramp)", low=0),
+    Setting(
+        "world.release_share",
+        WorldConfig.release_share,
+        "float",
+        "an ordinary day's outflow over inflow (1: pressure saturated at 1)",
+        low=0,
+        high=1,
+    ),
+    Setting("world.rain_probability", WorldConfig.rain_probability, "float", "share of days with rain", low=0, high=1),
+    Setting("world.rain_mean_mm", WorldConfig.rain_mean_mm, "float", "mean rain of a wet day (mm)", low=0),
+    Setting(
+        "world.farm_area_km2",
+        WorldConfig.farm_area_km2,
+        "float",
+        "irrigated area of a lake's farms, all together (km²): their demand against the lake",
+        low=0,
+        open_low=True,
+    ),
     Setting("network.hidden", (256, 256), "layers", "hidden layer sizes of the policy and value networks", appo=True),
     Setting("appo.lr", 1e-3, "float", "Adam's learning rate", low=0, open_low=True, high=1, appo=True),
     Setting("appo.discount", 0.99, "float", "the farms' discount γ", low=0, high=1, appo=True),

@@ -10,6 +10,8 @@ loop's reset says so, and the shard is replaced so a leak never accumulates.
 
 from __future__ import annotations
 
+import dataclasses
+
 import logging
 import sys
 import threading
@@ -69,9 +71,7 @@ def build(algo_config):
 def env_config(config: InnerLoopConfig, rules, seed: int) -> dict[str, Any]:
     """The world of a block: one lake per candidate's rules (`world.env.parse_env_config` reads it)."""
     return {
-        "num_farms": config.num_farms,
-        "horizon": config.horizon,
-        "smoothing": config.smoothing,
+        **dataclasses.asdict(config.world),
         "rules": [r.as_dict() for r in rules],
         "seed": int(seed),
     }

@@ -17,8 +17,8 @@ import numpy as np
 from bilevel_tune.world import crops, hydrology, law
 from bilevel_tune.world.rules import RULE_NAMES, Rules
 
-TOTAL_FARM_AREA_M2 = 5e8
-PEAK_DAILY_NEED_M3 = crops.KC_MAX * crops.ETO_MAX_MM_PER_DAY / 1000.0 * TOTAL_FARM_AREA_M2
+TOTAL_FARM_AREA_KM2 = 500.0  # the default of WorldConfig.farm_area_km2
+PEAK_NEED_MM = crops.KC_MAX * crops.ETO_MAX_MM_PER_DAY
 PLANTING_DOY_RANGE = (121, 152)  # uniform in [121, 152): May
 INITIAL_LEVEL_RANGE = (0.75, 1.0)
 OBSERVATION_SIZE = 5 + len(RULE_NAMES)  # level, pressure, allowed fraction, delivery, progress; the rules as u
@@ -26,9 +26,17 @@ OBSERVATION_SIZE = 5 + len(RULE_NAMES)  # level, pressure, allowed fraction, del
 
 @dataclass(frozen=True)
 class WorldConfig:
+    """The world's settings (docs/world.md). The last four decide whether 0.2500 can be a structural cap:
+    with release_share 1 the outflow matches the inflow (pressure 1), with no rain a day's best reward is
+    f − c·f^p, and a small farm area keeps the lake (and so the quota's allowance) up all season."""
+
     num_farms: int = 5
     horizon: int = 150
     smoothing: float = 0.0
+    release_share: float = hydrology.RELEASE_SHARE  # an ordinary day's outflow over inflow
+    rain_probability: float = hydrology.RAIN_PROBABILITY
+    rain_mean_mm: float = hydrology.RAIN_MEAN_MM
+    farm_area_km2: float = TOTAL_FARM_AREA_KM2  # irrigated area of all farms of a lake, split evenly
 
     def __post_init__(self):
         if not (isinstance(self.num_farms, int) and self.num_farms >= 1):
@@ -37,6 +45,19 @@ class WorldConfig:
             raise ValueError(f"horizon={self.horizon!r} must be an integer ≥ 1")
         if not (np.isfinite(self.smoothing) and self.smoothing >= 0.0):
             raise ValueError(f"smoothing={self.smoothing!r} must be a finite width ≥ 0 (0 = hard ramp)")
+        if not 0.0 <= self.release_share <= 1.0:  # also rejects NaN
+            raise ValueError(f"release_share={self.release_share!r} must be in [0, 1]")
+        if not 0.0 <= self.rain_probability <= 1.0:
+            raise ValueError(f"rain_probability={self.rain_probability!r} must be in [0, 1]")
+        if not (np.isfinite(self.rain_mean_mm) and self.rain_mean_mm >= 0.0):
+            raise ValueError(f"rain_mean_mm={self.rain_mean_mm!r} must be a finite depth ≥ 0")
+        if not (np.isfinite(self.farm_area_km2) and self.farm_area_km2 > 0.0):
+            raise ValueError(f"farm_area_km2={self.farm_area_km2!r} must be a finite area > 0")
+
+    @property
+    def peak_daily_need_m3(self) -> float:
+        """All farms' largest daily crop need: the delivery observation's unit."""
+        return PEAK_NEED_MM / 1000.0 * (self.farm_area_km2 * 1e6)
 
 
 @dataclass(frozen=True)
@@ -75,7 +96,8 @@ class Basin:
         self._rule = {name: column(name) for name in RULE_NAMES}
         self._rule_per_farm = {name: value[:, None] for name, value in self._rule.items()}
         self._rule_obs = np.clip(np.stack([r.unit_vector() for r in self.rules]), 0.0, 1.0)
-        self.farm_area_m2 = TOTAL_FARM_AREA_M2 / config.num_farms
+        self.farm_area_m2 = config.farm_area_km2 * 1e6 / config.num_farms
+        self._peak_daily_need_m3 = config.peak_daily_need_m3
         self.failed = np.zeros(self.population, dtype=bool)
         self._rng = np.random.default_rng()
         self.day = 0
@@ -90,7 +112,7 @@ class Basin:
         initial_volume = rng.uniform(*INITIAL_LEVEL_RANGE) * hydrology.CAPACITY_M3
         self.volume = np.full(self.population, initial_volume)
         self.baseline_volume = initial_volume
-        self.pressure = np.full(self.population, hydrology.RELEASE_SHARE)
+        self.pressure = np.full(self.population, self.config.release_share)
         self.delivery_prev = np.zeros(self.population)
         self.failed[:] = False
         self.day = 0
@@ -109,7 +131,7 @@ class Basin:
         obs[:, 0] = self.volume / hydrology.CAPACITY_M3
         obs[:, 1] = self.pressure
         obs[:, 2] = self._allowed_now
-        obs[:, 3] = self.delivery_prev / PEAK_DAILY_NEED_M3
+        obs[:, 3] = self.delivery_prev / self._peak_daily_need_m3
         obs[:, 4] = self.day / self.config.horizon
         head = obs[:, :5]
         np.minimum(np.maximum(head, 0.0, out=head), 1.0, out=head)  # np.clip, without its per-call overhead
@@ -131,7 +153,7 @@ class Basin:
 
         doy = crops.day_of_year(self.planting_doy, self.day)
         need_mm = self._need_mm[self.day]
-        rain_mm = float(hydrology.draw_rain_mm(rng))
+        rain_mm = float(hydrology.draw_rain_mm(rng, None, self.config.rain_probability, self.config.rain_mean_mm))
         deficit_mm = max(0.0, need_mm - rain_mm)
         to_m3 = self.farm_area_m2 / 1000.0
         need_m3, rain_m3, deficit_m3 = need_mm * to_m3, rain_mm * to_m3, deficit_mm * to_m3
@@ -140,9 +162,10 @@ class Basin:
         allowed = self._allowed_now
         requested = f * deficit_m3
         allowed_m3 = allowed[:, None] * deficit_m3
-        lake = hydrology.step_lake(self.volume, inflow, np.minimum(requested, allowed_m3).sum(axis=1))
+        release_share = self.config.release_share
+        lake = hydrology.step_lake(self.volume, inflow, np.minimum(requested, allowed_m3).sum(axis=1), release_share)
         delivered = np.minimum(requested, allowed_m3) * lake.delivered_share[:, None]
-        baseline = hydrology.step_lake(self.baseline_volume, inflow, 0.0)
+        baseline = hydrology.step_lake(self.baseline_volume, inflow, 0.0, release_share)
         pressure = lake.pressure(inflow)
 
         quota = law.quota_penalty(requested, allowed_m3, deficit_m3, r["fine_amount"])

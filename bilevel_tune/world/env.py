@@ -28,6 +28,7 @@ Version      fresh-water v1
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Mapping
 
 import gymnasium as gym
@@ -37,7 +38,7 @@ from ray.rllib.env.multi_agent_env import MultiAgentEnv
 from bilevel_tune.world.basin import OBSERVATION_SIZE, Basin, WorldConfig
 from bilevel_tune.world.rules import Rules
 
-ENV_CONFIG_KEYS = ("num_farms", "horizon", "smoothing", "rules", "seed")
+ENV_CONFIG_KEYS = (*(f.name for f in dataclasses.fields(WorldConfig)), "rules", "seed")
 
 
 def agent_id(candidate: int, farm: int) -> str:
@@ -58,11 +59,7 @@ def parse_env_config(env_config: Mapping[str, Any] | None) -> tuple[WorldConfig,
     unknown = sorted(set(env_config) - set(ENV_CONFIG_KEYS))
     if unknown:
         raise ValueError(f"unknown env_config key(s) {unknown}; allowed: {', '.join(ENV_CONFIG_KEYS)}")
-    world = WorldConfig(
-        num_farms=env_config.get("num_farms", 5),
-        horizon=env_config.get("horizon", 150),
-        smoothing=float(env_config.get("smoothing", 0.0)),
-    )
+    world = WorldConfig(**{k: v for k, v in env_config.items() if k not in ("rules", "seed")})
     rules = [Rules.from_physical(r) for r in env_config.get("rules") or [{}]]
     return world, rules, env_config.get("seed")
 
