@@ -35,4 +35,4 @@ def evaluate_policy(
             obs = basin.observe()
         episodes.append(stack_days(days))
         failed |= basin.failed
-    return candidate_outcomes(episodes, rules, weights, failed)
+    return candidate_outcomes(episodes, rules, weights, failed, world.smoothing)

@@ -18,15 +18,18 @@ day's bound is exactly 1/4 (at f = 1/2).
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from bilevel_tune.world import law
-from bilevel_tune.world.rules import Rules
+from bilevel_tune.world.hydrology import CAPACITY_M3
+from bilevel_tune.world.rules import RULE_SPECS, Rules
 
 TINY_MM = 1e-12
+RULE_PROBE_POINTS = 5  # values per rule's range at which `bound_by_rule` reads the upper bound
+QUOTA_RULES = ("fixed_quota", "min_demand_frac", "max_demand_frac")  # the rules of the allowed fraction a(L)
 
 
 @dataclass(frozen=True)
@@ -62,15 +65,15 @@ def day_upper_bound(need_mm, rain_mm, allowed, pressure, fine, scale, power):
     0, a, or the interior optimum f* = (d/(c·P·p))^(1/(p−1)) clipped to
     [0, a], with d the deficit's share of the need.
     """
-    need, rain, allowed, pressure = np.broadcast_arrays(
-        *(np.asarray(x, dtype=float) for x in (need_mm, rain_mm, allowed, pressure))
+    need, rain, allowed, pressure, power = np.broadcast_arrays(
+        *(np.asarray(x, dtype=float) for x in (need_mm, rain_mm, allowed, pressure, power))
     )
     deficit_share = np.divide(np.maximum(0.0, need - rain), need, out=np.zeros(need.shape), where=need > TINY_MM)
     cost = scale * pressure * power
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         interior = np.where(
             (cost > 0) & (power > 1),
-            np.power(deficit_share / np.where(cost > 0, cost, 1.0), 1.0 / max(power - 1.0, 1e-12)),
+            np.power(deficit_share / np.where(cost > 0, cost, 1.0), 1.0 / np.maximum(power - 1.0, 1e-12)),
             np.inf,
         )
     interior = np.clip(np.nan_to_num(interior, nan=0.0, posinf=1.0), 0.0, allowed)
@@ -100,45 +103,96 @@ class CandidateOutcome:
     flow_penalty: float
     quota_penalty: float
     failed: bool
+    # per rule, the objective's upper bound with that rule at its best value in its range (the others as they
+    # were, the days as logged): which rules could lift a cap (docs/objective.md); empty where not computed
+    bound_by_rule: Mapping[str, float] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "CandidateOutcome":
-        """From a record (JSON null reads back as NaN)."""
-        values = {f.name: data[f.name] for f in dataclasses.fields(cls)}
+        """From a record (JSON null reads back as NaN; a record made before `bound_by_rule` has none)."""
+        values = {f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data}
         return cls(**{k: (float("nan") if v is None else v) for k, v in values.items()})
 
 
+def _days(episodes: Sequence[dict[str, np.ndarray]], k: int) -> dict[str, np.ndarray]:
+    """Candidate k's evaluated days, every episode end to end: what its upper bound reads."""
+    per_candidate = ("allowed_fraction", "pressure", "volume_start_m3")
+    return {
+        key: np.concatenate([ep[key][:, k] if key in per_candidate else ep[key] for ep in episodes])
+        for key in ("need_mm", "rain_mm", *per_candidate)
+    }
+
+
+def bound_by_rule(days: dict[str, np.ndarray], rule: Rules, smoothing: float, reward_bound: float) -> dict[str, float]:
+    """Per rule, the reward bound's largest value over `RULE_PROBE_POINTS` values across the rule's range.
+
+    The days stay as logged (weather, need, pressure, the lake's start-of-day levels, from which the
+    allowed fraction is recomputed under a moved quota rule): it reads which rules the cap depends on,
+    not what the farms would do under other rules.
+    """
+    level = days["volume_start_m3"] / CAPACITY_M3
+    out = {}
+    for spec in RULE_SPECS:
+        values = {n: np.full((RULE_PROBE_POINTS, 1), getattr(rule, n)) for n in (s.name for s in RULE_SPECS)}
+        values[spec.name] = np.linspace(spec.low, spec.high, RULE_PROBE_POINTS)[:, None]
+        allowed = days["allowed_fraction"]
+        if spec.name in QUOTA_RULES:
+            allowed = law.allowed_fraction(
+                level, values["fixed_quota"], values["min_demand_frac"], values["max_demand_frac"], smoothing
+            )
+        bounds = day_upper_bound(
+            days["need_mm"],
+            days["rain_mm"],
+            allowed,
+            days["pressure"],
+            values["fine_amount"],
+            values["risk_penalty_scale"],
+            values["risk_penalty_power"],
+        )
+        out[spec.name] = max(reward_bound, float(bounds.mean(axis=1).max()))
+    return out
+
+
 def candidate_outcomes(
-    episodes: Sequence[dict[str, np.ndarray]], rules: Sequence[Rules], weights: ObjectiveWeights, failed: np.ndarray
+    episodes: Sequence[dict[str, np.ndarray]],
+    rules: Sequence[Rules],
+    weights: ObjectiveWeights,
+    failed: np.ndarray,
+    smoothing: float = 0.0,
 ) -> list[CandidateOutcome]:
-    """Per candidate: objective, its terms, upper bound and diagnostics.
+    """Per candidate: objective, its terms, upper bound (and per rule, what moving it does to the bound) and
+    diagnostics.
 
     `episodes` are `basin.stack_days` records (time-major); `failed` marks
-    candidates whose lake failed in any episode: their objective is NaN.
+    candidates whose lake failed in any episode: their objective is NaN;
+    `smoothing` is the world's quota-ramp smoothing (to recompute the allowed fraction under other rules).
     """
     outcomes = []
     for k, rule in enumerate(rules):
-        rewards, sus, bounds = [], [], []
+        rewards, sus = [], []
         for ep in episodes:
             rewards.append(ep["reward"][:, k].mean())
             sus.append(sustainability(ep["level"][:, k], ep["baseline_level"]))
-            bounds.append(
+        mean_reward, mean_sus = float(np.mean(rewards)), float(np.mean(sus))
+        days = _days(episodes, k)
+        reward_bound = float(
+            np.mean(
                 day_upper_bound(
-                    ep["need_mm"],
-                    ep["rain_mm"],
-                    ep["allowed_fraction"][:, k],
-                    ep["pressure"][:, k],
+                    days["need_mm"],
+                    days["rain_mm"],
+                    days["allowed_fraction"],
+                    days["pressure"],
                     rule.fine_amount,
                     rule.risk_penalty_scale,
                     rule.risk_penalty_power,
                 )
             )
-        mean_reward, mean_sus = float(np.mean(rewards)), float(np.mean(sus))
-        reward_bound = float(np.mean(np.concatenate(bounds)))
+        )
         objective = weights.econ * mean_reward + weights.sus * mean_sus
+        lifted = bound_by_rule(days, rule, smoothing, reward_bound)
 
         def mean_of(key: str, k: int = k) -> float:
             return float(np.mean(np.concatenate([ep[key][:, k].reshape(-1) for ep in episodes])))
@@ -157,6 +211,7 @@ def candidate_outcomes(
                 flow_penalty=mean_of("flow_penalty"),
                 quota_penalty=mean_of("quota_penalty"),
                 failed=bool(failed[k]),
+                bound_by_rule={name: weights.econ * b + weights.sus * mean_sus for name, b in lifted.items()},
             )
         )
     return outcomes
