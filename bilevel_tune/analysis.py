@@ -29,7 +29,13 @@ ROBUST, NOISE, FEW = "robust", "within seed noise", "not enough seeds"
 CEILING, NO_CEILING = "ceiling", "no ceiling"
 BOUND_TOL = 1e-3  # a best this close to its upper bound is capped by the rules
 DEFAULT_CEILING, DEFAULT_TOL = DEFAULTS["summary.ceiling"], DEFAULTS["summary.tol"]
-BASE_FACTORS = ("population", "dims")  # the grid's factors besides the seed; a study's further axes add theirs
+# The grid's factors besides the seed (a study's further axes add theirs). The mechanism factor is `dims` (1-D vs
+# 2-D) when each dimensionality has one set of searched rules, else `mechanism`, the set itself (2-D vs 2-D floor+risk).
+BASE_FACTORS = ("population", "dims")
+MECHANISM = "mechanism"
+BOUND_BY = (
+    "bound_by/"  # bound_by/<rule>: the best candidate's upper bound with that rule at its best (CandidateOutcome)
+)
 SEARCH_VS_GRID = "search_vs_grid"
 BEST, FINAL = "best_objective", "final_objective"  # the two values verdicts are judged on
 
@@ -76,6 +82,7 @@ def _trial_row(cell: Cell, trial: TrialRecords | None) -> dict[str, Any]:
     row = {
         "population": cell.population,
         "dims": cell.dims,
+        MECHANISM: cell.mechanism,
         "optimize_params": ",".join(cell.optimize_params),
         "seed": cell.seed,
         **{key: _cell_value(value) for key, value in cell.extra},  # a column per further axis
@@ -107,6 +114,7 @@ def _trial_row(cell: Cell, trial: TrialRecords | None) -> dict[str, Any]:
         M.UPPER_BOUND: num(best.get(M.UPPER_BOUND)),
         M.STOP_REASON: final.get(M.STOP_REASON, ""),
         **{f"diag_{k}": num(best.get(k)) for k in M.DIAGNOSTICS},
+        **{BOUND_BY + rule: num(value) for rule, value in (best.get("bound_by_rule") or {}).items()},
         **{k: v for k, v in last.items() if k.startswith(M.BEST_RULE)},
     }
 
@@ -116,8 +124,16 @@ def _cell_value(value):
 
 
 def factors(table: pd.DataFrame) -> list[str]:
-    """The grid's factors a table has: population, dims, and a column per further axis (a setting's key)."""
-    return [*BASE_FACTORS, *(c for c in table.columns if c in BY_KEY)]
+    """The grid's factors a table has: population, the mechanism (dims, or the searched rules where two
+    mechanisms share a dimensionality), and a column per further axis (a setting's key)."""
+    return ["population", mechanism_factor(table), *(c for c in table.columns if c in BY_KEY)]
+
+
+def mechanism_factor(table: pd.DataFrame) -> str:
+    """`dims` while every dimensionality has one mechanism (the campaign's 1-D / 2-D), else `mechanism`."""
+    if MECHANISM in table and len(table) and table.groupby("dims")[MECHANISM].nunique().max() > 1:
+        return MECHANISM
+    return "dims"
 
 
 def _status(final: dict, recorded: int, budget: int) -> str:
@@ -144,7 +160,7 @@ def cell_table(trials: pd.DataFrame) -> pd.DataFrame:
     grouped = done.groupby(by)[values]
     out = grouped.mean().add_suffix("_mean").join(grouped.std(ddof=1).add_suffix("_std"))
     out["n_seeds"] = done.groupby(by)["seed"].nunique()
-    return out.reset_index().astype({"population": int, "dims": int, "n_seeds": int})
+    return out.reset_index().astype({k: int for k in ("population", "dims", "n_seeds") if k in [*by, "n_seeds"]})
 
 
 def grid_table(trials: pd.DataFrame, value: str = BEST) -> pd.DataFrame:
@@ -153,7 +169,12 @@ def grid_table(trials: pd.DataFrame, value: str = BEST) -> pd.DataFrame:
     if done.empty or value not in done:
         return pd.DataFrame()
     axes = factors(done)[len(BASE_FACTORS) :]
-    grid = done.pivot_table(index=[*axes, "population", "seed"], columns="dims", values=value, aggfunc="first")
+    index = [*axes, "population", "seed"]
+    if mechanism_factor(done) == MECHANISM:  # a column per set of searched rules, in order of dimensionality
+        order = done.sort_values(["dims", "optimize_params"])[MECHANISM].unique()
+        grid = done.pivot_table(index=index, columns=MECHANISM, values=value, aggfunc="first")
+        return grid[[m for m in order if m in grid.columns]].reset_index().rename_axis(columns=None)
+    grid = done.pivot_table(index=index, columns="dims", values=value, aggfunc="first")
     grid.columns = [f"{d}-D" for d in grid.columns]
     return grid.reset_index()
 
@@ -204,7 +225,7 @@ def _native(value):
 
 
 def effect_label(factor: str) -> str:
-    return {"population": "population", "dims": "mechanism dimensionality"}.get(factor, factor)
+    return {"population": "population", "dims": "mechanism dimensionality"}.get(factor, factor)  # mechanism: itself
 
 
 def effect_key(factor: str) -> str:
@@ -213,12 +234,15 @@ def effect_key(factor: str) -> str:
 
 
 def effect_verdict(table: pd.DataFrame, factor: str, value: str = BEST) -> dict[str, Any]:
-    """Is the effect of `factor` (population, dims or a further axis) robust to seed noise? docs/verdicts.md."""
-    other = ", ".join(f for f in factors(table) if f != factor)
+    """Is the effect of `factor` (population, the mechanism or a further axis) robust to seed noise? docs/verdicts.md.
+
+    Two levels are one comparison; with more (three mechanisms), every pair of levels is judged on its own, and
+    the factor is robust when some pair is.
+    """
     label = effect_label(factor)
     table = table.dropna(subset=[value])
     sd, sd_cells = pooled_sd(table, value)
-    levels = sorted(table[factor].unique())
+    levels = sorted(table[factor].unique(), key=_level_order)
     result = {
         "gap": float("nan"),
         "spread": 2 * sd if sd_cells else float("nan"),
@@ -233,26 +257,54 @@ def effect_verdict(table: pd.DataFrame, factor: str, value: str = BEST) -> dict[
             "verdict": FEW,
             "sentence": f"{label}: only one level ({only}) in the data — nothing to compare.",
         }
-    low, high = levels[0], levels[-1]
+    if len(levels) == 2:
+        return _pair_verdict(table, factor, value, levels[0], levels[1], label, result)
+    pairs = [
+        _pair_verdict(table, factor, value, low, high, f"{_level(factor, high)} vs {_level(factor, low)}", result)
+        for i, low in enumerate(levels)
+        for high in levels[i + 1 :]
+    ]
+    verdicts_ = [p["verdict"] for p in pairs]
+    verdict = ROBUST if ROBUST in verdicts_ else NOISE if NOISE in verdicts_ else FEW
+    sentence = f"{label} ({len(levels)} levels): " + "; ".join(p["sentence"] for p in pairs)
+    return {**result, "verdict": verdict, "sentence": sentence, "pairs": pairs}
+
+
+def _level_order(level):
+    """Levels in their natural order; mechanisms by dimensionality first (1-D, 2-D, 2-D floor+risk)."""
+    level = _native(level)
+    return (int(level.split("-", 1)[0]) if isinstance(level, str) and level[:1].isdigit() else 0, level)
+
+
+def _level(factor: str, level) -> str:
+    """A level as a verdict names it: 2-D, 2-D floor+risk, population 16, es.sigma 0.05."""
+    if factor == "dims":
+        return f"{_native(level)}-D"
+    return str(level) if factor == MECHANISM else f"{factor} {_shown(level)}"
+
+
+def _pair_verdict(table, factor: str, value: str, low, high, prefix: str, base: dict[str, Any]) -> dict[str, Any]:
+    """One comparison of two levels: robust, within seed noise, or not enough seeds; the sentence starts `prefix`."""
+    other = ", ".join(f for f in factors(table) if f != factor)
+    result = {**base, "low": _native(low), "high": _native(high)}
     cells, diffs = _matched_differences(table, factor, value, low, high)
     if not cells:
         return {
             **result,
             "verdict": FEW,
-            "sentence": f"{label}: no {other} level has runs at both {factor} {_shown(low)} and {_shown(high)}.",
+            "sentence": f"{prefix}: no {other} level has runs at both {factor} {_shown(low)} and {_shown(high)}.",
         }
     gap = float(np.mean([c["gap"] for c in cells]))
     result.update(gap=gap, cells=cells)
-    if not sd_cells:
-        sentence = f"{label} {_shown(high)} vs {_shown(low)}: mean gap {gap:+.4f}, but no cell has ≥ 2 seeds to measure seed noise."
+    spread = result["spread"]
+    if not np.isfinite(spread):
+        sentence = f"{prefix} {_shown(high)} vs {_shown(low)}: mean gap {gap:+.4f}, but no cell has ≥ 2 seeds to measure seed noise."
         return {**result, "verdict": FEW, "sentence": sentence}
     same_direction = all(d > 0 for d in diffs) or all(d < 0 for d in diffs)
-    spread = result["spread"]
     if same_direction and abs(gap) > spread:
-        winner = high if gap > 0 else low
-        winner = f"{winner}-D" if factor == "dims" else f"{factor} {_shown(winner)}"
+        winner = _level(factor, high if gap > 0 else low)
         sentence = (
-            f"{label}: {winner} wins — robust: every matched pair agrees and the mean gap {abs(gap):.4f} "
+            f"{prefix}: {winner} wins — robust: every matched pair agrees and the mean gap {abs(gap):.4f} "
             f"exceeds 2 × pooled seed SD {spread:.4f} ({value})."
         )
         return {**result, "verdict": ROBUST, "sentence": sentence}
@@ -261,7 +313,7 @@ def effect_verdict(table: pd.DataFrame, factor: str, value: str = BEST) -> dict[
         if not same_direction
         else f"the mean gap {abs(gap):.4f} does not exceed 2 × pooled seed SD {spread:.4f}"
     )
-    return {**result, "verdict": NOISE, "sentence": f"{label}: within seed noise — {why} ({value}); not a finding."}
+    return {**result, "verdict": NOISE, "sentence": f"{prefix}: within seed noise — {why} ({value}); not a finding."}
 
 
 def _shown(level) -> str:

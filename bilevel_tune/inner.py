@@ -91,7 +91,7 @@ class InnerLoopConfig:
     stop_mode: str = "leak-free"
 
     def __post_init__(self):
-        self.world  # validates the world fields
+        _ = self.world  # validates the world fields
         ObjectiveWeights(self.econ_weight, self.sus_weight)
         if self.fragments_per_batch < 1:
             raise ValueError(f"fragments_per_batch={self.fragments_per_batch!r} must be an integer ≥ 1")

@@ -27,7 +27,7 @@ from bilevel_tune import metrics as M
 from bilevel_tune.run_folder import num
 from bilevel_tune.scan import spacing_label
 from bilevel_tune.settings import BY_KEY
-from bilevel_tune.world.rules import rule_spec
+from bilevel_tune.world.rules import mechanism_label, rule_spec
 
 SCAN_TERMS = (M.OBJECTIVE, "mean_reward", "sustainability", M.UPPER_BOUND)
 KEY = ["optimize_params", "seed"]  # what a trial shares with its scan, with the inner loop's further axes
@@ -54,6 +54,7 @@ def scan_table(study, trials: dict) -> pd.DataFrame:
             rows.append(
                 {
                     "dims": cell.dims,
+                    "mechanism": cell.mechanism,
                     "optimize_params": ",".join(cell.optimize_params),
                     "seed": cell.seed,
                     **{key: ",".join(map(str, v)) if isinstance(v, tuple) else v for key, v in cell.extra},
@@ -87,6 +88,7 @@ def scan_bests(scans: pd.DataFrame, study) -> pd.DataFrame:
                 **dict(zip(key, values)),
                 "seed": int(seed),
                 "dims": len(names),
+                "mechanism": mechanism_label(names),
                 "points": len(group),
                 "scan_best": float(best[M.OBJECTIVE]),
                 "scan_best_final": float(best["final_objective"]),
@@ -136,15 +138,21 @@ def search_vs_grid(trials: pd.DataFrame, bests: pd.DataFrame) -> dict[str, Any] 
         return None
     done = trials[trials["generations"] > 0]
     parts, cells = [], []
-    for dims, scans in bests.groupby("dims"):
-        runs = done[done["dims"] == dims]
-        part = f"{dims}-D grid {int(scans['points'].iloc[0])} points → {scans['scan_best'].mean():.4f}"
+    for (dims, params), scans in bests.groupby(["dims", "optimize_params"]):
+        runs = done[done["optimize_params"] == params]
+        part = f"{mechanism_label(params.split(','))} grid {int(scans['points'].iloc[0])} points → {scans['scan_best'].mean():.4f}"
         for population, group in runs.groupby("population"):
             evaluations = int((group["generations"] * population).mean())
             regret = float(group["regret"].mean())
             part += f"; pop {population}: {evaluations} → {group['best_objective'].mean():.4f} (regret {regret:+.4f})"
             cells.append(
-                {"dims": int(dims), "population": int(population), "evaluations": evaluations, "regret": regret}
+                {
+                    "dims": int(dims),
+                    "optimize_params": params,
+                    "population": int(population),
+                    "evaluations": evaluations,
+                    "regret": regret,
+                }
             )
         parts.append(part)
     sentence = (

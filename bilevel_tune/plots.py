@@ -24,15 +24,17 @@ from bilevel_tune import metrics as M
 from bilevel_tune.analysis import BOUND_TOL, Summary, TrialRecords, grid_table, load_run, summarise
 from bilevel_tune.run_folder import PLOTS_DIR, is_scan, num
 from bilevel_tune.settings import BY_KEY
-from bilevel_tune.world.rules import rule_spec
+from bilevel_tune.world.rules import mechanism_label, mechanism_name, rule_spec
 
 PLOT_NAMES = ("objective_over_generations", "es_population", "grid_heatmap")
-LANDSCAPE = "landscape_{dims}d"  # with a rules scan: one picture per mechanism dimensionality
+LANDSCAPE = (
+    "landscape_{mechanism}"  # with a rules scan: one picture per mechanism (landscape_1d, landscape_2d-floor-risk)
+)
 
 
 def _label(key: tuple) -> str:
     population, params, seed, extra = key
-    return f"pop {population}, {len(params)}-D, seed {seed}{_axes_label(extra)}"
+    return f"pop {population}, {mechanism_label(params)}, seed {seed}{_axes_label(extra)}"
 
 
 def _axes_label(extra) -> str:
@@ -164,10 +166,16 @@ def _cells_around(spec, points: int) -> tuple[float, float]:
     return spec.low - half, spec.high + half
 
 
-def plot_landscape(run_dir: Path, dims: int, summary: Summary | None = None):
-    """The scanned objective over the searched rules, with every ES run of the same rules and seed on top."""
+def plot_landscape(run_dir: Path, mechanism: str | int, summary: Summary | None = None):
+    """The scanned objective over one mechanism's searched rules (named as in `landscape_<name>`: 1d, 2d,
+    2d-floor-risk; an integer is a dimensionality, all its mechanisms), with every ES run of the same rules
+    and seed on top."""
     s = summary or summarise(run_dir)
-    scans = s.scans[s.scans["dims"] == dims] if not s.scans.empty else s.scans
+    scans = s.scans
+    if not scans.empty:
+        names = scans["optimize_params"].map(lambda p: mechanism_name(p.split(",")))
+        scans = scans[scans["dims"] == mechanism] if isinstance(mechanism, int) else scans[names == mechanism]
+    dims = int(scans["dims"].iloc[0]) if not scans.empty else 1
     axes = [c for c in scans.columns if c in BY_KEY]  # the inner loop's further axes a scan is crossed with
     groups = list(scans.groupby(["optimize_params", "seed", *axes], sort=False)) if not scans.empty else []
     fig, panels = _panels(len(groups))
@@ -232,10 +240,18 @@ def plot_landscape(run_dir: Path, dims: int, summary: Summary | None = None):
                 ax.plot(*means[-1], "*", color=c, ms=9, mec="k", mew=0.5)
         ax.set_xlabel(params[0])
         ax.set_xlim(rule_spec(params[0]).low, rule_spec(params[0]).high)
-        ax.set_title(f"{dims}-D scan, seed {seed}{_axes_label(fixed.items())}", fontsize=9)
+        ax.set_title(f"{mechanism_label(params)} scan, seed {seed}{_axes_label(fixed.items())}", fontsize=9)
         ax.legend(fontsize=6, loc="lower left" if dims > 1 else "best", framealpha=0.7)
     fig.tight_layout()
     return fig
+
+
+def landscape_names(summary: Summary) -> list[str]:
+    """The scanned mechanisms, by name (1d, 2d, 2d-floor-risk), in order of dimensionality."""
+    if summary.scans.empty:
+        return []
+    params = summary.scans.sort_values(["dims", "optimize_params"])["optimize_params"].unique()
+    return [mechanism_name(p.split(",")) for p in params]
 
 
 def write_plots(run_dir: Path, summary: Summary | None = None) -> list[Path]:
@@ -248,8 +264,8 @@ def write_plots(run_dir: Path, summary: Summary | None = None) -> list[Path]:
         PLOT_NAMES[1]: lambda: plot_population(run_dir),
         PLOT_NAMES[2]: lambda: plot_grid(run_dir, summary=summary),
     }
-    for dims in sorted(summary.scans["dims"].unique()) if not summary.scans.empty else []:
-        drawings[LANDSCAPE.format(dims=dims)] = lambda dims=dims: plot_landscape(run_dir, int(dims), summary)
+    for mechanism in landscape_names(summary):
+        drawings[LANDSCAPE.format(mechanism=mechanism)] = lambda m=mechanism: plot_landscape(run_dir, m, summary)
     for name, draw in drawings.items():
         fig = draw()
         path = out / f"{name}.png"

@@ -23,6 +23,7 @@ from typing import Any, Mapping
 
 from bilevel_tune import metrics as M
 from bilevel_tune.settings import plain, short_name
+from bilevel_tune.world.rules import mechanism_label, mechanism_name
 
 STUDY_FILE = "study.json"
 GENERATIONS_FILE = "generations.jsonl"
@@ -59,6 +60,11 @@ class Cell:
         return len(self.optimize_params)
 
     @property
+    def mechanism(self) -> str:
+        """Its searched rules as tables show them: 1-D, 2-D, 2-D floor+risk."""
+        return mechanism_label(self.optimize_params)
+
+    @property
     def key(self) -> tuple:
         """What identifies a trial (its budget does not): (population or "scan", params, seed, further axes)."""
         return (SCAN if self.scan else self.population, self.optimize_params, self.seed, self.extra)
@@ -83,12 +89,12 @@ def is_scan(key: tuple) -> bool:
 
 
 def trial_name(study_name: str, cell: Mapping[str, Any] | Cell) -> str:
-    """Trial names carry study, cell, seed and further axes: weekend_pop16_2d_seed42, weekend_scan_2d_seed42,
-    weekend_pop16_2d_seed42_sigma0.05."""
+    """Trial names carry study, cell (its mechanism: `world.rules.mechanism_name`), seed and further axes:
+    weekend_pop16_2d_seed42, weekend_scan_2d_seed42, weekend_pop16_2d_seed42_sigma0.05, ceiling_pop16_2d-floor-risk_seed7."""
     first, params, seed, extra = cell.key if isinstance(cell, Cell) else Cell.key_of(cell)
     kind = SCAN if first == SCAN else f"pop{first}"
     axes = "".join(f"_{short_name(key)}{plain(value, '-')}" for key, value in extra)
-    return f"{study_name}_{kind}_{len(params)}d_seed{seed}{axes}"
+    return f"{study_name}_{kind}_{mechanism_name(params)}_seed{seed}{axes}"
 
 
 def trial_dirname(study_name: str, cell: Mapping[str, Any] | Cell, trial_id: str) -> str:

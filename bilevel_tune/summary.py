@@ -21,12 +21,14 @@ from bilevel_tune import curves, plots
 from bilevel_tune.analysis import (  # noqa: F401 - the summary's public names: verdicts and their wording
     CEILING,
     FEW,
+    MECHANISM,
     NO_CEILING,
     NOISE,
     ROBUST,
     Summary,
     SummaryError,
     load_run,
+    mechanism_factor,
     summarise,
     verdict_lines,
     verdicts,
@@ -128,7 +130,7 @@ def _incomplete(trials: pd.DataFrame) -> list[str]:
     if missing.empty:
         return []
     parts = [
-        f"pop {r.population} {r.dims}-D seed {r.seed}: {r.status}"
+        f"pop {r.population} {r.mechanism if hasattr(r, 'mechanism') else f'{r.dims}-D'} seed {r.seed}: {r.status}"
         + (f" ({r.stop_reason})" if isinstance(getattr(r, "stop_reason", ""), str) and r.stop_reason else "")
         for r in missing.itertuples()
     ]
@@ -147,6 +149,8 @@ def render(s: Summary) -> str:
         lines += [f"**{s.budget_note}.**", ""]
     axes = [k for k, _ in study.axes]
     title = "## Best objective grid (rows population × seed, columns mechanism dimensionality)"
+    if mechanism_factor(s.trials) == MECHANISM:
+        title = title.replace("mechanism dimensionality", "mechanism: the searched rules")
     if axes and not s.grid.empty:
         for values, block in s.grid.groupby(axes, sort=False):
             values = values if isinstance(values, tuple) else (values,)
@@ -155,6 +159,8 @@ def render(s: Summary) -> str:
     else:
         lines += [title, "", _markdown(s.grid), ""]
     columns = [c for c in TRIAL_COLUMNS if c in s.trials]
+    if mechanism_factor(s.trials) == MECHANISM:  # two mechanisms share a dimensionality: name each
+        columns[columns.index("dims")] = MECHANISM
     columns[columns.index("seed") + 1 : columns.index("seed") + 1] = [a for a in axes if a in s.trials]
     lines += ["## Trials", "", _markdown(s.trials[columns]), ""]
     lines += ["## Cells (mean ± std over seeds)", "", _markdown(_mean_pm_std(s.cells)), ""]

@@ -169,7 +169,10 @@ class TrialRecord:
 
     def __init__(self, run_dir: str, study: Study, cell: Cell):
         trial_id = tune.get_context().get_trial_id()
-        self.path = Path(run_dir) / trial_dirname(study.name, cell, trial_id) / GENERATIONS_FILE
+        # a trial resumed under a release that names it otherwise keeps writing where it began
+        earlier = sorted(p for p in Path(run_dir).glob(f"*_{trial_id}") if (p / GENERATIONS_FILE).is_file())
+        folder = earlier[0] if earlier else Path(run_dir) / trial_dirname(study.name, cell, trial_id)
+        self.path = folder / GENERATIONS_FILE
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.cell = cell.as_config()
         self.settings = {M.SETTINGS: json_safe(study.settings)}  # every setting as this trial runs it

@@ -37,7 +37,7 @@ def test_dry_run_applies_overrides_and_cpus_per_trial(capsys):
     argv = ["weekend", "--quick", "--inner", "analytic", "--dry-run", "--population", "16", "--seed", "1,2,3"]
     assert main([*argv, "--optimize-params", "fixed_quota", "--num-cpus", "4", "--cpus-per-trial", "2"]) == 0
     out = capsys.readouterr().out
-    assert "3 trials" in out and "(smoke)" in out and "weekend_pop16_1d_seed3" in out
+    assert "3 trials" in out and "(smoke)" in out and "weekend_pop16_1d-quota_seed3" in out
     assert [line.split()[2] for line in out.splitlines() if line.startswith("weekend_pop")] == ["2", "2", "2"]
     assert "--cpus-per-trial" in out and "2 waves" in out
 

@@ -11,7 +11,6 @@ loop's reset says so, and the shard is replaced so a leak never accumulates.
 from __future__ import annotations
 
 import dataclasses
-
 import logging
 import sys
 import threading

@@ -4,7 +4,15 @@
 """
 
 from bilevel_tune.world.basin import Basin, DayLog, WorldConfig, stack_days
-from bilevel_tune.world.rules import RULE_NAMES, RULE_SPECS, Rules, check_optimize_params, rule_spec
+from bilevel_tune.world.rules import (
+    RULE_NAMES,
+    RULE_SPECS,
+    Rules,
+    check_optimize_params,
+    mechanism_label,
+    mechanism_name,
+    rule_spec,
+)
 
 __all__ = [
     "Basin",
@@ -14,6 +22,8 @@ __all__ = [
     "Rules",
     "WorldConfig",
     "check_optimize_params",
+    "mechanism_label",
+    "mechanism_name",
     "rule_spec",
     "stack_days",
 ]

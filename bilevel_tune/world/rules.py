@@ -27,6 +27,7 @@ class RuleSpec:
     span: float
     default: float
     meaning: str
+    short: str  # in a mechanism's name and label: 2d-floor-risk, "2-D floor+risk"
 
     def to_physical(self, u: float) -> float:
         return self.low + self.span * float(u)
@@ -47,15 +48,20 @@ class RuleSpec:
 
 
 RULE_SPECS: tuple[RuleSpec, ...] = (
-    RuleSpec("fixed_quota", 0.6, 0.35, 0.85, "fill level below which only the floor is allowed"),
-    RuleSpec("min_demand_frac", 0.0, 0.35, 0.05, "allowed fraction of the deficit at or below the quota level"),
-    RuleSpec("max_demand_frac", 0.35, 0.65, 1.0, "allowed fraction of the deficit when the lake is full"),
-    RuleSpec("fine_amount", 0.0, 0.10, 0.05, "penalty per unit of over-request, relative to the deficit"),
-    RuleSpec("risk_penalty_scale", 0.0, 1.0, 0.5, "scale of the flow-pressure penalty"),
-    RuleSpec("risk_penalty_power", 1.0, 4.0, 2.0, "power of the requested fraction in the flow penalty"),
+    RuleSpec("fixed_quota", 0.6, 0.35, 0.85, "fill level below which only the floor is allowed", "quota"),
+    RuleSpec(
+        "min_demand_frac", 0.0, 0.35, 0.05, "allowed fraction of the deficit at or below the quota level", "floor"
+    ),
+    RuleSpec("max_demand_frac", 0.35, 0.65, 1.0, "allowed fraction of the deficit when the lake is full", "cap"),
+    RuleSpec("fine_amount", 0.0, 0.10, 0.05, "penalty per unit of over-request, relative to the deficit", "fine"),
+    RuleSpec("risk_penalty_scale", 0.0, 1.0, 0.5, "scale of the flow-pressure penalty", "risk"),
+    RuleSpec("risk_penalty_power", 1.0, 4.0, 2.0, "power of the requested fraction in the flow penalty", "power"),
 )
 RULE_NAMES: tuple[str, ...] = tuple(spec.name for spec in RULE_SPECS)
 _SPEC_BY_NAME = {spec.name: spec for spec in RULE_SPECS}
+# The campaign's mechanisms: its 1-D searched the floor, its 2-D the floor and the quota. They keep the plain
+# names 1d / 2d ("1-D", "2-D"); any other set of searched rules is named by its rules: 2d-floor-risk.
+CAMPAIGN_SEARCH = ("min_demand_frac", "fixed_quota")
 
 
 def rule_spec(name: str) -> RuleSpec:
@@ -82,6 +88,26 @@ def check_optimize_params(names: Sequence[str]) -> tuple[str, ...]:
     if len(set(names)) != len(names):
         raise ValueError(f"optimize_params {list(names)} repeats a rule")
     return names
+
+
+def _is_campaigns(optimize_params: Sequence[str]) -> bool:
+    return tuple(optimize_params) == CAMPAIGN_SEARCH[: len(optimize_params)]
+
+
+def mechanism_name(optimize_params: Sequence[str]) -> str:
+    """A mechanism (its searched rules) in a trial or file name: 1d, 2d, or 2d-floor-risk."""
+    dims = f"{len(optimize_params)}d"
+    if _is_campaigns(optimize_params):
+        return dims
+    return "-".join([dims, *(rule_spec(name).short for name in optimize_params)])
+
+
+def mechanism_label(optimize_params: Sequence[str]) -> str:
+    """A mechanism as tables and plots show it: 1-D, 2-D, or 2-D floor+risk."""
+    dims = f"{len(optimize_params)}-D"
+    if _is_campaigns(optimize_params):
+        return dims
+    return f"{dims} " + "+".join(rule_spec(name).short for name in optimize_params)
 
 
 @dataclass(frozen=True)
