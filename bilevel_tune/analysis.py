@@ -266,7 +266,7 @@ def effect_verdict(table: pd.DataFrame, factor: str, value: str = BEST) -> dict[
     ]
     verdicts_ = [p["verdict"] for p in pairs]
     verdict = ROBUST if ROBUST in verdicts_ else NOISE if NOISE in verdicts_ else FEW
-    sentence = f"{label} ({len(levels)} levels): " + "; ".join(p["sentence"] for p in pairs)
+    sentence = f"{label} ({len(levels)} levels): " + " ".join(p["sentence"] for p in pairs)
     return {**result, "verdict": verdict, "sentence": sentence, "pairs": pairs}
 
 
@@ -331,7 +331,7 @@ def ceiling_verdict(
     """
     hits = table[(table[BEST] - ceiling).abs() <= tol] if BEST in table else table.iloc[0:0]
     bests = pd.DataFrame() if bests is None else bests
-    cells = [_ceiling_cell(r, bests, ceiling, tol) for _, r in hits.iterrows()]
+    cells = [_ceiling_cell(r, bests, ceiling, tol, table) for _, r in hits.iterrows()]
     result = {
         "gap": float("nan"),
         "spread": float("nan"),
@@ -349,24 +349,71 @@ def ceiling_verdict(
     return {**result, "verdict": CEILING, "sentence": sentence}
 
 
-def _ceiling_cell(row: pd.Series, bests: pd.DataFrame, ceiling: float, tol: float) -> dict[str, Any]:
+def _ceiling_cell(
+    row: pd.Series, bests: pd.DataFrame, ceiling: float, tol: float, table: pd.DataFrame
+) -> dict[str, Any]:
     cell = {k: int(row[k]) for k in ("population", "dims", "seed")}
     cell["optimize_params"] = row.get("optimize_params", "")
+    cell[MECHANISM] = row.get(MECHANISM, f"{cell['dims']}-D")
     cell.update({k: row[k] for k in row.index if k in BY_KEY})  # the further axes' values
     cell[BEST] = float(row[BEST])
     for key in ("best_generation", M.UPPER_BOUND, *[f"diag_{k}" for k in M.DIAGNOSTICS]):
         if key in row and pd.notna(row[key]):
             cell[key] = float(row[key])
     cell["capped_by"] = _capped_by(cell)
+    cap_rules = _cap_rules(row, tol)
+    if cap_rules is not None:
+        cell["cap_rules"] = cap_rules
+        cell["searching_them"] = _searching(table, row, cap_rules)
     truth = landscape.ceiling_truth(cell, bests, ceiling, tol)
     if truth:
         cell["scan"] = truth
     return cell
 
 
+def _cap_rules(row: pd.Series, tol: float) -> dict[str, float] | None:
+    """The fixed rules whose range holds a value that lifts the best candidate's upper bound above it (by more
+    than `tol`), each with the highest bound it reaches; None when the records have no `bound_by_rule`."""
+    bound = row.get(M.UPPER_BOUND)
+    searched = str(row.get("optimize_params", "")).split(",")
+    columns = [c for c in row.index if c.startswith(BOUND_BY) and pd.notna(row[c])]
+    if not columns or bound is None or pd.isna(bound):
+        return None
+    lifted = {c.removeprefix(BOUND_BY): float(row[c]) for c in columns if c.removeprefix(BOUND_BY) not in searched}
+    return {rule: value for rule, value in lifted.items() if value > bound + tol}
+
+
+def _searching(table: pd.DataFrame, row: pd.Series, rules: dict[str, float]) -> list[dict[str, Any]]:
+    """The runs of the same population, seed and further axes that search one of `rules`: their best objectives."""
+    same = np.logical_and.reduce(
+        [table[k] == row[k] for k in ("population", "seed", *(c for c in table.columns if c in BY_KEY))]
+    )
+    out = []
+    for _, other in table[same].iterrows():
+        searched = str(other.get("optimize_params", "")).split(",")
+        if any(rule in searched for rule in rules) and pd.notna(other.get(BEST)):
+            out.append({MECHANISM: other.get(MECHANISM, f"{other['dims']}-D"), BEST: float(other[BEST])})
+    return out
+
+
+def _cap_sentence(c: dict[str, Any]) -> str:
+    """Which fixed rules move the cap, and whether the runs that search one of them got above it."""
+    if "cap_rules" not in c:
+        return ""
+    if not c["cap_rules"]:
+        return "; no fixed rule's range lifts the bound"
+    rules = ", ".join(f"{rule} (bound up to {value:.4f} over its range)" for rule, value in c["cap_rules"].items())
+    text = f"; the cap is set by the fixed rule(s) {rules}"
+    if not c["searching_them"]:
+        return text + "; no run searches them"
+    runs = ", ".join(f"{r[MECHANISM]} {r[BEST]:.4f}" for r in c["searching_them"])
+    lifted = any(r[BEST] > c[BEST] + DEFAULT_TOL for r in c["searching_them"])
+    return text + f"; searching them {'lifts' if lifted else 'does not lift'} the best ({runs})"
+
+
 def _ceiling_part(c: dict[str, Any]) -> str:
     axes = "".join(f", {k} {_shown(v)}" for k, v in c.items() if k in BY_KEY)
-    where = f"population {c['population']}, {c['dims']}-D, seed {c['seed']}{axes}"
+    where = f"population {c['population']}, {c[MECHANISM]}, seed {c['seed']}{axes}"
     when = f" from generation {int(c['best_generation'])}" if "best_generation" in c else ""
     if M.UPPER_BOUND not in c:
         return f"{where}{when}: no upper bound recorded — cannot tell rules from search"
@@ -378,7 +425,7 @@ def _ceiling_part(c: dict[str, Any]) -> str:
         )
     verdict = "the rules cap the objective there" if c["capped_by"] == "rules" else "the search stopped below the bound"
     scan = f"; {c['scan']}" if "scan" in c else ""
-    return f"{where}{when}: upper bound {c[M.UPPER_BOUND]:.4f} — {verdict}{diag}{scan}"
+    return f"{where}{when}: upper bound {c[M.UPPER_BOUND]:.4f} — {verdict}{_cap_sentence(c)}{diag}{scan}"
 
 
 def _capped_by(cell: dict) -> str:
