@@ -81,3 +81,26 @@ def test_weights_are_validated():
         ObjectiveWeights(0, 0)
     with pytest.raises(ValueError, match="sus=-1"):
         ObjectiveWeights(1, -1)
+
+
+def test_bound_by_rule_names_the_rules_that_lift_the_quarter():
+    """In the capped regime the bound is 1/4; only the flow penalty's rules can lift it, not the fine or the quota's."""
+    world = WorldConfig(release_share=1.0, rain_probability=0.0, farm_area_km2=5.0)
+    rules = [Rules(fixed_quota=0.6, min_demand_frac=0.35, risk_penalty_scale=1.0, risk_penalty_power=2.0)]
+    basin = Basin(world, rules)
+    basin.reset(np.random.default_rng(3))
+    days = []
+    while not basin.done:
+        days.append(basin.step(np.full((1, 5), 0.5)))
+    (out,) = candidate_outcomes([stack_days(days)], rules, ObjectiveWeights(), basin.failed, world.smoothing)
+    assert out.upper_bound == pytest.approx(0.25, abs=1e-12) and out.objective == pytest.approx(0.25, abs=1e-12)
+    lifted = {rule for rule, bound in out.bound_by_rule.items() if bound > out.upper_bound + 1e-4}
+    assert lifted == {"risk_penalty_scale", "risk_penalty_power"}
+    assert out.bound_by_rule["risk_penalty_scale"] > 0.5  # c = 0: request all that is allowed, a ≥ 1/2
+    assert out.bound_by_rule["fine_amount"] == out.bound_by_rule["fixed_quota"] == out.upper_bound
+
+
+def test_an_outcome_recorded_before_bound_by_rule_still_reads():
+    fields = {f.name: 0.1 for f in dataclasses.fields(CandidateOutcome) if f.name not in ("failed", "bound_by_rule")}
+    old = CandidateOutcome.from_dict({**fields, "failed": False})
+    assert old.bound_by_rule == {} and old.objective == 0.1

@@ -105,3 +105,49 @@ def test_a_trials_status_says_whether_it_finished_stopped_or_may_still_be_runnin
     assert _status({M.STOP_REASON: "every candidate failed"}, recorded=3, budget=5) == "stopped"
     assert _status({}, recorded=3, budget=5) == "running or crashed"
     assert _status({}, recorded=5, budget=5) == "no final"  # every generation, but killed before its final line
+
+
+def mechanisms_table(rows):
+    """(population, optimize_params, seed, best) rows, with the columns a trial table has."""
+    from bilevel_tune.world import mechanism_label
+
+    out = pd.DataFrame(rows, columns=["population", "optimize_params", "seed", "best_objective"])
+    params = out["optimize_params"].str.split(",")
+    return out.assign(dims=params.map(len), mechanism=params.map(mechanism_label))
+
+
+FLOOR, QUOTA, RISK = "min_demand_frac", "min_demand_frac,fixed_quota", "min_demand_frac,risk_penalty_scale"
+
+
+def test_two_mechanisms_of_one_dimensionality_stay_apart_and_each_pair_is_judged():
+    rows = []
+    for seed, noise in ((42, 0.0), (7, 0.002)):
+        for pop in (1, 16):
+            rows += [(pop, FLOOR, seed, 0.25 - noise), (pop, QUOTA, seed, 0.25 - 2 * noise)]
+            rows += [(pop, RISK, seed, 0.60 + noise)]
+    v = verdicts(mechanisms_table(rows))
+    assert "dims_effect" not in v
+    mech = v["mechanism_effect"]
+    assert mech["verdict"] == ROBUST and len(mech["pairs"]) == 3
+    by_pair = {(p["low"], p["high"]): p["verdict"] for p in mech["pairs"]}
+    assert by_pair == {("1-D", "2-D"): NOISE, ("1-D", "2-D floor+risk"): ROBUST, ("2-D", "2-D floor+risk"): ROBUST}
+    assert "2-D floor+risk wins" in mech["sentence"]
+
+
+def test_the_ceiling_names_the_fixed_rules_that_set_it_and_whether_searching_them_lifts_the_best():
+    t = mechanisms_table([(16, FLOOR, 42, 0.25), (16, QUOTA, 42, 0.25), (16, RISK, 42, 0.61)])
+    bound_by = {"fixed_quota": 0.25, "fine_amount": 0.25, "risk_penalty_scale": 0.98, "risk_penalty_power": 0.53}
+    t = t.assign(upper_bound=[0.25, 0.25, 0.61], **{f"bound_by/{rule}": v for rule, v in bound_by.items()})
+    cells = {c["mechanism"]: c for c in verdicts(t)["ceiling"]["cells"]}
+    assert set(cells) == {"1-D", "2-D"}
+    assert cells["1-D"]["cap_rules"] == {"risk_penalty_scale": 0.98, "risk_penalty_power": 0.53}
+    assert cells["2-D"]["cap_rules"].keys() == {"risk_penalty_scale", "risk_penalty_power"}  # the quota is searched
+    sentence = verdicts(t)["ceiling"]["sentence"]
+    assert "the cap is set by the fixed rule(s) risk_penalty_scale" in sentence and "fine_amount" not in sentence
+    assert "searching them lifts the best (2-D floor+risk 0.6100)" in sentence
+
+
+def test_the_campaigns_table_with_mechanism_labels_gives_the_same_verdicts():
+    rows = [(p, FLOOR if d == 1 else QUOTA, s, b) for p, d, s, b in PR_TABLE.itertuples(index=False)]
+    labelled, plain = verdicts(mechanisms_table(rows)), verdicts(PR_TABLE)
+    assert {k: v["sentence"] for k, v in labelled.items()} == {k: v["sentence"] for k, v in plain.items()}

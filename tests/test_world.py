@@ -178,3 +178,27 @@ def test_rule_maps_and_defaults():
         assert spec.low <= spec.default <= spec.high
     with pytest.raises(ValueError):
         WorldConfig(num_farms=0)
+
+
+def test_the_ceiling_regimes_knobs_saturate_pressure_stop_the_rain_and_shrink_the_demand():
+    rules = [Rules(fixed_quota=0.6, min_demand_frac=0.35, risk_penalty_scale=1.0)]
+    half = lambda b: np.full((1, 5), 0.5)  # noqa: E731
+    weekend = stack_days(run_episode(Basin(WorldConfig(), rules), half, seed=4))
+    campaign = WorldConfig(release_share=1.0, rain_probability=0.0, farm_area_km2=5.0)
+    dry = stack_days(run_episode(Basin(campaign, rules), half, seed=4))
+    assert (weekend["rain_mm"] > 0).any() and (dry["rain_mm"] == 0).all()
+    assert np.array_equal(weekend["inflow_m3s"], dry["inflow_m3s"])  # the weather's stream is kept
+    assert (dry["pressure"] == 1.0).all() and (weekend["pressure"] < 1.0).any()
+    # 5 km² of farms at f = 1/2 draw a few % of the lake; 500 km² drain it
+    assert dry["level"][-1, 0] > dry["volume_start_m3"][0, 0] / CAPACITY_M3 - 0.05
+    assert weekend["level"][-1, 0] < 0.5
+    # every day: a ≥ 1/2, so f = 1/2 is delivered in full and earns f − f² = 1/4
+    assert (dry["allowed_fraction"] >= 0.5).all() and np.allclose(dry["reward"], 0.25, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "field, value", [("release_share", 1.5), ("rain_probability", -0.1), ("rain_mean_mm", np.nan), ("farm_area_km2", 0)]
+)
+def test_world_knobs_out_of_range_are_refused(field, value):
+    with pytest.raises(ValueError, match=field):
+        WorldConfig(**{field: value})
