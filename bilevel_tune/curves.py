@@ -6,7 +6,11 @@
 The names say what a curve is, in the words of the summary — `objective/best_so_far`,
 `rules/mean/fixed_quota`, `runtime/seconds_per_generation` —, and each carries a
 one-line description that TensorBoard shows beside it. Rules are in physical
-units. The event files are written with TensorBoard's own writer, whose flush
+units. The objective's group sorts first; the population's candidates are two or
+three histograms per generation (`population/objective`, `population/<rule>`: the
+Distributions tab shows their spread over generations), not one card per candidate,
+whose index means nothing from one generation to the next; and a custom-scalars
+layout draws the objective's curves in one chart. The event files are written with TensorBoard's own writer, whose flush
 waits for every queued event: a curve is on disk when its report returns.
 """
 
@@ -41,14 +45,20 @@ TRIAL_CURVES = (
     ("runtime/threads", M.THREADS_OS, "OS threads of the inner loop's processes: flat when nothing leaks"),
     ("runtime/learner_threads", M.LEARNER_THREADS, "live APPO learner threads: one per shard at most"),
     ("runtime/rss_mb", M.RSS_MB, "resident memory of the inner loop's processes, MB"),
-    ("final/best", M.FINAL_BEST, "the best-so-far rules retrained on fresh seeds: what the verdicts use"),
-    ("final/mean", M.FINAL_MEAN, "the final search mean's rules retrained on fresh seeds"),
+    ("objective/final_best", M.FINAL_BEST, "the best-so-far rules retrained on fresh seeds: what the verdicts use"),
+    ("objective/final_mean", M.FINAL_MEAN, "the final search mean's rules retrained on fresh seeds"),
 )
+FINAL_TAGS = ("objective/final_best", "objective/final_mean")  # the last report's: one step after the last generation
 RULE_CURVES = (  # (metric prefix, tag prefix, description)
     (M.MEAN_RULE, "rules/mean/", "the search mean's value of this rule, physical units"),
     (M.BEST_RULE, "rules/best_so_far/", "the best-so-far candidate's value of this rule, physical units"),
 )
-CANDIDATE_TAG = "candidates/{k:02d}/{name}"  # name: objective, or a searched rule (physical units)
+POPULATION_TAG = "population/{name}"  # a histogram per generation: the candidates' objective, or a searched rule
+# The custom-scalars layout: (chart title, tag regex) in one category, the objective's curves together
+LAYOUT = (
+    ("objective: this generation, best so far, population mean, upper bound", r"objective/(?!population_std|final)"),
+    ("rules: the search mean (physical units)", r"rules/mean/.*"),
+)
 
 
 def trial_scalars(result: Mapping[str, Any]) -> Iterator[tuple[str, float, str]]:
@@ -58,7 +68,7 @@ def trial_scalars(result: Mapping[str, Any]) -> Iterator[tuple[str, float, str]]
     """
     final_report = M.GENERATION not in result
     for tag, key, description in TRIAL_CURVES:
-        if (tag.startswith("final/") or not final_report) and _is_number(result.get(key)):
+        if ((tag in FINAL_TAGS) == final_report) and _is_number(result.get(key)):
             yield tag, float(result[key]), description
     if final_report:
         return
@@ -68,10 +78,18 @@ def trial_scalars(result: Mapping[str, Any]) -> Iterator[tuple[str, float, str]]
         for prefix, tag_prefix, description in RULE_CURVES:
             if key.startswith(prefix):
                 yield tag_prefix + key.removeprefix(prefix), float(value), description
-        if key.startswith(M.CANDIDATE):
-            k, _, name = key.removeprefix(M.CANDIDATE).partition("/")
-            described = "this candidate's objective" if name == M.OBJECTIVE else f"this candidate's {name}, physical"
-            yield CANDIDATE_TAG.format(k=int(k), name=name), float(value), described
+
+
+def population_histograms(result: Mapping[str, Any]) -> Iterator[tuple[str, list[float], str]]:
+    """(tag, values, description): the generation's candidates as one histogram per quantity (failed ones left out)."""
+    columns: dict[str, list[float]] = {}
+    for key, value in result.items():
+        if key.startswith(M.CANDIDATE) and _is_number(value) and value == value:  # NaN: a failed lake
+            name = key.removeprefix(M.CANDIDATE).partition("/")[2]
+            columns.setdefault(name, []).append(float(value))
+    for name, values in columns.items():
+        what = "objectives" if name == M.OBJECTIVE else f"values of {name}, physical units"
+        yield POPULATION_TAG.format(name=name), values, f"this generation's candidates' {what}"
 
 
 def _is_number(value) -> bool:
@@ -93,6 +111,32 @@ class EventWriter:
 
         for tag, value, description in values:
             self._add(step, scalar_pb(tag, value, description=self._describe(tag, description)))
+        self._writer.flush()
+
+    def histograms(self, step: int, values) -> None:
+        from tensorboard.plugins.histogram.summary_v2 import histogram_pb
+
+        for tag, data, description in values:
+            self._add(step, histogram_pb(tag, data, buckets=16, description=self._describe(tag, description)))
+        self._writer.flush()
+
+    def layout(self) -> None:
+        """The custom-scalars layout (TensorBoard's Custom Scalars tab): the objective's curves in one chart."""
+        from tensorboard.compat.proto.summary_pb2 import Summary
+        from tensorboard.plugins.custom_scalar import layout_pb2, metadata
+        from tensorboard.util import tensor_util
+
+        charts = [
+            layout_pb2.Chart(title=title, multiline=layout_pb2.MultilineChartContent(tag=[regex]))
+            for title, regex in LAYOUT
+        ]
+        layout = layout_pb2.Layout(category=[layout_pb2.Category(title="study", chart=charts)])
+        # the plugin's own `summary.pb` needs TensorFlow; this is the same proto, built without it
+        tensor = tensor_util.make_tensor_proto([layout.SerializeToString()], dtype="string", shape=[])
+        value = Summary.Value(
+            tag=metadata.CONFIG_SUMMARY_TAG, metadata=metadata.create_summary_metadata(), tensor=tensor
+        )
+        self._add(0, Summary(value=[value]))
         self._writer.flush()
 
     def text(self, step: int, tag: str, markdown: str) -> None:
@@ -151,7 +195,9 @@ class TrialCurveWriters:
         if trial not in self._writers:
             self._writers[trial] = EventWriter(self.root / trial)
             self._writers[trial].session_start(step)
+            self._writers[trial].layout()
         self._writers[trial].scalars(step, trial_scalars(result))
+        self._writers[trial].histograms(step, population_histograms(result))
 
     def close(self, trial: str | None = None) -> None:
         for name in [trial] if trial else list(self._writers):
