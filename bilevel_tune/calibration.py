@@ -55,6 +55,8 @@ REFERENCE_OVERHEADS = {
     ("disabled", "analytic"): {"launch_s": 6.2, "finish_s": 3.1, "trial_overhead_s": 4.8, "report_s": 0.013},
 }
 OVERHEAD_KEYS = ("launch_s", "finish_s", "trial_overhead_s", "report_s")
+OVERHEAD_HISTORY = 7  # runs kept per key: the ETA uses their median, not the last run's (one odd run moves it less)
+PROBE_ITERS = (1, 3)  # K of the probe's two generations per block size
 IN_PROCESS_LOOPS = ("analytic",)  # plain numpy: probed without Ray (its start is in the learned overheads)
 
 
@@ -128,8 +130,13 @@ def _rules(n: int) -> list[dict[str, float]]:
 def run_probe(spec: str, config: dict[str, Any], sizes: Sequence[int], thread_cap: int, parallel: int) -> dict:
     """In this (fresh) process: `parallel` real shards, timed generation by generation.
 
-    Each block size runs two generations, K = 1 and K = 2: the first train() of a
-    fresh Algorithm does one-time work, so the difference is one steady train().
+    Each block size runs two generations, K = 1 and K = 3: the first train() of a
+    fresh Algorithm does one-time work, so half the difference is one steady train().
+    The difference is taken over the whole generation, evaluation included: APPO's
+    learner updates in a thread of its own, and a short generation's updates are
+    still queued when its evaluation drains them, so train() alone would miss
+    them (a full-budget generation's 50 train() calls wait for them; measured: the
+    ETA was 1.6× short when only train() was differenced).
     APPO and custom loops run as shard actors in a Ray of the probe's own;
     the analytic loop, plain numpy, runs in this process.
     """
@@ -163,14 +170,16 @@ def run_probe(spec: str, config: dict[str, Any], sizes: Sequence[int], thread_ca
         1, 0, 1
     )  # warm-up: the shard's process start, imports, first build (a trial's overhead, learned from runs)
     out: dict[str, Any] = {"sizes": {}}
+    extra_iters = PROBE_ITERS[1] - PROBE_ITERS[0]
     for n in sizes:
-        once, twice = generation(n, 1, 1), generation(n, 2, 2)
-        steady = [b.sec_train - a.sec_train for a, b in zip(once, twice)]
+        once, more = generation(n, 1, PROBE_ITERS[0]), generation(n, 2, PROBE_ITERS[1])
+        total = lambda r: r.sec_train + r.sec_evaluate  # noqa: E731
+        steady = [(total(b) - total(a)) / extra_iters for a, b in zip(once, more)]
         out["sizes"][str(n)] = {
             "train_s": _mean(steady),
             "first_train_extra_s": _mean([a.sec_train - s for a, s in zip(once, steady)]),
-            "evaluate_s": _mean([r.sec_evaluate for r in once + twice]),
-            "rebuild_s": _mean([r.sec_reset for r in once + twice]),
+            "evaluate_s": _mean([r.sec_evaluate for r in once]),
+            "rebuild_s": _mean([r.sec_reset for r in once + more]),
         }
     if spec not in IN_PROCESS_LOOPS:
         import ray
@@ -327,10 +336,12 @@ def _overheads_key(wandb_mode: str, study) -> str:
 
 
 def overheads(wandb_mode: str, study) -> tuple[dict[str, float], str]:
-    """The overheads on this machine: learned from its last real run with these settings, else the reference figures."""
-    learned = _load_store().get("overheads", {}).get(_overheads_key(wandb_mode, study))
-    if learned:
-        return {k: learned[k] for k in OVERHEAD_KEYS}, f"overheads from this machine's run of {learned['measured']}"
+    """The overheads on this machine: the median of its last real runs with these settings, else the reference figures."""
+    runs = _history(_load_store().get("overheads", {}).get(_overheads_key(wandb_mode, study)))
+    if runs:
+        median = {k: float(np.median([r[k] for r in runs])) for k in OVERHEAD_KEYS}
+        when = runs[-1]["measured"] if len(runs) == 1 else f"{len(runs)} runs, the last of {runs[-1]['measured']}"
+        return median, f"overheads: the median of this machine's runs ({when})"
     kind = _loop_kind(study.inner) if _loop_kind(study.inner) != "custom" else "appo"  # a custom loop: the heavier
     return dict(REFERENCE_OVERHEADS[wandb_mode, kind]), "overheads of the 2-core reference machine"
 
@@ -341,8 +352,17 @@ def learn_overheads(wandb_mode: str, study, figures: dict[str, float]) -> None:
     entry = {k: round(float(figures[k]), 3) for k in OVERHEAD_KEYS if k in figures}
     if len(entry) == len(OVERHEAD_KEYS):
         entry["measured"] = time.strftime("%Y-%m-%d %H:%M")
-        store.setdefault("overheads", {})[_overheads_key(wandb_mode, study)] = entry
+        learned = store.setdefault("overheads", {})
+        key = _overheads_key(wandb_mode, study)
+        learned[key] = {"runs": [*_history(learned.get(key)), entry][-OVERHEAD_HISTORY:]}
         _save_store(store)
+
+
+def _history(stored: dict | None) -> list[dict[str, Any]]:
+    """A key's learned runs, oldest first (a store written before the history held one run, flat)."""
+    if not stored:
+        return []
+    return list(stored["runs"]) if "runs" in stored else [stored]
 
 
 def _loop_kind(inner: str) -> str:

@@ -235,7 +235,7 @@ def run_study(options: RunOptions, out: Callable[[str], None] = print) -> RunOut
                 runtime.shutdown()
             signals.restore()
     learned = clock.learned()
-    if learned:
+    if learned and not options.dashboard:  # TensorBoard's and Ray Dashboard's start are not a trial's overhead
         calibration.learn_overheads(mode, study, learned)
     return outcome
 

@@ -25,7 +25,7 @@ def test_a_probe_is_measured_once_then_read_from_the_store(store):
     assert calibration.inner_loop_figures(other, 1, 2, probe_if_missing=False)[0] is None
 
 
-def test_overheads_come_from_the_last_real_run_of_this_machine_with_these_settings(store):
+def test_overheads_come_from_the_real_runs_of_this_machine_with_these_settings(store):
     quick = load_study("weekend").with_budget("quick")
     assert calibration.overheads("offline", quick)[1] == "overheads of the 2-core reference machine"
     calibration.learn_overheads(
@@ -33,12 +33,38 @@ def test_overheads_come_from_the_last_real_run_of_this_machine_with_these_settin
     )
     learned, how = calibration.overheads("offline", quick)
     assert learned == {"launch_s": 7.0, "finish_s": 4.0, "trial_overhead_s": 2.5, "report_s": 0.1}
-    assert how.startswith("overheads from this machine's run")
+    assert how.startswith("overheads: the median of this machine's runs")
     assert calibration.overheads("disabled", quick)[1] == "overheads of the 2-core reference machine"
     full = load_study("weekend")  # 150-day seasons, bigger networks: a tiny run's start says nothing of theirs
     assert calibration.overheads("offline", full)[1] == "overheads of the 2-core reference machine"
     assert calibration.overheads("offline", quick.with_overrides(seeds=[3]))[0] == learned  # the grid is not a setting
     assert json.loads(store.read_text())["overheads"]
+
+
+def test_one_odd_run_does_not_move_the_eta_the_median_of_the_last_runs_does(store):
+    quick = load_study("weekend").with_budget("quick")
+    for overhead in (12.0, 14.0, 13.0, 87.0):  # a run under load (or with a slow start) among ordinary ones
+        calibration.learn_overheads(
+            "offline", quick, {**dict.fromkeys(calibration.OVERHEAD_KEYS, 1.0), "trial_overhead_s": overhead}
+        )
+    learned, how = calibration.overheads("offline", quick)
+    assert learned["trial_overhead_s"] == 13.5 and "4 runs" in how
+    for _ in range(calibration.OVERHEAD_HISTORY):
+        calibration.learn_overheads(
+            "offline", quick, {**dict.fromkeys(calibration.OVERHEAD_KEYS, 1.0), "trial_overhead_s": 20.0}
+        )
+    assert calibration.overheads("offline", quick)[0]["trial_overhead_s"] == 20.0  # only the last runs count
+
+
+def test_a_store_of_the_release_before_the_history_still_reads(store):
+    quick = load_study("weekend").with_budget("quick")
+    key = calibration._overheads_key("offline", quick)
+    flat = {"launch_s": 7.0, "finish_s": 4.0, "trial_overhead_s": 2.5, "report_s": 0.1, "measured": "2026-11-30 12:00"}
+    store.parent.mkdir(parents=True, exist_ok=True)
+    store.write_text(json.dumps({"overheads": {key: flat}}))
+    assert calibration.overheads("offline", quick)[0]["trial_overhead_s"] == 2.5
+    calibration.learn_overheads("offline", quick, {**flat, "trial_overhead_s": 3.5})
+    assert calibration.overheads("offline", quick)[0]["trial_overhead_s"] == 3.0
 
 
 def test_an_unwritable_store_costs_nothing(tmp_path, monkeypatch):
