@@ -183,3 +183,32 @@ def test_a_real_appo_scan_writes_its_landscape_and_every_trials_regret(ray_clust
     assert np.isfinite(trials["regret"]).all() and np.isfinite(trials["final_regret"]).all()
     assert trials["regret"].iloc[0] == pytest.approx(scans["objective"].max() - trials["best_objective"].iloc[0])
     assert (run / "plots" / "landscape_1d.png").is_file()
+
+
+# -- the campaign's regime: a structural cap the study finds by itself ------------------------------
+@pytest.mark.ray
+def test_the_ceiling_study_finds_its_cap_names_the_rules_that_set_it_and_the_third_mechanism_lifts_it(
+    ray_cluster, tmp_path
+):
+    """`ceiling` with myopic farms: the cells that do not search risk_penalty_scale sit at 0.2500, and so do their
+    scans; the verdict calls it a structural cap set by the flow penalty's rules; the third mechanism gets above."""
+    args = study_args(tmp_path, "--quick", study="ceiling", inner="analytic", wandb="disabled", population=16, seed=42)
+    assert main([*args, "--scan", "3"]) == 0
+    run = tmp_path / "run"
+    trials = pd.read_csv(run / "trials.csv").set_index("mechanism")
+    assert list(trials.index) == ["1-D", "2-D", "2-D floor+risk"]
+    assert (trials.loc[["1-D", "2-D"], "best_objective"] - 0.25).abs().max() <= 1e-4
+    assert trials.loc["2-D floor+risk", "best_objective"] > 0.26
+    bests = pd.read_csv(run / SCAN_CSV).groupby("optimize_params")["objective"].max()
+    assert (bests[["min_demand_frac", "min_demand_frac,fixed_quota"]] - 0.25).abs().max() <= 1e-4
+    verdicts = json.loads((run / "verdicts.json").read_text())["best_objective"]
+    ceiling = verdicts["ceiling"]
+    assert ceiling["verdict"] == "ceiling" and {c["mechanism"] for c in ceiling["cells"]} == {"1-D", "2-D"}
+    for cell in ceiling["cells"]:
+        assert cell["capped_by"] == "rules" and set(cell["cap_rules"]) == {"risk_penalty_scale", "risk_penalty_power"}
+        assert cell["scan"].endswith("a structural cap")
+    assert "searching them lifts the best (2-D floor+risk" in ceiling["sentence"]
+    assert "mechanism_effect" in verdicts and "dims_effect" not in verdicts
+    names = {p.name for p in (run / "plots").glob("landscape_*.png")}
+    assert names == {"landscape_1d.png", "landscape_2d.png", "landscape_2d-floor-risk.png"}
+    assert any(p.name.startswith("ceiling_pop16_2d-floor-risk_seed42") for p in run.iterdir())

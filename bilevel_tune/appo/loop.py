@@ -16,6 +16,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from bilevel_tune.appo.algorithm import drain_learner, learner_thread_class, quiet_rllib, stop_algorithm
+from bilevel_tune.census import return_free_memory
 from bilevel_tune.evaluation import evaluate_policy
 from bilevel_tune.inner import InnerLoopConfig
 from bilevel_tune.objective import CandidateOutcome
@@ -77,6 +78,7 @@ class APPOLoop:
         confirmed = stop_algorithm(algo)
         del algo
         gc.collect()  # an Algorithm is a web of cycles; without this RSS creeps up between full collections
+        return_free_memory()  # and without this the allocator keeps its freed pages: RSS creeps all the same
         if not self._frozen:
             # What is alive now (torch, the modules RLlib imports on its first build) lives as long as
             # the actor: freezing it lets every later collection scan only new objects (~1 ms, not ~0.3 s).
