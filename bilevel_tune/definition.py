@@ -502,7 +502,9 @@ class Study:
         if "values" not in data:
             data = _from_release_0_1(data)
         data["generations"] = _frozen(data["generations"])
-        data["values"] = tuple((k, _frozen(v)) for k, v in data["values"])
+        # a setting added by a later release takes its default: what a run recorded before it existed ran
+        recorded = {k: _frozen(v) for k, v in data["values"]}
+        data["values"] = tuple((k, recorded.get(k, DEFAULTS[k])) for k in DEFAULTS)
         data["axes"] = tuple((k, tuple(_frozen(x) for x in v)) for k, v in data.get("axes", ()))
         data["budgets"] = tuple(
             (name, tuple((k, _frozen(v)) for k, v in changes)) for name, changes in data.get("budgets", ())

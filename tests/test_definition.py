@@ -222,3 +222,15 @@ def test_the_docs_table_lists_every_setting_with_its_default_and_range():
     table = (Path(__file__).resolve().parent.parent / "docs" / "study.md").read_text()
     for s in SETTINGS:
         assert f"| `{s.key}` | {shown(s.default)} | {s.allowed} |" in table, s.key
+
+
+def test_a_study_recorded_before_a_setting_existed_resumes_with_its_default():
+    """A run folder's study.json (and each Tune trial's config) written before the world's knobs existed."""
+    study = load_study("weekend").with_budget("quick")
+    recorded = json.loads(json.dumps(study.to_dict()))
+    recorded["values"] = [[k, v] for k, v in recorded["values"] if not k.startswith("world.") or k in (
+        "world.farms", "world.horizon", "world.smoothing")]  # fmt: skip
+    old = Study.from_dict(recorded)
+    assert old == study and old.get("world.release_share") == 0.6
+    (cell, *_) = old.cells()
+    assert old.for_cell(cell).get("world.farm_area_km2") == 500.0
