@@ -1,0 +1,114 @@
+"""What a long run did, trial by trial: its pace and its census at the start and at the end — and its shipped copy.
+
+    python benchmarks/run_report.py RUN_DIR                      # print the figures
+    python benchmarks/run_report.py RUN_DIR --ship docs/results/weekend-appo [--notes notes.md]
+
+Per trial, from its `generations.jsonl` alone: generations done of its budget,
+the median seconds per generation over the first and the last 10 % of its
+generations (a slowdown shows as last ≫ first), and its shards' resident
+memory (summed over shards) and OS threads at its first and last generation.
+The run's sessions (fresh start, resumes) come from study.json.
+
+`--ship DIR` copies what a reader of the repository needs — summary.md, the CSV
+tables, verdicts.json, study.json and the plots — into DIR and writes DIR/run.md:
+the figures above and the notes given (the commands, the dry run's ETA, the wall
+time, what else ran on the machine). Records and Tune's state stay behind: they
+are large, and the summary is rebuilt from them, not from the copy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from bilevel_tune import metrics as M
+from bilevel_tune.run_folder import read_study_file, trial_records
+
+SHIPPED = ("summary.md", "trials.csv", "cells.csv", "grid.csv", "scan.csv", "verdicts.json", "study.json")
+
+
+def trial_figures(run_dir: Path) -> list[dict]:
+    """One row per trial folder with records: pace first/last 10 %, RSS and threads first/last."""
+    budgets = {}
+    for name, (generations, final) in sorted(trial_records(run_dir).items()):
+        if not generations:
+            continue
+        decile = max(1, len(generations) // 10)
+        seconds = [g[M.SEC_PER_GEN] for g in generations]
+        first, last = generations[0], generations[-1]
+        budgets[name] = {
+            "trial": name.rsplit("_", 2)[0],
+            "generations": len(generations),
+            "complete": final is not None,
+            "s_per_gen_first_10pct": float(np.median(seconds[:decile])),
+            "s_per_gen_last_10pct": float(np.median(seconds[-decile:])),
+            "rss_mb_first": float(first[M.RSS_MB]),
+            "rss_mb_last": float(last[M.RSS_MB]),
+            "threads_first": int(first[M.THREADS_OS]),
+            "threads_last": int(last[M.THREADS_OS]),
+            "shards": int(last.get(M.SHARDS, 1)),
+        }
+    return list(budgets.values())
+
+
+def markdown(rows: list[dict]) -> str:
+    head = "| trial | generations | shards | s/gen first 10 % | s/gen last 10 % | RSS MB first → last | threads first → last |"
+    lines = [head, "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        done = f"{r['generations']}{'' if r['complete'] else ' (running)'}"
+        lines.append(
+            f"| {r['trial']} | {done} | {r['shards']} | {r['s_per_gen_first_10pct']:.2f} | "
+            f"{r['s_per_gen_last_10pct']:.2f} | {r['rss_mb_first']:.0f} → {r['rss_mb_last']:.0f} | "
+            f"{r['threads_first']} → {r['threads_last']} |"
+        )
+    return "\n".join(lines)
+
+
+def sessions(run_dir: Path) -> list[str]:
+    record = read_study_file(run_dir)
+    provenance = record.get("provenance", {})
+    lines = [
+        f"- commit {provenance.get('git_sha')}, {provenance.get('cores')} cores, {provenance.get('platform')}",
+        "- versions: " + ", ".join(f"{k} {v}" for k, v in provenance.get("versions", {}).items()),
+    ]
+    for s in record.get("sessions", []):
+        lines.append(f"- session started {s.get('started_utc')}{' (--resume)' if s.get('resume') else ''}")
+    return lines
+
+
+def ship(run_dir: Path, out: Path, rows: list[dict], notes: str) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    for name in SHIPPED:
+        if (run_dir / name).is_file():
+            shutil.copy2(run_dir / name, out / name)
+    for png in sorted((run_dir / "plots").glob("*.png")):
+        shutil.copy2(png, out / png.name)
+    text = [f"# {run_dir.name}", "", notes.strip(), "", "## Provenance and sessions", "", *sessions(run_dir)]
+    text += ["", "## Per trial", "", markdown(rows), ""]
+    (out / "run.md").write_text("\n".join(text))
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("--ship", type=Path, help="copy the summary, tables and plots here and write run.md")
+    parser.add_argument("--notes", type=Path, help="markdown for run.md: commands, ETA, wall time, what else ran")
+    args = parser.parse_args(argv)
+    if not (args.run_dir / "study.json").is_file():
+        parser.error(f"{args.run_dir} is not a study run folder (no study.json)")
+    rows = trial_figures(args.run_dir)
+    print(markdown(rows))
+    if args.ship:
+        ship(args.run_dir, args.ship, rows, args.notes.read_text() if args.notes else "")
+        print(f"shipped to {args.ship}")
+    print(json.dumps({"trials": len(rows), "complete": sum(r["complete"] for r in rows)}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
