@@ -18,7 +18,8 @@ def test_a_probe_is_measured_once_then_read_from_the_store(store):
     study = load_study("weekend").with_budget("quick").with_overrides(inner="analytic")
     first, how = calibration.inner_loop_figures(study, thread_cap=1, busy_cpus=2)
     assert how.startswith("probed now") and store.is_file()
-    assert first["evaluate_per_candidate_s"] > 0 and first["train_per_candidate_s"] == pytest.approx(0, abs=1e-3)
+    # fitted lines, never negative (how small the analytic loop's train is depends on the machine's load)
+    assert first["evaluate_per_candidate_s"] > 0 and min(v for v in first.values() if isinstance(v, float)) >= 0
     again, how = calibration.inner_loop_figures(study, thread_cap=1, busy_cpus=2)
     assert how.startswith("cached probe") and again == first
     other = study.with_overrides(populations=[4])  # other settings, another probe

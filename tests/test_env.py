@@ -34,8 +34,8 @@ def test_the_check_catches_a_broken_water_balance(monkeypatch):
 
     real = hydrology.step_lake
 
-    def leaky(volume, inflow, requested):
-        day = real(volume, inflow, requested)
+    def leaky(volume, inflow, requested, release_share):
+        day = real(volume, inflow, requested, release_share)
         return hydrology.LakeDay(day.delivered_share, day.withdrawal, day.release, day.spill, day.volume + 10.0)
 
     monkeypatch.setattr(hydrology, "step_lake", leaky)

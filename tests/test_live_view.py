@@ -247,7 +247,7 @@ def _url(lines: Lines) -> str:
 
 
 DASHBOARD_STUDY = {"population": 2, "optimize_params": "fixed_quota", "seed": 1, "wandb": "disabled"}
-TRIAL = "weekend_pop2_1d_seed1"
+TRIAL = "weekend_pop2_1d-quota_seed1"
 
 
 @pytest.mark.ray

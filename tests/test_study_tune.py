@@ -34,7 +34,7 @@ def test_the_weekend_grid_runs_under_tune(ray_cluster, tmp_path, capsys, monkeyp
     assert calibration.overheads("disabled", settings)[1] == "overheads of the 2-core reference machine"
     assert main(study_args(tmp_path, "--quick", **ANALYTIC, outer_iters=4)) == 0
     # a complete fresh run teaches the next dry run with these settings its overheads
-    assert calibration.overheads("disabled", settings)[1].startswith("overheads from this machine's run")
+    assert calibration.overheads("disabled", settings)[1].startswith("overheads: the median of this machine's runs")
     run = tmp_path / "run"
     records = trial_records(run)
     assert len(records) == 8
