@@ -25,6 +25,7 @@ from bilevel_tune.hints import unknown_name
 from bilevel_tune.inner import InnerLoopError, check_loop_spec
 from bilevel_tune.run_folder import Cell, json_safe
 from bilevel_tune.scan import MIN_POINTS
+from bilevel_tune.sections import BudgetSettings
 from bilevel_tune.settings import (
     BY_KEY,
     DEFAULTS,
@@ -102,13 +103,10 @@ def _dotted(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class Budget:
-    """How much of the study a run does; `generations` is one count, or (population, count) pairs."""
+class Budget(BudgetSettings):
+    """How much of the study a run does: [budget]'s settings, and `generations`: one count, or (population, count) pairs."""
 
-    generations: int | tuple[tuple[int, int], ...]
-    inner_iters: int = 50
-    eval_episodes: int = 1
-    final_eval_seeds: int = 3
+    generations: int | tuple[tuple[int, int], ...] = dataclasses.field(kw_only=True)
 
     @staticmethod
     def parse_generations(value, where: str):
@@ -308,10 +306,7 @@ class Study:
 
     @property
     def budget(self) -> Budget:
-        s = self.settings
-        return Budget(
-            self.generations, s["budget.inner_iters"], s["budget.eval_episodes"], s["budget.final_eval_seeds"]
-        )
+        return Budget(generations=self.generations, **_section(self.settings, "budget"))
 
     @property
     def es_settings(self) -> dict[str, Any]:

@@ -23,50 +23,36 @@ optimum, so it jitters there (benchmarks/es_landscape.py measures how much).
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from bilevel_tune import metrics as M
+from bilevel_tune.sections import SHAPINGS, ESSettings
 
-SHAPINGS = ("zscore", "centered_rank")
 U_EPS = 1e-6
 FLAT_STD = 1e-8
 SIGMA_TOL = 1e-3
 
 
 @dataclass(frozen=True)
-class ESConfig:
-    population: int = 1
-    sigma: float = 0.15
-    lr: float = 0.10
-    sigma_lr: float = 0.02
-    sigma_decay: float = 0.99
-    sigma_min: float = 0.01
-    sigma_max: float = 0.25
-    shaping: str = "zscore"
-    grad_clip: float = 5.0
+class ESConfig(ESSettings):
+    """The study's [es] settings (`sections.ESSettings`: defaults and ranges) and the trial's population."""
+
+    population: int = dataclasses.field(default=1, kw_only=True)
 
     def __post_init__(self):
         n = self.population
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1 or (n > 1 and n % 2):
             raise ValueError(f"population={n!r} must be 1 or an even integer ≥ 2 (antithetic pairs)")
-        for name in ("sigma_min", "sigma_max", "lr", "sigma_lr", "grad_clip"):
-            value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-                raise ValueError(f"{name}={value!r} must be a finite number > 0")
-        if not 0 < self.sigma_decay <= 1:
-            raise ValueError(f"sigma_decay={self.sigma_decay!r} must be in (0, 1]")
+        super().__post_init__()
         if not self.sigma_min <= self.sigma_max:
             raise ValueError(f"sigma_min={self.sigma_min} must be ≤ sigma_max={self.sigma_max}")
-        if not (isinstance(self.sigma, (int, float)) and self.sigma_min <= self.sigma <= self.sigma_max):
+        if not self.sigma_min <= self.sigma <= self.sigma_max:
             raise ValueError(
                 f"sigma={self.sigma!r} must be within [sigma_min, sigma_max] = [{self.sigma_min}, {self.sigma_max}]"
             )
-        if self.shaping not in SHAPINGS:
-            raise ValueError(f"shaping={self.shaping!r} is unknown; allowed: {', '.join(SHAPINGS)}")
 
     @property
     def sigma_factor(self) -> float:

@@ -40,7 +40,9 @@ import numpy as np
 
 from bilevel_tune import metrics as M
 from bilevel_tune.census import Census, take_census
+from bilevel_tune.declared import check_knobs, section_kwargs
 from bilevel_tune.objective import CandidateOutcome, ObjectiveWeights
+from bilevel_tune.sections import AppoSettings, NetworkSettings, ObjectiveSettings
 from bilevel_tune.world import WorldConfig
 
 logger = logging.getLogger(__name__)
@@ -66,54 +68,33 @@ class InnerLoopStopped(Exception):
 
 
 @dataclass(frozen=True)
-class InnerLoopConfig:
-    """The world, objective and APPO settings every shard of a trial shares (defaults: the weekend campaign's, docs/weekend.md)."""
+class InnerLoopConfig(ObjectiveSettings, AppoSettings, NetworkSettings, WorldConfig):
+    """What every shard of a trial shares: the study's [world], [network], [appo] and [objective] settings.
 
-    num_farms: int = 5
-    horizon: int = 150
-    smoothing: float = 0.0
-    release_share: float = WorldConfig.release_share
-    rain_probability: float = WorldConfig.rain_probability
-    rain_mean_mm: float = WorldConfig.rain_mean_mm
-    farm_area_km2: float = WorldConfig.farm_area_km2
-    hidden: tuple[int, ...] = (256, 256)
-    lr: float = 1e-3
-    discount: float = 0.99  # RL discount γ of the farms' returns
-    entropy_coeff: float = 0.001
-    grad_clip: float = 40.0
-    vtrace_clip_rho_threshold: float = 1.0
-    vtrace_clip_pg_rho_threshold: float = 1.0
-    fragments_per_batch: int = 1  # seasons of the whole block per training batch
-    econ_weight: float = 1.0
-    sus_weight: float = 0.0
+    Its fields are those sections' (`WorldConfig` first, then `sections`): their defaults, the
+    weekend campaign's (docs/weekend.md), and their ranges are declared there, once.
+    """
+
     # "none" skips the stop and keeps old algorithms referenced, as Ray < 2.56 effectively
     # did: the leaking "before" of benchmarks/leak.py and the test that proves the census can fail.
     stop_mode: str = "leak-free"
 
     def __post_init__(self):
-        _ = self.world  # validates the world fields
-        ObjectiveWeights(self.econ_weight, self.sus_weight)
-        if self.fragments_per_batch < 1:
-            raise ValueError(f"fragments_per_batch={self.fragments_per_batch!r} must be an integer ≥ 1")
-        if not self.hidden or any(int(h) < 1 for h in self.hidden):
-            raise ValueError(f"hidden={self.hidden!r} must be a non-empty list of layer sizes ≥ 1")
+        check_knobs(self)
+        _ = self.weights  # not both weights 0
         if self.stop_mode not in STOP_MODES:
             raise ValueError(f"stop_mode={self.stop_mode!r} is unknown; allowed: {', '.join(STOP_MODES)}")
 
     @classmethod
     def from_study(cls, study) -> "InnerLoopConfig":
         """The config of a `definition.Study`'s trials: its [world], [network], [appo] and [objective] settings."""
-        s = study.settings
-        appo = {f.name: s[f"appo.{f.name}"] for f in dataclasses.fields(cls) if f"appo.{f.name}" in s}
-        world = {f.name: s[f"world.{f.name}"] for f in dataclasses.fields(WorldConfig) if f"world.{f.name}" in s}
-        return cls(
-            num_farms=s["world.farms"],
-            **world,
-            hidden=tuple(s["network.hidden"]),
-            **appo,
-            econ_weight=s["objective.econ_weight"],
-            sus_weight=s["objective.sus_weight"],
-        )
+        sections = {
+            "world": WorldConfig,
+            "network": NetworkSettings,
+            "appo": AppoSettings,
+            "objective": ObjectiveSettings,
+        }
+        return cls(**{k: v for name, c in sections.items() for k, v in section_kwargs(study.settings, name, c).items()})
 
     @property
     def world(self) -> WorldConfig:

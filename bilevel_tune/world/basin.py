@@ -14,6 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
+from bilevel_tune.declared import check_knobs, knob
 from bilevel_tune.world import crops, hydrology, law
 from bilevel_tune.world.rules import RULE_NAMES, Rules
 
@@ -30,29 +31,23 @@ class WorldConfig:
     with release_share 1 the outflow matches the inflow (pressure 1), with no rain a day's best reward is
     f − c·f^p, and a small farm area keeps the lake (and so the quota's allowance) up all season."""
 
-    num_farms: int = 5
-    horizon: int = 150
-    smoothing: float = 0.0
-    release_share: float = hydrology.RELEASE_SHARE  # an ordinary day's outflow over inflow
-    rain_probability: float = hydrology.RAIN_PROBABILITY
-    rain_mean_mm: float = hydrology.RAIN_MEAN_MM
-    farm_area_km2: float = TOTAL_FARM_AREA_KM2  # irrigated area of all farms of a lake, split evenly
+    num_farms: int = knob(5, "farms per lake", low=1, key="farms")
+    horizon: int = knob(150, "days per season", low=1)
+    smoothing: float = knob(0.0, "width of the quota ramp's smoothing (0: the hard ramp)", low=0)
+    release_share: float = knob(
+        hydrology.RELEASE_SHARE, "an ordinary day's outflow over inflow (1: pressure saturated at 1)", low=0, high=1
+    )
+    rain_probability: float = knob(hydrology.RAIN_PROBABILITY, "share of days with rain", low=0, high=1)
+    rain_mean_mm: float = knob(hydrology.RAIN_MEAN_MM, "mean rain of a wet day (mm)", low=0)
+    farm_area_km2: float = knob(
+        TOTAL_FARM_AREA_KM2,
+        "irrigated area of a lake's farms, all together (km²): their demand against the lake",
+        low=0,
+        open_low=True,
+    )
 
     def __post_init__(self):
-        if not (isinstance(self.num_farms, int) and self.num_farms >= 1):
-            raise ValueError(f"num_farms={self.num_farms!r} must be an integer ≥ 1")
-        if not (isinstance(self.horizon, int) and self.horizon >= 1):
-            raise ValueError(f"horizon={self.horizon!r} must be an integer ≥ 1")
-        if not (np.isfinite(self.smoothing) and self.smoothing >= 0.0):
-            raise ValueError(f"smoothing={self.smoothing!r} must be a finite width ≥ 0 (0 = hard ramp)")
-        if not 0.0 <= self.release_share <= 1.0:  # also rejects NaN
-            raise ValueError(f"release_share={self.release_share!r} must be in [0, 1]")
-        if not 0.0 <= self.rain_probability <= 1.0:
-            raise ValueError(f"rain_probability={self.rain_probability!r} must be in [0, 1]")
-        if not (np.isfinite(self.rain_mean_mm) and self.rain_mean_mm >= 0.0):
-            raise ValueError(f"rain_mean_mm={self.rain_mean_mm!r} must be a finite depth ≥ 0")
-        if not (np.isfinite(self.farm_area_km2) and self.farm_area_km2 > 0.0):
-            raise ValueError(f"farm_area_km2={self.farm_area_km2!r} must be a finite area > 0")
+        check_knobs(self)
 
     @property
     def peak_daily_need_m3(self) -> float:

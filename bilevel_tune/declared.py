@@ -1,0 +1,171 @@
+"""A setting declared once, on the field of the config that holds it.
+
+    @dataclass(frozen=True)
+    class AppoSettings:
+        lr: float = knob(1e-3, "Adam's learning rate", low=0, open_low=True, high=1, appo=True)
+
+`knob` is a dataclass field whose metadata carries the meaning and the range;
+everything else is derived from it: the study's table of keys
+(`settings.SETTINGS`), the one range check (`Setting.check`, also what a
+config's `__post_init__` calls through `check_knobs`), `--set`/`--grid`
+parsing, the docs table, the dry run's settings block. Plain Python: the
+numpy core declares its own knobs (the world's) without knowing of studies.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+KNOB = "bilevel_tune.knob"  # the metadata key of a field declared with `knob`
+
+
+class SettingError(ValueError):
+    """A setting that is unknown or out of its range; the message is one line."""
+
+
+@dataclass(frozen=True)
+class Knob:
+    """A field's meaning and range: what `knob` records in its metadata."""
+
+    doc: str
+    low: float | None = None
+    high: float | None = None
+    open_low: bool = False  # low itself excluded
+    choices: tuple[str, ...] = ()
+    inner: bool = True  # changes what the inner loop computes
+    appo: bool = False  # read by the APPO loops only
+    key: str | None = None  # its name in the study file when it differs from the field's (num_farms: farms)
+
+
+def knob(default: Any, doc: str, **range_and_flags: Any) -> Any:
+    """A dataclass field that is a study setting: its default, meaning and range, declared once."""
+    return dataclasses.field(default=default, metadata={KNOB: Knob(doc, **range_and_flags)})
+
+
+def _kind(default: Any, spec: Knob) -> str:
+    if spec.choices:
+        return "choice"
+    if isinstance(default, tuple):
+        return "layers"
+    return "int" if isinstance(default, int) and not isinstance(default, bool) else "float"
+
+
+@dataclass(frozen=True)
+class Setting:
+    key: str
+    default: Any
+    kind: str  # "int", "float", "choice" or "layers" (a non-empty list of positive integers)
+    doc: str
+    low: float | None = None
+    high: float | None = None
+    open_low: bool = False  # low itself excluded
+    choices: tuple[str, ...] = ()
+    inner: bool = True  # changes what the inner loop computes
+    appo: bool = False  # read by the APPO loops only
+    field: str = ""  # the config field it is declared on (its name when empty)
+
+    @classmethod
+    def of_field(cls, section: str, field: dataclasses.Field) -> "Setting":
+        spec: Knob = field.metadata[KNOB]
+        ranges = {k: getattr(spec, k) for k in ("low", "high", "open_low", "choices", "inner", "appo")}
+        key = f"{section}.{spec.key or field.name}"
+        return cls(key, field.default, _kind(field.default, spec), spec.doc, **ranges, field=field.name)
+
+    @property
+    def section(self) -> str:
+        return self.key.split(".", 1)[0]
+
+    @property
+    def name(self) -> str:
+        return self.key.split(".", 1)[1]
+
+    @property
+    def field_name(self) -> str:
+        return self.field or self.name
+
+    @property
+    def allowed(self) -> str:
+        """The range, as the error line and the docs state it."""
+        if self.kind == "choice":
+            return "one of " + ", ".join(self.choices)
+        if self.kind == "layers":
+            return "a non-empty list of layer sizes ≥ 1"
+        what = "an integer" if self.kind == "int" else "a number"
+        if self.low is not None and self.high is not None:
+            return f"{what} in {'(' if self.open_low else '['}{self.low:g}, {self.high:g}]"
+        if self.low is not None:
+            return f"{what} {'>' if self.open_low else '≥'} {self.low:g}"
+        return what
+
+    def check(self, value: Any, where: str = "", label: str | None = None) -> Any:
+        """The value, typed, if it is in range; SettingError naming it (`label`, else the key), the value and the range."""
+        ok, typed = self._typed(value)
+        if ok and self.kind in ("int", "float"):
+            ok = (self.low is None or typed > self.low or (typed == self.low and not self.open_low)) and (
+                self.high is None or typed <= self.high
+            )
+        if not ok:
+            prefix = f"{where}: " if where else ""
+            raise SettingError(f"{prefix}{label or self.key}={value!r} must be {self.allowed}")
+        return typed
+
+    def parse(self, text: str, where: str = "") -> Any:
+        """A command-line value (`--set key=text`, `--grid key=a,b`), checked."""
+        text = text.strip()
+        if self.kind == "int":
+            value: Any = _number(text, int)
+        elif self.kind == "float":
+            value = _number(text, float)
+        elif self.kind == "layers":
+            value = [_number(part, int) for part in text.split(",") if part.strip()] if text else []
+        else:
+            value = text
+        return self.check(value, where)
+
+    def _typed(self, value: Any) -> tuple[bool, Any]:
+        if self.kind == "choice":
+            return value in self.choices, value
+        if self.kind == "layers":
+            ok = isinstance(value, (list, tuple)) and len(value) > 0
+            ok = ok and all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in value)
+            return ok, tuple(value) if ok else value
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return False, value
+        if self.kind == "int":
+            return isinstance(value, int), value
+        return math.isfinite(value), float(value)
+
+
+def _number(text: str, kind):
+    try:
+        return kind(text)
+    except ValueError:
+        try:
+            as_float = float(text)
+        except ValueError:
+            return text
+        return int(as_float) if kind is int and as_float.is_integer() else as_float
+
+
+def knob_fields(cls) -> list[dataclasses.Field]:
+    """The fields of a config class declared with `knob`, in order (inherited sections first)."""
+    return [f for f in dataclasses.fields(cls) if KNOB in f.metadata]
+
+
+def section_settings(section: str, cls) -> tuple[Setting, ...]:
+    """A section's settings, from the knobs of the class that declares it."""
+    return tuple(Setting.of_field(section, f) for f in knob_fields(cls))
+
+
+def check_knobs(config) -> None:
+    """A config's every knob in its range (the same check as a study's): ValueError naming the field otherwise."""
+    for field in knob_fields(type(config)):
+        Setting.of_field("", field).check(getattr(config, field.name), label=field.name)
+
+
+def section_kwargs(values: Mapping[str, Any], section: str, cls) -> dict[str, Any]:
+    """A config's keyword arguments from a study's `section.key` values: {field name: value}."""
+    return {s.field_name: values[s.key] for s in section_settings(section, cls) if s.key in values}
