@@ -1,5 +1,6 @@
 """The import rules of docs/architecture.md hold, and the check would catch a break of each."""
 
+import re
 import textwrap
 from pathlib import Path
 
@@ -72,3 +73,15 @@ def test_every_name_the_docs_quote_exists_in_the_code():
         if name.match(token) and not all(part in words for part in token.removesuffix("()").split(".") if part != "py")
     ]
     assert stale == [], "names the docs quote that the code no longer has"
+
+
+def test_every_module_of_the_package_is_named_on_the_architecture_page():
+    page = (PACKAGE.parent / "docs" / "architecture.md").read_text()
+    named = set(re.findall(r"`([\w/.]+?)(?:\.py|/)?`", page))
+    modules = [
+        path.relative_to(PACKAGE).with_suffix("").as_posix()
+        for path in PACKAGE.rglob("*.py")
+        if path.name != "__init__.py" and "studies" not in path.parts
+    ]
+    unnamed = [m for m in modules if m not in named and m.rsplit("/", 1)[-1] not in named]
+    assert unnamed == [], f"modules the architecture page does not name: {unnamed}"
