@@ -24,6 +24,7 @@ from bilevel_tune import metrics as M
 from bilevel_tune.definition import Study
 from bilevel_tune.run_folder import GENERATIONS_FILE, STUDY_FILE, Cell, num, read_study_file, trial_records
 from bilevel_tune.settings import BY_KEY, DEFAULTS
+from bilevel_tune.study_overrides import budget_label
 
 ROBUST, NOISE, FEW = "robust", "within seed noise", "not enough seeds"
 CEILING, NO_CEILING = "ceiling", "no ceiling"
@@ -36,6 +37,7 @@ MECHANISM = "mechanism"
 BOUND_BY = (
     "bound_by/"  # bound_by/<rule>: the best candidate's upper bound with that rule at its best (CandidateOutcome)
 )
+
 SEARCH_VS_GRID = "search_vs_grid"
 BEST, FINAL = "best_objective", "final_objective"  # the two values verdicts are judged on
 
@@ -485,8 +487,8 @@ def summarise(run_dir: Path) -> Summary:
         trials=table,
         cells=cell_table(table),
         grid=grid_table(table),
-        verdicts_best=verdicts(done, study.ceiling, study.tol, BEST, bests),
-        verdicts_final=verdicts(done, study.ceiling, study.tol, FINAL) if has_final else None,
+        verdicts_best=verdicts(done, study.summary.ceiling, study.summary.tol, BEST, bests),
+        verdicts_final=verdicts(done, study.summary.ceiling, study.summary.tol, FINAL) if has_final else None,
         budget_note=budget_note(study),
         scans=scans,
         scan_bests=bests,
@@ -507,7 +509,7 @@ def budget_note(study: Study) -> str | None:
     planned = sorted({g for c in study.cells() if (g := study.full_generations_for(c.population)) is not None})
     of = f" of {'/'.join(map(str, planned))}" if planned else ""
     return (
-        f"SHORT RUN (budget {study.budget_label}): cells ran {'/'.join(map(str, ran))} generations{of}, "
+        f"SHORT RUN (budget {budget_label(study)}): cells ran {'/'.join(map(str, ran))} generations{of}, "
         f"K = {study.budget.inner_iters} of {full.inner_iters} — these verdicts describe this run, not the science"
     )
 

@@ -80,7 +80,7 @@ def plot_objective(run_dir: Path):
             ax.scatter([g[M.GENERATION]] * len(objs), objs, s=4, color="0.7", zorder=1)
         ax.plot(x, [num(g[M.OBJECTIVE_MEAN]) for g in gens], label="population mean", zorder=2)
         ax.plot(x, [num(g[M.BEST_OBJECTIVE]) for g in gens], label="best so far", zorder=3)
-        ax.axhline(study.ceiling, color="r", lw=0.8, ls=":", label="ceiling")
+        ax.axhline(study.summary.ceiling, color="r", lw=0.8, ls=":", label="ceiling")
         ax.set_title(_label(key), fontsize=9)
         ax.set_xlabel("generation")
     axes[0, 0].set_ylabel("objective")

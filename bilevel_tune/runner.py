@@ -49,6 +49,7 @@ from bilevel_tune.run_folder import (
 )
 from bilevel_tune.settings import describe as describe_settings
 from bilevel_tune.settings import shown
+from bilevel_tune.study_overrides import budget_label
 from bilevel_tune.tracking import TrackingError, resolve_wandb_mode
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -157,7 +158,7 @@ def dry_run(options: RunOptions, out: Callable[[str], None] = print) -> Plan:
         cpus = _cluster_cpus(address, options.address)
     b = study.budget
     out(
-        f"study {study.name} ({study.source}), budget {study.budget_label}{' (smoke)' if study.smoke else ''}, inner loop {study.inner}"
+        f"study {study.name} ({study.source}), budget {budget_label(study)}{' (smoke)' if study.smoke else ''}, inner loop {study.inner}"
     )
     further = "".join(f" × {key} [{', '.join(shown(v) for v in values)}]" for key, values in study.axes)
     out(

@@ -27,7 +27,7 @@ PROG = "python -m bilevel_tune.study"
 def list_studies() -> None:
     for name in available_studies():
         s = load_study(name)
-        budgets = "".join(", " + b for b in s.budget_names)
+        budgets = "".join(", " + b for b, _ in s.budgets)
         print(f"{name:<16} {len(s.cells())} trials; budgets: full{budgets} — {s.description}")
 
 

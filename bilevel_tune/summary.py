@@ -43,6 +43,7 @@ from bilevel_tune.run_folder import (
     write_json,
 )
 from bilevel_tune.settings import describe as describe_settings
+from bilevel_tune.study_overrides import budget_label, overrides_label
 
 TRIAL_COLUMNS = (
     "population",
@@ -65,6 +66,7 @@ TRIAL_COLUMNS = (
     "median_sec_per_gen",
     "max_threads",
 )
+
 INTEGER_COLUMNS = {
     "population",
     "dims",
@@ -142,9 +144,9 @@ def render(s: Summary) -> str:
     study = s.study
     basis = "final re-evaluation" if s.verdicts_final else "best objective"
     label = f" — {s.budget_note}" if s.budget_note else ""
-    lines = [f"# Study {study.name} (budget {study.budget_label}, inner loop {study.inner})", ""]
-    if study.overrides_label:
-        lines += [f"Command-line changes to the study: {study.overrides_label}.", ""]
+    lines = [f"# Study {study.name} (budget {budget_label(study)}, inner loop {study.inner})", ""]
+    if overrides_label(study):
+        lines += [f"Command-line changes to the study: {overrides_label(study)}.", ""]
     if s.budget_note:
         lines += [f"**{s.budget_note}.**", ""]
     axes = [k for k, _ in study.axes]

@@ -5,6 +5,7 @@ import json
 import pytest
 
 from bilevel_tune.definition import Study, StudyError, load_study
+from bilevel_tune.study_overrides import budget_label, overrides_label
 
 WEEKEND_CELLS = {
     (p, tuple(o), s, ())
@@ -24,7 +25,7 @@ def test_weekend_is_the_prs_grid_and_budgets():
         "risk_penalty_scale": 1.0,
         "risk_penalty_power": 2.0,
     }
-    assert (study.econ_weight, study.sus_weight) == (1.0, 0.0)
+    assert (study.objective.econ_weight, study.objective.sus_weight) == (1.0, 0.0)
     assert (study.get("world.farms"), study.get("world.horizon"), study.get("network.hidden")) == (5, 150, (256, 256))
     quick = study.with_budget("quick")
     assert len(quick.cells()) == 8 and quick.smoke and quick.budget.generations == 3
@@ -55,7 +56,7 @@ def test_any_setting_is_fixed_or_crossed_from_the_command_line():
         (("es.sigma", 0.05),),
         (("es.sigma", 0.15),),
     }
-    assert study.overrides_label == "appo.lr=0.0003, rules.fixed_quota=0.9, grid es.sigma=0.05,0.15"
+    assert overrides_label(study) == "appo.lr=0.0003, rules.fixed_quota=0.9, grid es.sigma=0.05,0.15"
     trial = study.for_cell(study.cells()[1])
     assert trial.get("es.sigma") == 0.15 and trial.axes == () and trial.es_config(16).sigma == 0.15
     assert Study.from_dict(json.loads(json.dumps(study.to_dict()))) == study
@@ -175,9 +176,9 @@ def test_fixed_rules_must_lie_in_the_range_the_search_could_reach(tmp_path):
 
 def test_the_budget_as_run_names_every_change():
     study = load_study("weekend")
-    assert study.budget_label == "full" and not study.smoke
+    assert budget_label(study) == "full" and not study.smoke
     short = study.with_overrides(outer_iters=4, inner_iters=10, seeds=[1])
-    assert short.budget_label == "full, outer_iters=4, inner_iters=10" and short.overrides_label == "seed=1"
+    assert budget_label(short) == "full, outer_iters=4, inner_iters=10" and overrides_label(short) == "seed=1"
     assert all(short.short_of_full(c) for c in short.cells())
     assert not any(study.short_of_full(c) for c in study.cells())
     assert Study.from_dict(json.loads(json.dumps(short.to_dict()))) == short
