@@ -33,7 +33,7 @@ import ray
 from bilevel_tune import runtime
 from bilevel_tune.appo.equivalence import learning_parity, update_equivalence
 from bilevel_tune.appo.multiagent import MultiAgentPolicyLoop
-from bilevel_tune.appo.population import PolicyLoop
+from bilevel_tune.appo.population import PopulationPolicyLoop
 from bilevel_tune.inner import InnerLoopConfig, Shard
 from bilevel_tune.world import Rules
 
@@ -93,7 +93,7 @@ def main() -> int:
         print("train() seconds, weekend world and network, thread cap 1, one process:", flush=True)
         for n, calls in TIMED_CALLS.items():
             old, _ = train_seconds(MultiAgentPolicyLoop, n, calls)
-            new, timers = train_seconds(PolicyLoop, n, calls)
+            new, timers = train_seconds(PopulationPolicyLoop, n, calls)
             out[f"speedup_pop{n}"] = round(old / new, 2)
             out[f"train_s_pop{n}"] = {"appo": round(new, 4), "appo-multiagent": round(old, 4)}
             print(

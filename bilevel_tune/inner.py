@@ -4,7 +4,7 @@ An *inner loop* trains the farms' policies under a block of candidate rule
 sets and evaluates them (docs/inner-loop.md). Built-in loops are named in
 `BUILTIN_LOOPS` and loaded exactly as a user's `package.module:Class` is:
 
-    appo             bilevel_tune.appo:PolicyLoop                         real RLlib APPO, one module per block
+    appo             bilevel_tune.appo:PopulationPolicyLoop               real RLlib APPO, one module per block
     appo-multiagent  bilevel_tune.appo.multiagent:MultiAgentPolicyLoop    real RLlib APPO, RLlib's per-agent path
     analytic         bilevel_tune.analytic:AnalyticLoop                   a deterministic stand-in
 
@@ -48,7 +48,7 @@ from bilevel_tune.world import WorldConfig
 logger = logging.getLogger(__name__)
 
 BUILTIN_LOOPS = {
-    "appo": "bilevel_tune.appo:PolicyLoop",
+    "appo": "bilevel_tune.appo:PopulationPolicyLoop",
     "appo-multiagent": "bilevel_tune.appo.multiagent:MultiAgentPolicyLoop",
     "analytic": "bilevel_tune.analytic:AnalyticLoop",
 }
@@ -138,7 +138,7 @@ def candidate_seed(generation_seed: int, candidate: int) -> int:
 
 # -- loading a loop ----------------------------------------------------------------
 def loop_path(spec: str) -> str:
-    """'appo' → 'bilevel_tune.appo:PolicyLoop'; a 'package.module:Class' spec is its own path."""
+    """'appo' → 'bilevel_tune.appo:PopulationPolicyLoop'; a 'package.module:Class' spec is its own path."""
     return BUILTIN_LOOPS.get(spec, spec)
 
 

@@ -30,7 +30,7 @@ class NaNPolicyLoop(AnalyticLoop):
 
 
 class UnconfirmedStopLoop(AnalyticLoop):
-    """Reports, like a PolicyLoop whose RLlib internals moved, that it cannot confirm the learner stopped."""
+    """Reports, like a PopulationPolicyLoop whose RLlib internals moved, that it cannot confirm the learner stopped."""
 
     def reset(self, rules, seed, candidates):
         super().reset(rules, seed, candidates)

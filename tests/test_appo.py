@@ -49,7 +49,9 @@ def test_census_is_flat_over_resets_and_the_leaking_variant_grows(ray_cluster, t
     assert own_threads(leaking[-1]) - own_threads(leaking[0]) >= 9  # one learner thread a generation, at least
 
 
-@pytest.mark.parametrize("build", ("appo.population:build_population_algorithm", "appo.multiagent:build_algorithm"))
+@pytest.mark.parametrize(
+    "build", ("appo.population:build_population_algorithm", "appo.multiagent:build_multiagent_algorithm")
+)
 def test_by_hand_stop_ends_rllibs_own_learner_thread(ray_cluster, tiny_inner, build):
     import importlib
 
@@ -98,9 +100,9 @@ def test_thread_caps_and_scratch_tmpdir_hold_inside_workers_and_the_actor(ray_cl
 
 
 def test_tight_quota_delivers_less_and_evaluation_is_repeatable(ray_cluster, tiny_inner):
-    from bilevel_tune.appo import PolicyLoop
+    from bilevel_tune.appo import PopulationPolicyLoop
 
-    loop = PolicyLoop(dataclasses.replace(tiny_inner, horizon=30))
+    loop = PopulationPolicyLoop(dataclasses.replace(tiny_inner, horizon=30))
     try:
         loop.reset([TIGHT, LOOSE], seed=1, candidates=[0, 1])
         for _ in range(2):

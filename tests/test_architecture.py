@@ -11,7 +11,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "bilevel_tune"
 
 def test_the_house_keeps_its_import_rules():
     graph = imports(PACKAGE)
-    assert "ray.rllib" in graph["bilevel_tune.appo.runner"] and "ray.rllib" in graph["bilevel_tune.appo.module"]
+    assert "ray.rllib" in graph["bilevel_tune.appo.env_runner"] and "ray.rllib" in graph["bilevel_tune.appo.module"]
     assert "ray.tune" in graph["bilevel_tune.trainable"]
     assert violations(graph) == []
 

@@ -36,22 +36,26 @@ def test_one_update_equals_separate_stock_updates_clipped_and_not(ray_cluster, t
 @pytest.mark.slow
 def test_untrained_evaluation_equals_the_per_agent_loop_for_any_sharding(ray_cluster, tiny_inner):
     from bilevel_tune.appo.multiagent import MultiAgentPolicyLoop
-    from bilevel_tune.appo.population import PolicyLoop
+    from bilevel_tune.appo.population import PopulationPolicyLoop
 
     rules = [r.as_dict() for r in RULES] + [Rules().as_dict()]
     outcomes = {}
-    for loop_class in (MultiAgentPolicyLoop, PolicyLoop):
+    for loop_class in (MultiAgentPolicyLoop, PopulationPolicyLoop):
         loop = loop_class(tiny_inner)
         try:
             loop.reset(rules, seed=11, candidates=range(len(rules)))
             outcomes[loop_class.__name__] = loop.evaluate([4, 5])
         finally:
             loop.stop()
-    assert outcomes["PolicyLoop"] == outcomes["MultiAgentPolicyLoop"]
-    assert len({o.requested_fraction for o in outcomes["PolicyLoop"]}) == len(rules), "weights of its own each"
+    assert outcomes["PopulationPolicyLoop"] == outcomes["MultiAgentPolicyLoop"]
+    assert len({o.requested_fraction for o in outcomes["PopulationPolicyLoop"]}) == len(rules), (
+        "weights of its own each"
+    )
     for shards in (1, 2):
         with ShardedInnerLoop("appo", tiny_inner, shards=shards) as inner:
-            assert inner.run(rules, seed=11, eval_seeds=[4, 5], inner_iters=0).outcomes == tuple(outcomes["PolicyLoop"])
+            assert inner.run(rules, seed=11, eval_seeds=[4, 5], inner_iters=0).outcomes == tuple(
+                outcomes["PopulationPolicyLoop"]
+            )
 
 
 @pytest.mark.ray

@@ -1,13 +1,15 @@
 """The APPO inner loops: real RLlib APPO, rebuilt every generation, leak-free (docs/inner-loop.md).
 
-    appo             population.PolicyLoop              one module for the whole block (fast)
+    appo             population.PopulationPolicyLoop    one module for the whole block (fast)
     appo-multiagent  multiagent.MultiAgentPolicyLoop    RLlib's per-agent path (the reference)
 
 Shared: `algorithm` (APPO's settings, building, the leak-free stop),
 `loop` (the generation cycle), `seeded` (per-candidate initial weights).
-The population loop's RLlib pieces: `module`, `runner`, `batch`, `learner`.
+The population loop's RLlib pieces: `module`, `env_runner`, `batch`, `learner`.
 """
 
-from bilevel_tune.appo.population import PolicyLoop
+from bilevel_tune.appo.population import PopulationPolicyLoop
 
-__all__ = ["PolicyLoop"]
+PolicyLoop = PopulationPolicyLoop  # its name until this release: a study file's inner = "bilevel_tune.appo:PolicyLoop" still loads
+
+__all__ = ["PolicyLoop", "PopulationPolicyLoop"]

@@ -63,7 +63,8 @@ def appo_config(config: InnerLoopConfig, seed: int):
     )
 
 
-def build(algo_config):
+def algorithm_from(algo_config):
+    """The Algorithm of a config: `build_algo` where RLlib has it, `build` in the releases before it."""
     return algo_config.build_algo() if hasattr(algo_config, "build_algo") else algo_config.build()
 
 

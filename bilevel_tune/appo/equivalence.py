@@ -50,7 +50,7 @@ from ray.rllib.core.learner.training_data import TrainingData
 from bilevel_tune.appo.algorithm import local_learner, stop_algorithm
 from bilevel_tune.appo.batch import PopulationFragment, population_rows
 from bilevel_tune.appo.learner import clip_per_candidate
-from bilevel_tune.appo.multiagent import build_algorithm
+from bilevel_tune.appo.multiagent import build_multiagent_algorithm
 from bilevel_tune.appo.population import build_population_algorithm
 from bilevel_tune.inner import InnerLoopConfig
 from bilevel_tune.world import Rules
@@ -92,7 +92,10 @@ def update_equivalence(config: InnerLoopConfig, rules: Sequence[Rules], seed: in
     """One update of both loops on one season of the per-agent loop; at least two candidates."""
     if len(rules) < 2:
         raise ValueError("the check needs at least two candidates (one clipped, one not)")
-    reference, population = build_algorithm(config, rules, seed), build_population_algorithm(config, rules, seed)
+    reference, population = (
+        build_multiagent_algorithm(config, rules, seed),
+        build_population_algorithm(config, rules, seed),
+    )
     try:
         identical = all(
             _same(_stacked(population).candidate_parameters(j), stock_parameters(reference, j))
@@ -105,7 +108,10 @@ def update_equivalence(config: InnerLoopConfig, rules: Sequence[Rules], seed: in
         stop_algorithm(reference), stop_algorithm(population)
     grad_clip = float(np.sqrt(norms.min() * norms.max()))  # between them: some clipped, some not
     config = dataclasses.replace(config, grad_clip=grad_clip)
-    reference, population = build_algorithm(config, rules, seed), build_population_algorithm(config, rules, seed)
+    reference, population = (
+        build_multiagent_algorithm(config, rules, seed),
+        build_population_algorithm(config, rules, seed),
+    )
     try:
         one_update(reference, copy.deepcopy(season))  # RLlib's connectors extend the episodes in place
         one_update(population, [fragment])
@@ -155,11 +161,11 @@ def learning_parity(
 ) -> ParityReport:
     """Train both loops K iterations per seed at fixed rules; their farms' mean evaluated reward before and after."""
     from bilevel_tune.appo.multiagent import MultiAgentPolicyLoop
-    from bilevel_tune.appo.population import PolicyLoop
+    from bilevel_tune.appo.population import PopulationPolicyLoop
 
     physical = [r.as_dict() for r in rules]
     before, after = {}, {}
-    for name, loop_class in (("appo", PolicyLoop), ("appo-multiagent", MultiAgentPolicyLoop)):
+    for name, loop_class in (("appo", PopulationPolicyLoop), ("appo-multiagent", MultiAgentPolicyLoop)):
         before[name], after[name] = [], []
         for seed in seeds:
             loop = loop_class(config)

@@ -35,7 +35,7 @@ class APPOLoop:
         self._frozen = False
         self.stop_confirmed = True
 
-    def build(self, rules: Sequence[Rules], seed: int, candidates: Sequence[int]):
+    def new_algorithm(self, rules: Sequence[Rules], seed: int, candidates: Sequence[int]):
         """The block's APPO Algorithm."""
         raise NotImplementedError
 
@@ -47,7 +47,7 @@ class APPOLoop:
         """Fresh policies for these candidates' rules; False when the old learner's stop is unconfirmed."""
         self.stop_confirmed = self._release()
         self.rules = [Rules.from_physical(r) for r in rules]
-        self.algo = self.build(self.rules, seed, list(candidates))
+        self.algo = self.new_algorithm(self.rules, seed, list(candidates))
         return self.stop_confirmed
 
     def train(self) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from typing import Sequence
 
 import numpy as np
 
-from bilevel_tune.appo.algorithm import appo_config, build, env_config, trained_module
+from bilevel_tune.appo.algorithm import algorithm_from, appo_config, env_config, trained_module
 from bilevel_tune.appo.loop import APPOLoop
 from bilevel_tune.appo.module import farm_fraction
 from bilevel_tune.appo.seeded import INIT_SEED, seeded_module_class
@@ -22,7 +22,9 @@ from bilevel_tune.world import Rules
 from bilevel_tune.world.env import FreshWaterEnv, module_for_agent, module_id
 
 
-def build_algorithm(config: InnerLoopConfig, rules: Sequence[Rules], seed: int, candidates: Sequence[int] = ()):
+def build_multiagent_algorithm(
+    config: InnerLoopConfig, rules: Sequence[Rules], seed: int, candidates: Sequence[int] = ()
+):
     """APPO, multi-agent: one module per candidate (`candidates`, default 0, 1, …, seed each module's weights)."""
     from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
@@ -42,10 +44,10 @@ def build_algorithm(config: InnerLoopConfig, rules: Sequence[Rules], seed: int, 
         .multi_agent(policies=set(modules), policy_mapping_fn=module_for_agent)
         .rl_module(rl_module_spec=MultiRLModuleSpec(rl_module_specs=modules))
     )
-    return build(algo_config)
+    return algorithm_from(algo_config)
 
 
-def greedy_fractions(modules, obs: np.ndarray) -> np.ndarray:
+def per_agent_greedy_fractions(modules, obs: np.ndarray) -> np.ndarray:
     """Explore-off actions of each candidate's module for its (1, 11) observation, in [0, 1]."""
     import torch
     from ray.rllib.core.columns import Columns
@@ -64,9 +66,9 @@ def greedy_fractions(modules, obs: np.ndarray) -> np.ndarray:
 class MultiAgentPolicyLoop(APPOLoop):
     """The per-agent APPO loop: a FreshWaterEnv of the block's lakes, one RLlib module per candidate."""
 
-    def build(self, rules, seed, candidates):
-        return build_algorithm(self.config, rules, seed, candidates)
+    def new_algorithm(self, rules, seed, candidates):
+        return build_multiagent_algorithm(self.config, rules, seed, candidates)
 
     def greedy_policy(self):
         modules = [trained_module(self.algo, module_id(j)) for j in range(len(self.rules))]
-        return lambda obs: greedy_fractions(modules, obs)
+        return lambda obs: per_agent_greedy_fractions(modules, obs)

@@ -16,12 +16,12 @@ from __future__ import annotations
 from functools import partial
 from typing import Sequence
 
-from bilevel_tune.appo.algorithm import appo_config, build, env_config, trained_module
+from bilevel_tune.appo.algorithm import algorithm_from, appo_config, env_config, trained_module
 from bilevel_tune.appo.batch import PopulationBatch
+from bilevel_tune.appo.env_runner import PopulationEnvRunner
 from bilevel_tune.appo.learner import PopulationAPPOLearner
 from bilevel_tune.appo.loop import APPOLoop
 from bilevel_tune.appo.module import HIDDEN, INIT_SEEDS, POPULATION, PopulationAPPOModule, farm_spaces
-from bilevel_tune.appo.runner import PopulationEnvRunner
 from bilevel_tune.inner import InnerLoopConfig, candidate_seed
 from bilevel_tune.world import Rules
 
@@ -91,13 +91,13 @@ def build_population_algorithm(
         .rl_module(rl_module_spec=module)
     )
     refuse_coupling_settings(algo_config)
-    return build(algo_config)
+    return algorithm_from(algo_config)
 
 
-class PolicyLoop(APPOLoop):
+class PopulationPolicyLoop(APPOLoop):
     """The population APPO loop: the whole block in one module, one env runner, one learner."""
 
-    def build(self, rules, seed, candidates):
+    def new_algorithm(self, rules, seed, candidates):
         return build_population_algorithm(self.config, rules, seed, candidates)
 
     def greedy_policy(self):
