@@ -16,6 +16,8 @@ Algorithm, its learner and APPO's training step are RLlib's own.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import ray
 from ray.rllib.core import COMPONENT_RL_MODULE, DEFAULT_AGENT_ID, DEFAULT_MODULE_ID
@@ -38,11 +40,51 @@ from ray.rllib.utils.metrics import (
 )
 
 from bilevel_tune.appo.batch import PopulationFragment
-from bilevel_tune.appo.module import SamplingPolicy, farm_fraction, farm_spaces
+from bilevel_tune.appo.module import PopulationAPPOModule, farm_fraction
 from bilevel_tune.world import Basin
-from bilevel_tune.world.env import parse_env_config
+from bilevel_tune.world.env import farm_spaces, parse_env_config
 
 EXPLORATION_STREAM = 1  # appended to the seed pair: the exploration noise's own stream
+LOG_SQRT_2PI = math.log(math.sqrt(2 * math.pi))
+
+
+class SamplingPolicy:
+    """The module's actor as numpy views of its parameters: the env runner's forward, once a day.
+
+    A season is sequential (each day's observation follows from the last
+    day's requests), so a day's forward is small; numpy runs it at a
+    fraction of torch's per-op dispatch cost (measured: 17 µs against 83 µs
+    at one candidate). The views share the parameters' memory, and RLlib
+    loads new weights into those tensors in place; a policy is taken afresh
+    each season all the same. Actions are RLlib's diagonal Gaussian: a draw
+    per farm from N(mean, exp(log std)), scored as torch's Normal.log_prob.
+    """
+
+    def __init__(self, module: PopulationAPPOModule):
+        layers = [*module.trunk.layers, module.pi]
+        self.weights = [layer.weight.detach().numpy().transpose(0, 2, 1) for layer in layers]  # [N, in, out]
+        self.biases = [layer.bias.detach().numpy()[:, None, :] for layer in layers]
+        self.log_std_clip = module.log_std_clip
+
+    def _mean_and_log_std(self, lake_obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        x = lake_obs[:, None, :]
+        for weight, bias in zip(self.weights[:-1], self.biases[:-1]):
+            x = np.tanh(np.matmul(x, weight) + bias)
+        out = (np.matmul(x, self.weights[-1]) + self.biases[-1])[:, 0]
+        return out[:, :1], np.clip(out[:, 1:], -self.log_std_clip, self.log_std_clip)
+
+    def sample(self, lake_obs: np.ndarray, farms: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """Each farm's raw action [N, farms] (float32) and its log-probability, for the lakes' observations [N, D]."""
+        mean, log_std = self._mean_and_log_std(lake_obs)
+        std = np.exp(log_std)
+        actions = (mean + std * rng.standard_normal((len(lake_obs), farms), dtype=np.float32)).astype(np.float32)
+        logp = -((actions - mean) ** 2) / (2 * std**2) - np.log(std) - LOG_SQRT_2PI
+        return actions, logp
+
+    def greedy(self, lake_obs: np.ndarray, farms: int) -> np.ndarray:
+        """Explore off: every farm acts its lake's mean [N, farms]."""
+        mean, _ = self._mean_and_log_std(lake_obs)
+        return np.repeat(mean, farms, axis=1)
 
 
 class PopulationEnvRunner(EnvRunner, Checkpointable):

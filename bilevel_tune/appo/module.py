@@ -25,7 +25,6 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
-import gymnasium as gym
 import numpy as np
 import torch
 from ray.rllib.core.columns import Columns
@@ -45,7 +44,6 @@ LAKE_ROW = "bilevel_lake_row"  # batch column: the row whose observation (its la
 POPULATION, HIDDEN, INIT_SEEDS = "population", "fcnet_hiddens", "init_seeds"  # model_config keys
 VF_SHARE_LAYERS = "vf_share_layers"  # RLlib's key; APPO sets it False
 LOG_STD_CLIP = "log_std_clip_param"  # RLlib's key (default 20)
-LOG_SQRT_2PI = math.log(math.sqrt(2 * math.pi))
 
 
 def farm_fraction(action):
@@ -249,45 +247,6 @@ class PopulationAPPOModule(TorchRLModule, ValueFunctionAPI, TargetNetworkAPI, In
         return out
 
 
-class SamplingPolicy:
-    """The module's actor as numpy views of its parameters: the env runner's forward, once a day.
-
-    A season is sequential (each day's observation follows from the last
-    day's requests), so a day's forward is small; numpy runs it at a
-    fraction of torch's per-op dispatch cost (measured: 17 µs against 83 µs
-    at one candidate). The views share the parameters' memory, and RLlib
-    loads new weights into those tensors in place; a policy is taken afresh
-    each season all the same. Actions are RLlib's diagonal Gaussian: a draw
-    per farm from N(mean, exp(log std)), scored as torch's Normal.log_prob.
-    """
-
-    def __init__(self, module: "PopulationAPPOModule"):
-        layers = [*module.trunk.layers, module.pi]
-        self.weights = [layer.weight.detach().numpy().transpose(0, 2, 1) for layer in layers]  # [N, in, out]
-        self.biases = [layer.bias.detach().numpy()[:, None, :] for layer in layers]
-        self.log_std_clip = module.log_std_clip
-
-    def _mean_and_log_std(self, lake_obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        x = lake_obs[:, None, :]
-        for weight, bias in zip(self.weights[:-1], self.biases[:-1]):
-            x = np.tanh(np.matmul(x, weight) + bias)
-        out = (np.matmul(x, self.weights[-1]) + self.biases[-1])[:, 0]
-        return out[:, :1], np.clip(out[:, 1:], -self.log_std_clip, self.log_std_clip)
-
-    def sample(self, lake_obs: np.ndarray, farms: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-        """Each farm's raw action [N, farms] (float32) and its log-probability, for the lakes' observations [N, D]."""
-        mean, log_std = self._mean_and_log_std(lake_obs)
-        std = np.exp(log_std)
-        actions = (mean + std * rng.standard_normal((len(lake_obs), farms), dtype=np.float32)).astype(np.float32)
-        logp = -((actions - mean) ** 2) / (2 * std**2) - np.log(std) - LOG_SQRT_2PI
-        return actions, logp
-
-    def greedy(self, lake_obs: np.ndarray, farms: int) -> np.ndarray:
-        """Explore off: every farm acts its lake's mean [N, farms]."""
-        mean, _ = self._mean_and_log_std(lake_obs)
-        return np.repeat(mean, farms, axis=1)
-
-
 def stock_linear(stock: nn.Module, name: str) -> nn.Linear:
     """The Linear layer `name` of RLlib's default APPO module; a clear error if RLlib renamed it."""
     try:
@@ -300,10 +259,3 @@ def stock_linear(stock: nn.Module, name: str) -> nn.Linear:
             "PopulationAPPOModule cannot mirror its initial weights"
         )
     return layer
-
-
-def farm_spaces() -> tuple[gym.Space, gym.Space]:
-    """(observation, action) space of one farm, as the per-agent env declares them."""
-    from bilevel_tune.world.basin import OBSERVATION_SIZE
-
-    return gym.spaces.Box(0.0, 1.0, (OBSERVATION_SIZE,), np.float32), gym.spaces.Box(0.0, 1.0, (1,), np.float32)

@@ -21,9 +21,10 @@ from bilevel_tune.appo.batch import PopulationBatch
 from bilevel_tune.appo.env_runner import PopulationEnvRunner
 from bilevel_tune.appo.learner import PopulationAPPOLearner
 from bilevel_tune.appo.loop import APPOLoop
-from bilevel_tune.appo.module import HIDDEN, INIT_SEEDS, POPULATION, PopulationAPPOModule, farm_spaces
+from bilevel_tune.appo.module import HIDDEN, INIT_SEEDS, POPULATION, PopulationAPPOModule
 from bilevel_tune.inner import InnerLoopConfig, candidate_seed
 from bilevel_tune.world import Rules
+from bilevel_tune.world.env import farm_spaces
 
 
 class CouplingSettingError(ValueError):

@@ -41,6 +41,11 @@ from bilevel_tune.world.rules import Rules
 ENV_CONFIG_KEYS = (*(f.name for f in dataclasses.fields(WorldConfig)), "rules", "seed")
 
 
+def farm_spaces() -> tuple[gym.Space, gym.Space]:
+    """(observation, action) space of one farm: the env's, and the population loop's module and env runner's."""
+    return gym.spaces.Box(0.0, 1.0, (OBSERVATION_SIZE,), np.float32), gym.spaces.Box(0.0, 1.0, (1,), np.float32)
+
+
 def agent_id(candidate: int, farm: int) -> str:
     return f"c{candidate}/farm{farm}"
 
@@ -75,8 +80,7 @@ class FreshWaterEnv(MultiAgentEnv):
         self.agents = self.possible_agents = [
             agent_id(k, i) for k in range(self.population) for i in range(self.num_farms)
         ]
-        obs_space = gym.spaces.Box(0.0, 1.0, (OBSERVATION_SIZE,), np.float32)
-        act_space = gym.spaces.Box(0.0, 1.0, (1,), np.float32)
+        obs_space, act_space = farm_spaces()
         self.observation_spaces = {a: obs_space for a in self.agents}
         self.action_spaces = {a: act_space for a in self.agents}
         self.last_day = None
