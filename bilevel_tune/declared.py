@@ -37,7 +37,7 @@ class Knob:
     choices: tuple[str, ...] = ()
     inner: bool = True  # changes what the inner loop computes
     appo: bool = False  # read by the APPO loops only
-    key: str | None = None  # its name in the study file when it differs from the field's (num_farms: farms)
+    study_name: str | None = None  # its name in the study file when it differs from the field's (num_farms: farms)
 
 
 def knob(default: Any, doc: str, **range_and_flags: Any) -> Any:
@@ -54,25 +54,22 @@ def _kind(default: Any, spec: Knob) -> str:
 
 
 @dataclass(frozen=True)
-class Setting:
-    key: str
-    default: Any
-    kind: str  # "int", "float", "choice" or "layers" (a non-empty list of positive integers)
-    doc: str
-    low: float | None = None
-    high: float | None = None
-    open_low: bool = False  # low itself excluded
-    choices: tuple[str, ...] = ()
-    inner: bool = True  # changes what the inner loop computes
-    appo: bool = False  # read by the APPO loops only
-    field: str = ""  # the config field it is declared on (its name when empty)
+class Setting(Knob):
+    """A setting under its study-file key: its knob's meaning and range, its default and its kind."""
+
+    key: str = dataclasses.field(kw_only=True)
+    default: Any = dataclasses.field(kw_only=True)
+    kind: str = dataclasses.field(
+        kw_only=True
+    )  # "int", "float", "choice" or "layers" (a non-empty list of positive integers)
+    field: str = dataclasses.field(default="", kw_only=True)  # the config field it is declared on (its name when empty)
 
     @classmethod
     def of_field(cls, section: str, field: dataclasses.Field) -> "Setting":
         spec: Knob = field.metadata[KNOB]
-        ranges = {k: getattr(spec, k) for k in ("low", "high", "open_low", "choices", "inner", "appo")}
-        key = f"{section}.{spec.key or field.name}"
-        return cls(key, field.default, _kind(field.default, spec), spec.doc, **ranges, field=field.name)
+        key = f"{section}.{spec.study_name or field.name}"
+        kind = _kind(field.default, spec)
+        return cls(**dataclasses.asdict(spec), key=key, default=field.default, kind=kind, field=field.name)
 
     @property
     def section(self) -> str:

@@ -46,7 +46,14 @@ SETTINGS: tuple[Setting, ...] = (
     *section_settings("es", ESSettings),
     *section_settings("objective", ObjectiveSettings),
     *(
-        Setting(f"rules.{r.name}", r.default, "float", r.meaning + " (fixed value, physical)", low=r.low, high=r.high)
+        Setting(
+            r.meaning + " (fixed value, physical)",
+            r.low,
+            r.high,
+            key=f"rules.{r.name}",
+            default=r.default,
+            kind="float",
+        )
         for r in RULE_SPECS
     ),
     *section_settings("budget", BudgetSettings),

@@ -31,7 +31,7 @@ class WorldConfig:
     with release_share 1 the outflow matches the inflow (pressure 1), with no rain a day's best reward is
     f − c·f^p, and a small farm area keeps the lake (and so the quota's allowance) up all season."""
 
-    num_farms: int = knob(5, "farms per lake", low=1, key="farms")
+    num_farms: int = knob(5, "farms per lake", low=1, study_name="farms")
     horizon: int = knob(150, "days per season", low=1)
     smoothing: float = knob(0.0, "width of the quota ramp's smoothing (0: the hard ramp)", low=0)
     release_share: float = knob(
