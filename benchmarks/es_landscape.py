@@ -10,7 +10,7 @@ distance over the last 100 generations — the jitter docs/es.md warns about
 
 import numpy as np
 
-from bilevel_tune import es
+from bilevel_tune.core import es
 
 TARGET = np.array([0.3, 0.7])
 GENERATIONS, TAIL, RADIUS = 300, 100, 0.02

@@ -21,9 +21,9 @@ import time
 import numpy as np
 import ray
 
-from bilevel_tune import metrics as M
-from bilevel_tune import runtime
+from bilevel_tune.core import metrics as M
 from bilevel_tune.inner import InnerLoopConfig, Shard
+from bilevel_tune.runtime import ray_init
 from bilevel_tune.world import Rules
 
 
@@ -56,7 +56,7 @@ def main(argv=None):
     if args.generations < 2 or args.inner_iters < 1 or args.population < 1:
         parser.error("--generations ≥ 2, --inner-iters ≥ 1 and --population ≥ 1 are required")
 
-    with runtime.scratch_ray(runtime.RuntimeConfig(num_cpus=2, thread_cap=1, log_to_driver=False)):
+    with ray_init.scratch_ray(ray_init.RuntimeConfig(num_cpus=2, thread_cap=1, log_to_driver=False)):
         inner = InnerLoopConfig(
             num_farms=2, horizon=20, hidden=(16,), stop_mode="none" if args.no_stop else "leak-free"
         )

@@ -30,11 +30,11 @@ import time
 import numpy as np
 import ray
 
-from bilevel_tune import runtime
 from bilevel_tune.appo.equivalence import learning_parity, update_equivalence
 from bilevel_tune.appo.multiagent import MultiAgentPolicyLoop
 from bilevel_tune.appo.population import PopulationPolicyLoop
 from bilevel_tune.inner import InnerLoopConfig, Shard
+from bilevel_tune.runtime import ray_init
 from bilevel_tune.world import Rules
 
 WEEKEND = InnerLoopConfig()  # the weekend world and network
@@ -88,7 +88,7 @@ def generation_share(n: int, inner_iters: int = 50) -> dict[str, float]:
 
 def main() -> int:
     start = time.perf_counter()
-    with runtime.scratch_ray(runtime.RuntimeConfig(num_cpus=2, thread_cap=1, log_to_driver=False)):
+    with ray_init.scratch_ray(ray_init.RuntimeConfig(num_cpus=2, thread_cap=1, log_to_driver=False)):
         out: dict = {}
         print("train() seconds, weekend world and network, thread cap 1, one process:", flush=True)
         for n, calls in TIMED_CALLS.items():

@@ -19,9 +19,9 @@ import sys
 
 import numpy as np
 
-from bilevel_tune.analytic import AnalyticLoop
-from bilevel_tune.definition import load_study
 from bilevel_tune.inner import InnerLoopConfig
+from bilevel_tune.inner.analytic import AnalyticLoop
+from bilevel_tune.study_data.definition import load_study
 from bilevel_tune.world import Rules
 
 

@@ -26,8 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bilevel_tune import metrics as M
-from bilevel_tune.run_folder import read_study_file, trial_records
+from bilevel_tune.core import metrics as M
+from bilevel_tune.study_data.run_folder import read_study_file, trial_records
 
 SHIPPED = ("summary.md", "trials.csv", "cells.csv", "grid.csv", "scan.csv", "verdicts.json", "study.json")
 

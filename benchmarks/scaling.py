@@ -26,13 +26,14 @@ import time
 
 import numpy as np
 
-from bilevel_tune import es, runtime
-from bilevel_tune import metrics as M
-from bilevel_tune.definition import load_study
+from bilevel_tune.core import es
+from bilevel_tune.core import metrics as M
 from bilevel_tune.inner import InnerLoopConfig, ShardedInnerLoop
-from bilevel_tune.run_folder import trial_records
-from bilevel_tune.runner import RunOptions, run_study
-from bilevel_tune.trainable import Seeds, candidate_rules
+from bilevel_tune.running.runner import RunOptions, run_study
+from bilevel_tune.runtime import ray_init
+from bilevel_tune.study_data.definition import load_study
+from bilevel_tune.study_data.run_folder import trial_records
+from bilevel_tune.tune_edge.trainable import Seeds, candidate_rules
 
 CELL = {"populations": (16,), "optimize_params": ("min_demand_frac", "fixed_quota"), "seeds": (42,)}
 
@@ -61,7 +62,7 @@ def k0_identical() -> bool:
     rules = candidate_rules(study, params, es.ask(state))
     seeds = Seeds(42, study.budget.eval_episodes, 0)
     outcomes = []
-    with runtime.scratch_ray(runtime.RuntimeConfig(num_cpus=2, log_to_driver=False)):
+    with ray_init.scratch_ray(ray_init.RuntimeConfig(num_cpus=2, log_to_driver=False)):
         for shards in (1, 2):
             with ShardedInnerLoop("appo", InnerLoopConfig.from_study(study), shards) as inner:
                 outcomes.append(inner.run(rules, seeds.generation(0), seeds.evaluation, inner_iters=0).outcomes)

@@ -16,7 +16,7 @@ import sys
 from leak import leak_summary  # benchmarks/ is on sys.path when run as a script
 from tiny_study import run_tiny_study, tiny_study_toml
 
-from bilevel_tune import metrics as M
+from bilevel_tune.core import metrics as M
 
 
 def main(argv=None):

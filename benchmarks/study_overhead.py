@@ -17,7 +17,7 @@ import sys
 
 from tiny_study import run_tiny_study, tiny_study_toml
 
-from bilevel_tune import metrics as M
+from bilevel_tune.core import metrics as M
 
 
 def main(argv=None):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from bilevel_tune.run_folder import GENERATIONS_FILE, read_records
-from bilevel_tune.study import main as study_main
+from bilevel_tune.running.cli import main as study_main
+from bilevel_tune.study_data.run_folder import GENERATIONS_FILE, read_records
 
 
 def tiny_study_toml(

@@ -12,7 +12,7 @@ import tempfile
 
 import pytest
 
-from bilevel_tune.lifecycle import Scratch
+from bilevel_tune.runtime.lifecycle import Scratch
 
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -40,14 +40,14 @@ def scratch() -> Scratch:
 
 @pytest.fixture(scope="session")
 def ray_cluster(scratch):
-    from bilevel_tune import runtime
+    from bilevel_tune.runtime import ray_init
 
-    config = runtime.RuntimeConfig(
+    config = ray_init.RuntimeConfig(
         num_cpus=2, thread_cap=TEST_THREAD_CAP, log_to_driver=False, extra_env=tuple(scratch.env().items())
     )
-    runtime.init(config)
+    ray_init.init(config)
     yield
-    runtime.shutdown()
+    ray_init.shutdown()
 
 
 @pytest.fixture

@@ -18,9 +18,9 @@ NUMPY_CORE = (
     "bilevel_tune.world.hydrology",
     "bilevel_tune.world.law",
     "bilevel_tune.world.rules",
-    "bilevel_tune.objective",
-    "bilevel_tune.es",
-    "bilevel_tune.metrics",
+    "bilevel_tune.core.objective",
+    "bilevel_tune.core.es",
+    "bilevel_tune.core.metrics",
 )
 REPORT_SIDE = ("pandas", "matplotlib")
 RLLIB, TUNE = "ray.rllib", "ray.tune"

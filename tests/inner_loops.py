@@ -6,9 +6,9 @@ from pathlib import Path
 
 import numpy as np
 
-from bilevel_tune.analytic import AnalyticLoop, myopic_best_response
-from bilevel_tune.evaluation import evaluate_policy
-from bilevel_tune.objective import CandidateOutcome
+from bilevel_tune.core.objective import CandidateOutcome
+from bilevel_tune.inner.analytic import AnalyticLoop, myopic_best_response
+from bilevel_tune.inner.evaluation import evaluate_policy
 from bilevel_tune.world.rules import rule_spec
 
 

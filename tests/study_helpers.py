@@ -9,8 +9,8 @@ import threading
 import time
 from pathlib import Path
 
-from bilevel_tune import metrics as M
-from bilevel_tune.run_folder import trial_records  # noqa: F401 - tests import it from here
+from bilevel_tune.core import metrics as M
+from bilevel_tune.study_data.run_folder import trial_records  # noqa: F401 - tests import it from here
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -12,7 +12,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "bilevel_tune"
 def test_the_house_keeps_its_import_rules():
     graph = imports(PACKAGE)
     assert "ray.rllib" in graph["bilevel_tune.appo.env_runner"] and "ray.rllib" in graph["bilevel_tune.appo.module"]
-    assert "ray.tune" in graph["bilevel_tune.trainable"]
+    assert "ray.tune" in graph["bilevel_tune.tune_edge.trainable"]
     assert violations(graph) == []
 
 
@@ -30,7 +30,8 @@ def test_each_rule_fails_when_broken(tmp_path):
     broken = write_package(
         tmp_path,
         {
-            "es": "def f():\n    import ray  # a numpy-core module reaching for Ray, inside a function\n",
+            "core.__init__": "",
+            "core.es": "def f():\n    import ray  # a numpy-core module reaching for Ray, inside a function\n",
             "world.__init__": "",
             "world.law": "from bilevel_tune import helper\n",
             "helper": "import ray.util\n",
@@ -41,8 +42,8 @@ def test_each_rule_fails_when_broken(tmp_path):
             "b": "def f():\n    from bilevel_tune.a import x\n",
         },
     )
-    found = violations(imports(broken), numpy_core=("bilevel_tune.es", "bilevel_tune.world.law"))
-    assert "bilevel_tune.es is numpy core but imports Ray" in found
+    found = violations(imports(broken), numpy_core=("bilevel_tune.core.es", "bilevel_tune.world.law"))
+    assert "bilevel_tune.core.es is numpy core but imports Ray" in found
     assert "bilevel_tune.world.law is numpy core but imports Ray" in found  # through another module
     assert "bilevel_tune.loop imports ray.rllib and ray.tune" in found
     assert "bilevel_tune.report imports pandas/matplotlib and, through bilevel_tune.loop, ray.rllib" in found
@@ -85,3 +86,21 @@ def test_every_module_of_the_package_is_named_on_the_architecture_page():
     ]
     unnamed = [m for m in modules if m not in named and m.rsplit("/", 1)[-1] not in named]
     assert unnamed == [], f"modules the architecture page does not name: {unnamed}"
+
+
+def test_the_paths_people_and_scripts_use_still_import_after_the_move_to_layer_folders():
+    import bilevel_tune.es as es_path
+    import bilevel_tune.objective as objective_path
+    import bilevel_tune.study as study_path
+    import bilevel_tune.summary as summary_path
+    from bilevel_tune import inner
+    from bilevel_tune.core import es, objective
+    from bilevel_tune.report import analysis, summary
+    from bilevel_tune.running import cli
+
+    assert es_path.ESConfig is es.ESConfig and es_path.ask is es.ask
+    for name in ("day_upper_bound", "sustainability", "candidate_outcomes", "ObjectiveWeights", "CandidateOutcome"):
+        assert getattr(objective_path, name) is getattr(objective, name)
+    assert study_path.main is cli.main and summary_path.main is summary.main
+    assert summary_path.verdicts is analysis.verdicts and summary_path.write_summary is summary.write_summary
+    assert inner.InnerLoopConfig().horizon == 150 and inner.BUILTIN_LOOPS["appo"] == "bilevel_tune.appo:PopulationPolicyLoop"

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from bilevel_tune import calibration
-from bilevel_tune.definition import load_study
+from bilevel_tune.planning import calibration
+from bilevel_tune.study_data.definition import load_study
 
 
 @pytest.fixture
@@ -93,8 +93,8 @@ def test_the_appo_probe_measures_real_shards(store):
 
 
 def test_trial_figures_recover_the_overhead_that_makes_the_schedule_last_as_long_as_the_fit():
-    from bilevel_tune import metrics as M
-    from bilevel_tune.plan import CostModel, make_plan
+    from bilevel_tune.core import metrics as M
+    from bilevel_tune.planning.plan import CostModel, make_plan
 
     study = load_study("weekend").with_overrides(
         populations=[2], seeds=[1, 2], optimize_params=["fixed_quota"], outer_iters=3

@@ -7,7 +7,7 @@ import numpy as np
 import psutil
 import pytest
 
-from bilevel_tune.census import return_free_memory
+from bilevel_tune.inner.census import return_free_memory
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc_trim: Linux only")

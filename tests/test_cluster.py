@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from bilevel_tune import metrics as M
-from bilevel_tune.run_folder import STUDY_FILE
+from bilevel_tune.core import metrics as M
+from bilevel_tune.study_data.run_folder import STUDY_FILE
 
 from .local_cluster import LocalCluster, can_make_nodes
 from .study_helpers import command_process, study_args, study_process, trial_records, wait_for

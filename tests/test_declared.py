@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 import bilevel_tune
-from bilevel_tune.declared import SettingError, knob, section_settings
-from bilevel_tune.es import ESConfig
+from bilevel_tune.core.es import ESConfig
 from bilevel_tune.inner import InnerLoopConfig
-from bilevel_tune.sections import AppoSettings, ESSettings, NetworkSettings, ObjectiveSettings
-from bilevel_tune.settings import BY_KEY, DEFAULTS, docs_table
+from bilevel_tune.study_data.declared import SettingError, knob, section_settings
+from bilevel_tune.study_data.sections import AppoSettings, ESSettings, NetworkSettings, ObjectiveSettings
+from bilevel_tune.study_data.settings import BY_KEY, DEFAULTS, docs_table
 from bilevel_tune.world import WorldConfig
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "study.md"
@@ -25,10 +25,10 @@ ANCHOR = "    fragments_per_batch: int = knob("
 
 PROBE = r"""
 import json, sys
-from bilevel_tune import sections
-from bilevel_tune.definition import Study, StudyError, load_study
+from bilevel_tune.study_data import sections
+from bilevel_tune.study_data.definition import Study, StudyError, load_study
 from bilevel_tune.inner import InnerLoopConfig
-from bilevel_tune.settings import docs_table
+from bilevel_tune.study_data.settings import docs_table
 
 study = Study.from_toml(sys.argv[1])
 weekend = load_study("weekend")
@@ -55,7 +55,7 @@ print(json.dumps({
 def test_a_setting_declared_in_one_place_reaches_the_file_the_command_line_the_docs_the_record_and_the_loop(tmp_path):
     package = tmp_path / "bilevel_tune"
     shutil.copytree(Path(bilevel_tune.__file__).parent, package, ignore=shutil.ignore_patterns("__pycache__"))
-    sections = package / "sections.py"
+    sections = package / "study_data" / "sections.py"
     assert sections.read_text().count(ANCHOR) == 1
     sections.write_text(sections.read_text().replace(ANCHOR, NEW_KNOB + ANCHOR))
     study = tmp_path / "mine.toml"

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from bilevel_tune.definition import Study, StudyError, load_study
-from bilevel_tune.study_overrides import budget_label, overrides_label
+from bilevel_tune.study_data.definition import Study, StudyError, load_study
+from bilevel_tune.study_data.study_overrides import budget_label, overrides_label
 
 WEEKEND_CELLS = {
     (p, tuple(o), s, ())
@@ -137,7 +137,7 @@ generations = 2
             r"inner='nowhere.mod:Loop' cannot be imported",
         ),
         (
-            GOOD.replace('name = "tiny"', 'inner = "bilevel_tune.es:ESConfig"\nname = "tiny"'),
+            GOOD.replace('name = "tiny"', 'inner = "bilevel_tune.core.es:ESConfig"\nname = "tiny"'),
             r"lacks the inner-loop method",
         ),
     ],
@@ -218,7 +218,7 @@ def test_a_study_json_of_release_0_1_still_loads_as_it_ran():
 def test_the_docs_table_lists_every_setting_with_its_default_and_range():
     from pathlib import Path
 
-    from bilevel_tune.settings import SETTINGS, shown
+    from bilevel_tune.study_data.settings import SETTINGS, shown
 
     table = (Path(__file__).resolve().parent.parent / "docs" / "study.md").read_text()
     for s in SETTINGS:

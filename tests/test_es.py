@@ -5,8 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from bilevel_tune import es
-from bilevel_tune import metrics as M
+from bilevel_tune.core import es
+from bilevel_tune.core import metrics as M
 
 TARGET = np.array([0.3, 0.7])
 

@@ -4,9 +4,9 @@ import signal
 
 from ray.tune.experiment import Trial
 
-from bilevel_tune import experiment
-from bilevel_tune.definition import load_study
-from bilevel_tune.trainable import trial_resources
+from bilevel_tune.study_data.definition import load_study
+from bilevel_tune.tune_edge import experiment
+from bilevel_tune.tune_edge.trainable import trial_resources
 
 
 class StandInTrial:
@@ -44,7 +44,7 @@ def test_cluster_watch_stops_the_study_once_a_pending_trial_has_not_fit_for_its_
     clock, kills = [0.0], []
     monkeypatch.setattr(experiment.time, "monotonic", lambda: clock[0])
     monkeypatch.setattr(experiment.os, "kill", lambda pid, sig: kills.append(sig))
-    monkeypatch.setattr("bilevel_tune.cluster.cluster_cpus", lambda: 2)
+    monkeypatch.setattr("bilevel_tune.runtime.cluster.cluster_cpus", lambda: 2)
     cells = load_study("weekend").cells()[:2]
     fits, too_big = StandInTrial(cells[0], Trial.PENDING, 1), StandInTrial(cells[1], Trial.PENDING, 3)
     watch = experiment.ClusterWatch()

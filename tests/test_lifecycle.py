@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from bilevel_tune import metrics as M
-from bilevel_tune.lifecycle import SCRATCH_PREFIX
-from bilevel_tune.run_folder import TENSORBOARD_DIR, trial_name
+from bilevel_tune.core import metrics as M
+from bilevel_tune.runtime.lifecycle import SCRATCH_PREFIX
+from bilevel_tune.study_data.run_folder import TENSORBOARD_DIR, trial_name
 
 from .study_helpers import (
     command_process,
@@ -199,7 +199,7 @@ def test_the_summary_reaches_wandb_and_tensorboard_reads_every_trials_curve(tmp_
 
 
 def test_scratch_folders_of_dead_runs_are_swept_and_live_ones_kept(tmp_path):
-    from bilevel_tune.lifecycle import Scratch
+    from bilevel_tune.runtime.lifecycle import Scratch
 
     dead = tmp_path / f"{SCRATCH_PREFIX}{2**22 + 12345}-abc"  # above Linux's default pid_max: nobody's
     alive = tmp_path / f"{SCRATCH_PREFIX}{os.getppid()}-abc"
@@ -211,14 +211,14 @@ def test_scratch_folders_of_dead_runs_are_swept_and_live_ones_kept(tmp_path):
 
 SCRATCH_RAY_SCRIPT = """
 import json, os, tempfile, ray
-from bilevel_tune import runtime
+from bilevel_tune.runtime import ray_init
 
 @ray.remote(num_cpus=1)
 def worker_tmp():
     path = tempfile.mkdtemp(prefix="torch-like-")  # what torch's inductor or any library would leave
     return path
 
-with runtime.scratch_ray(runtime.RuntimeConfig(num_cpus=1, log_to_driver=False)):
+with ray_init.scratch_ray(ray_init.RuntimeConfig(num_cpus=1, log_to_driver=False)):
     print(json.dumps({"worker": ray.get(worker_tmp.remote()), "driver": tempfile.gettempdir()}))
 """
 

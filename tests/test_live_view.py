@@ -20,11 +20,11 @@ from contextlib import contextmanager
 import psutil
 import pytest
 
-from bilevel_tune import curves
-from bilevel_tune import metrics as M
-from bilevel_tune.live_view import LiveView, LiveViewError
-from bilevel_tune.run_folder import TENSORBOARD_DIR
-from bilevel_tune.study import main
+from bilevel_tune.core import metrics as M
+from bilevel_tune.running.cli import main
+from bilevel_tune.study_data.run_folder import TENSORBOARD_DIR
+from bilevel_tune.views import curves
+from bilevel_tune.views.live_view import LiveView, LiveViewError
 
 from .inner_loops import HeldLoop
 from .study_helpers import (
@@ -163,7 +163,7 @@ def servers_of(pid: int) -> list[psutil.Process]:
     found = []
     for p in psutil.process_iter(["cmdline"]):
         cmd = p.info["cmdline"] or []
-        if "bilevel_tune.live_view" in cmd and str(pid) in cmd:
+        if "bilevel_tune.views.live_view" in cmd and str(pid) in cmd:
             found.append(p)
     return found
 
@@ -190,7 +190,7 @@ def test_a_host_it_cannot_bind_is_one_line(tmp_path):
 
 PARENT_SCRIPT = """
 import sys, time
-from bilevel_tune.live_view import LiveView
+from bilevel_tune.views.live_view import LiveView
 view = LiveView(sys.argv[1]).__enter__()
 print(view.wait_for_url(), flush=True)
 time.sleep(600)

@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from bilevel_tune.objective import (
+from bilevel_tune.core.objective import (
     CandidateOutcome,
     ObjectiveWeights,
     candidate_outcomes,
@@ -14,7 +14,7 @@ from bilevel_tune.objective import (
     day_upper_bound,
     sustainability,
 )
-from bilevel_tune.run_folder import json_safe
+from bilevel_tune.study_data.run_folder import json_safe
 from bilevel_tune.world import Basin, Rules, WorldConfig, stack_days
 
 FINE_GRID = np.linspace(0.0, 1.0, 200_001)

@@ -5,8 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from bilevel_tune.definition import load_study
-from bilevel_tune.options import (
+from bilevel_tune.running.options import (
     SESSION,
     STUDY,
     RunOptions,
@@ -19,6 +18,7 @@ from bilevel_tune.options import (
     resume_command,
     session_record,
 )
+from bilevel_tune.study_data.definition import load_study
 
 
 @dataclasses.dataclass(frozen=True)

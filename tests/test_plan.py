@@ -4,9 +4,9 @@ import math
 
 import pytest
 
-from bilevel_tune.definition import load_study
-from bilevel_tune.plan import CostModel, PlanError, hms, make_plan, simulate
-from bilevel_tune.run_folder import Cell
+from bilevel_tune.planning.plan import CostModel, PlanError, hms, make_plan, simulate
+from bilevel_tune.study_data.definition import load_study
+from bilevel_tune.study_data.run_folder import Cell
 
 # Per busy CPU, weekend settings on the 2-core reference machine (calibration probe, rounded)
 MODEL = CostModel(

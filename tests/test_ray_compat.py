@@ -1,9 +1,9 @@
-"""Ray's private names, all in bilevel_tune.ray_compat: each resolves on the installed Ray, and a moved one is a clear error."""
+"""Ray's private names, all in bilevel_tune.runtime.ray_compat: each resolves on the installed Ray, and a moved one is a clear error."""
 
 import pytest
 import ray
 
-from bilevel_tune.ray_compat import PRIVATE_NAMES, PrivateName, RayCompatError, resolve
+from bilevel_tune.runtime.ray_compat import PRIVATE_NAMES, PrivateName, RayCompatError, resolve
 
 
 @pytest.mark.parametrize(

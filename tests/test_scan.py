@@ -12,14 +12,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bilevel_tune import metrics as M
-from bilevel_tune import scan
-from bilevel_tune.analytic import AnalyticLoop
-from bilevel_tune.definition import Study, StudyError, load_study
+from bilevel_tune.core import metrics as M
+from bilevel_tune.core import scan
 from bilevel_tune.inner import InnerLoopConfig
-from bilevel_tune.run_folder import SCAN_CSV
-from bilevel_tune.study import main
-from bilevel_tune.trainable import Seeds, candidate_rules
+from bilevel_tune.inner.analytic import AnalyticLoop
+from bilevel_tune.running.cli import main
+from bilevel_tune.study_data.definition import Study, StudyError, load_study
+from bilevel_tune.study_data.run_folder import SCAN_CSV
+from bilevel_tune.tune_edge.trainable import Seeds, candidate_rules
 
 from .study_helpers import kill_inner_actor_after, study_args, trial_records
 

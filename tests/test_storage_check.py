@@ -3,7 +3,7 @@
 import pytest
 from ray.exceptions import GetTimeoutError
 
-from bilevel_tune import cluster
+from bilevel_tune.runtime import cluster
 
 NODE = {"NodeManagerAddress": "10.0.0.7", "NodeID": "f" * 40}
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bilevel_tune.runner import RunOptions, resume_command
-from bilevel_tune.study import main
+from bilevel_tune.running.cli import main
+from bilevel_tune.running.runner import RunOptions, resume_command
 
 WEEKEND = ["weekend", "--wandb", "disabled"]
 

@@ -6,14 +6,16 @@ import os
 import numpy as np
 import pytest
 
-from bilevel_tune import calibration, es, plots, summary
-from bilevel_tune import metrics as M
-from bilevel_tune.analytic import AnalyticLoop
-from bilevel_tune.definition import load_study
+from bilevel_tune.core import es
+from bilevel_tune.core import metrics as M
 from bilevel_tune.inner import InnerLoopConfig
-from bilevel_tune.run_folder import SUMMARY_FILES, TENSORBOARD_DIR, trial_name
-from bilevel_tune.study import main
-from bilevel_tune.trainable import Seeds, candidate_rules, searched_values
+from bilevel_tune.inner.analytic import AnalyticLoop
+from bilevel_tune.planning import calibration
+from bilevel_tune.report import plots, summary
+from bilevel_tune.running.cli import main
+from bilevel_tune.study_data.definition import load_study
+from bilevel_tune.study_data.run_folder import SUMMARY_FILES, TENSORBOARD_DIR, trial_name
+from bilevel_tune.tune_edge.trainable import Seeds, candidate_rules, searched_values
 
 from .study_helpers import (
     kill_inner_actor_after,

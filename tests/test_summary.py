@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from bilevel_tune.summary import CEILING, FEW, NO_CEILING, NOISE, ROBUST, SummaryError, load_run, main, verdicts
+from bilevel_tune.report.summary import CEILING, FEW, NO_CEILING, NOISE, ROBUST, SummaryError, load_run, main, verdicts
 
 
 def table(rows):
@@ -79,8 +79,8 @@ def test_summary_cli_rejects_foreign_folders(tmp_path, capsys):
 
 
 def test_verdicts_of_a_run_shorter_than_its_study_are_labelled_so():
-    from bilevel_tune.analysis import budget_note
-    from bilevel_tune.definition import load_study
+    from bilevel_tune.report.analysis import budget_note
+    from bilevel_tune.study_data.definition import load_study
 
     study = load_study("weekend")
     assert budget_note(study) is None
@@ -98,8 +98,8 @@ def test_the_summary_cli_answers_help(capsys):
 
 
 def test_a_trials_status_says_whether_it_finished_stopped_or_may_still_be_running():
-    from bilevel_tune import metrics as M
-    from bilevel_tune.analysis import _status
+    from bilevel_tune.core import metrics as M
+    from bilevel_tune.report.analysis import _status
 
     assert _status({M.FINAL_BEST: 0.3}, recorded=5, budget=5) == "complete"
     assert _status({M.STOP_REASON: "every candidate failed"}, recorded=3, budget=5) == "stopped"

@@ -2,7 +2,7 @@
 
 import pytest
 
-from bilevel_tune.tracking import TrackingError, load_key_file, resolve_wandb_mode
+from bilevel_tune.tune_edge.tracking import TrackingError, load_key_file, resolve_wandb_mode
 
 from .study_helpers import study_args, study_process
 

@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 from bilevel_tune.inner import InnerLoopConfig
-from bilevel_tune.ray_compat import (  # noqa: F401 - learner_thread_class, local_learner: the loops' names for them
+from bilevel_tune.runtime.ray_compat import (  # noqa: F401 - learner_thread_class, local_learner: the loops' names for them
     learner_queue,
     learner_thread,
     learner_thread_class,

@@ -16,10 +16,10 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from bilevel_tune.appo.algorithm import drain_learner, learner_thread_class, quiet_rllib, stop_algorithm
-from bilevel_tune.census import return_free_memory
-from bilevel_tune.evaluation import evaluate_policy
+from bilevel_tune.core.objective import CandidateOutcome
 from bilevel_tune.inner import InnerLoopConfig
-from bilevel_tune.objective import CandidateOutcome
+from bilevel_tune.inner.census import return_free_memory
+from bilevel_tune.inner.evaluation import evaluate_policy
 from bilevel_tune.world import Rules
 
 

@@ -14,7 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
-from bilevel_tune.declared import check_knobs, knob
+from bilevel_tune.study_data.declared import check_knobs, knob
 from bilevel_tune.world import crops, hydrology, law
 from bilevel_tune.world.rules import RULE_NAMES, Rules
 

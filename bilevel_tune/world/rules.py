@@ -15,7 +15,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from bilevel_tune.hints import unknown_name
+from bilevel_tune.study_data.hints import unknown_name
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,91 @@
+"""Every metric and record key, defined once: the trainable, study, summary, plots and notebook import these.
+
+Tune's live table shows the first four scalars reported, so REPORT_FIRST
+fixes their order: the generation's objective, the best so far, seconds
+per generation and the inner loop's OS threads.
+"""
+
+# The grid axes: a Tune trial's config, and the cell fields of every record
+POPULATION = "population"  # a scan trial's: its grid points
+OPTIMIZE_PARAMS = "optimize_params"
+SEED = "seed"
+TRIAL_KIND = "trial_kind"  # "scan" on a scan trial's config and records; absent on an ES trial's
+CELL = "cell"  # Tune's one grid axis: each trial's cell fields (runs before 0.2 had the fields themselves as axes)
+
+# Record structure (bilevel_tune.study_data.run_folder)
+KIND = "kind"  # "generation" or "final"
+CANDIDATES = "candidates"  # the generation's candidates, u per searched rule
+OUTCOMES = "outcomes"  # one CandidateOutcome (as a dict) per candidate
+STOP_REASON = "stop_reason"  # on a final record: why the trial stopped before its budget
+SETTINGS = "settings"  # on generation 0's record and the final one: every setting as the trial ran it
+
+# ES metrics (bilevel_tune.core.es.tell)
+GENERATION = "generation"
+SIGMA = "sigma"
+MEAN = "mean"
+GEN_BEST_OBJECTIVE = "gen_best_objective"
+GEN_BEST_CANDIDATE = "gen_best_candidate"
+OBJECTIVE_MEAN = "objective_mean"
+OBJECTIVE_STD = "objective_std"
+BEST_OBJECTIVE = "best_objective"
+BEST_CANDIDATE = "best_candidate"
+BEST_GENERATION = "best_generation"
+FAILED = "failed"
+ALL_FAILED = "all_failed"
+ACCEPTED = "accepted"
+GRAD_NORM = "grad_norm"
+
+# The trial's headline: what Tune optimises and the summary ranks.
+OBJECTIVE = "objective"  # the generation's best objective, reported first
+TUNE_METRIC = BEST_OBJECTIVE
+TUNE_MODE = "max"
+
+# Runtime: phase timings as seen from the trial (slowest shard), and the shards themselves
+SEC_PER_GEN = "sec_per_gen"
+SEC_RESET = "sec_reset"
+SEC_TRAIN = "sec_train"
+SEC_EVALUATE = "sec_evaluate"
+SEC_FINAL = "sec_final"  # on the final record: the final re-evaluation's wall time
+SHARDS = "shards"  # inner-loop actors this generation ran on (one CPU each)
+SHARD_DETAIL = "shard_detail"  # per shard: its candidates, node, pid, phase timings and census
+SHARD_FIRST, SHARD_SIZE, NODE = "first", "size", "node"  # keys inside a shard's detail
+
+# Census, totals over the trial's shards (bilevel_tune.inner.census)
+THREADS_PY = "threads_py"
+THREADS_OS = "threads_os"
+THREADS_GRPC = "threads_grpc"  # gRPC's self-scaling pools, part of threads_os
+LEARNER_THREADS = "learner_threads"
+RSS_MB = "rss_mb"
+PID = "inner_pid"  # one shard's process: which one to look at (or kill, in fault tests)
+CENSUS_KEYS = (THREADS_PY, THREADS_OS, THREADS_GRPC, LEARNER_THREADS, RSS_MB, PID)
+REPORT_FIRST = (OBJECTIVE, BEST_OBJECTIVE, SEC_PER_GEN, THREADS_OS)
+
+# Per-candidate outcome fields (bilevel_tune.core.objective.CandidateOutcome)
+UPPER_BOUND = "upper_bound"
+DIAGNOSTICS = (
+    "mean_reward",
+    "sustainability",
+    "requested_fraction",
+    "allowed_fraction",
+    "pressure",
+    "flow_penalty",
+    "quota_penalty",
+)
+
+# Flattened prefixes
+MEAN_RULE = "mean/"  # mean/<rule>: the search mean, physical
+BEST_RULE = "best/"  # best/<rule>: the best-so-far candidate, physical
+BEST_DIAG = "best_diag/"  # best_diag/<diagnostic> of the generation's best candidate
+CANDIDATE = "cand/"  # cand/<k>/objective and cand/<k>/<rule>: each candidate of the generation
+
+# A scan trial (bilevel_tune.core.scan): its generations are passes — 0 on the evaluation seeds, then one per final seed
+SCAN_BEST = "scan/best"  # on a scan's final record: the best objective of pass 0 over the grid
+SCAN_BEST_POINT = "scan/best_point"  # … and the grid point (u per searched rule) where it is
+
+# The final re-evaluation after the last generation (final record and last Tune report)
+FINAL = "final/"
+FINAL_BEST = FINAL + "best"  # the best-so-far candidate, retrained on fresh seeds: the verdicts' value
+FINAL_BEST_STD = FINAL + "best_std"
+FINAL_MEAN = FINAL + "mean"  # the final search mean, likewise
+FINAL_MEAN_STD = FINAL + "mean_std"
+FINAL_SEEDS = FINAL + "seeds"

@@ -1,0 +1,217 @@
+"""The candidate objective and its data-driven upper bound (docs/objective.md).
+
+objective = econ_weight · mean per-step farm reward + sus_weight · mean
+sustainability, over a candidate's evaluation episodes.
+
+The upper bound answers "is 0.2500 a ceiling of the rules or of the
+search?": for each evaluated day it takes the best reward any requested
+fraction f could have earned given that day's logged pressure, rain, need
+and allowed fraction a,
+
+    max_f  min(1, (min(f, a)·deficit + rain)/need) − min(1, quota(f) + flow(f)),
+
+ignoring only the lake's cut (which can only lower delivery), and averages
+over days. With pressure 1, a slack quota, no rain, scale 1 and power 2 a
+day's bound is exactly 1/4 (at f = 1/2).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from bilevel_tune.world import law
+from bilevel_tune.world.hydrology import CAPACITY_M3
+from bilevel_tune.world.rules import RULE_SPECS, Rules
+
+TINY_MM = 1e-12
+RULE_PROBE_POINTS = 5  # values per rule's range at which `bound_by_rule` reads the upper bound
+QUOTA_RULES = ("fixed_quota", "min_demand_frac", "max_demand_frac")  # the rules of the allowed fraction a(L)
+
+
+@dataclass(frozen=True)
+class ObjectiveWeights:
+    econ: float = 1.0
+    sus: float = 0.0
+
+    def __post_init__(self):
+        for name in ("econ", "sus"):
+            value = getattr(self, name)
+            if not (np.isfinite(value) and value >= 0):
+                raise ValueError(f"objective weight {name}={value!r} must be finite and ≥ 0")
+        if self.econ == 0 and self.sus == 0:
+            raise ValueError("objective weights econ and sus are both 0; at least one must be > 0")
+
+
+def day_reward_for_fraction(f, need_mm, rain_mm, allowed, pressure, fine, scale, power):
+    """A farm's reward for requesting fraction f, before the lake's cut (units cancel: mm suffice)."""
+    deficit = np.maximum(0.0, need_mm - rain_mm)
+    requested = f * deficit
+    allowed_mm = allowed * deficit
+    delivered = np.minimum(requested, allowed_mm)
+    sat = law.satisfaction(delivered, rain_mm, need_mm)
+    quota = law.quota_penalty(requested, allowed_mm, deficit, fine)
+    return law.reward(sat, quota, law.flow_penalty(f, pressure, scale, power))
+
+
+def day_upper_bound(need_mm, rain_mm, allowed, pressure, fine, scale, power):
+    """Best achievable day reward over f ∈ [0, 1]; broadcasts over days.
+
+    For f > a the penalty grows while satisfaction is flat, and once the
+    penalty caps at 1 the reward is ≤ 0 ≤ reward(0): so the maximum lies at
+    0, a, or the interior optimum f* = (d/(c·P·p))^(1/(p−1)) clipped to
+    [0, a], with d the deficit's share of the need.
+    """
+    need, rain, allowed, pressure, power = np.broadcast_arrays(
+        *(np.asarray(x, dtype=float) for x in (need_mm, rain_mm, allowed, pressure, power))
+    )
+    deficit_share = np.divide(np.maximum(0.0, need - rain), need, out=np.zeros(need.shape), where=need > TINY_MM)
+    cost = scale * pressure * power
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        interior = np.where(
+            (cost > 0) & (power > 1),
+            np.power(deficit_share / np.where(cost > 0, cost, 1.0), 1.0 / np.maximum(power - 1.0, 1e-12)),
+            np.inf,
+        )
+    interior = np.clip(np.nan_to_num(interior, nan=0.0, posinf=1.0), 0.0, allowed)
+    args = (need, rain, allowed, pressure, fine, scale, power)
+    return np.maximum.reduce([day_reward_for_fraction(f, *args) for f in (np.zeros(need.shape), allowed, interior)])
+
+
+def sustainability(levels, baseline_levels) -> float:
+    """1/(1 + Σ|L − L0| / Σ L0) over an episode; in (0, 1]."""
+    deviation = np.abs(np.asarray(levels) - np.asarray(baseline_levels)).sum() / np.asarray(baseline_levels).sum()
+    return float(1.0 / (1.0 + deviation))
+
+
+@dataclass(frozen=True)
+class CandidateOutcome:
+    """One candidate's evaluation: the objective, its terms, its upper bound and diagnostics (means over days)."""
+
+    objective: float  # NaN when the candidate failed
+    mean_reward: float
+    sustainability: float
+    reward_upper_bound: float
+    upper_bound: float  # the objective's bound: econ · reward bound + sus · sustainability
+    requested_fraction: float
+    delivered_m3: float
+    allowed_fraction: float
+    pressure: float
+    flow_penalty: float
+    quota_penalty: float
+    failed: bool
+    # per rule, the objective's upper bound with that rule at its best value in its range (the others as they
+    # were, the days as logged): which rules could lift a cap (docs/objective.md); empty where not computed
+    bound_by_rule: Mapping[str, float] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "CandidateOutcome":
+        """From a record (JSON null reads back as NaN; a record made before `bound_by_rule` has none)."""
+        values = {f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data}
+        return cls(**{k: (float("nan") if v is None else v) for k, v in values.items()})
+
+
+def _days(episodes: Sequence[dict[str, np.ndarray]], k: int) -> dict[str, np.ndarray]:
+    """Candidate k's evaluated days, every episode end to end: what its upper bound reads."""
+    per_candidate = ("allowed_fraction", "pressure", "volume_start_m3")
+    return {
+        key: np.concatenate([ep[key][:, k] if key in per_candidate else ep[key] for ep in episodes])
+        for key in ("need_mm", "rain_mm", *per_candidate)
+    }
+
+
+def bound_by_rule(days: dict[str, np.ndarray], rule: Rules, smoothing: float, reward_bound: float) -> dict[str, float]:
+    """Per rule, the reward bound's largest value over `RULE_PROBE_POINTS` values across the rule's range.
+
+    The days stay as logged (weather, need, pressure, the lake's start-of-day levels, from which the
+    allowed fraction is recomputed under a moved quota rule): it reads which rules the cap depends on,
+    not what the farms would do under other rules.
+    """
+    level = days["volume_start_m3"] / CAPACITY_M3
+    out = {}
+    for spec in RULE_SPECS:
+        values = {n: np.full((RULE_PROBE_POINTS, 1), getattr(rule, n)) for n in (s.name for s in RULE_SPECS)}
+        values[spec.name] = np.linspace(spec.low, spec.high, RULE_PROBE_POINTS)[:, None]
+        allowed = days["allowed_fraction"]
+        if spec.name in QUOTA_RULES:
+            allowed = law.allowed_fraction(
+                level, values["fixed_quota"], values["min_demand_frac"], values["max_demand_frac"], smoothing
+            )
+        bounds = day_upper_bound(
+            days["need_mm"],
+            days["rain_mm"],
+            allowed,
+            days["pressure"],
+            values["fine_amount"],
+            values["risk_penalty_scale"],
+            values["risk_penalty_power"],
+        )
+        out[spec.name] = max(reward_bound, float(bounds.mean(axis=1).max()))
+    return out
+
+
+def candidate_outcomes(
+    episodes: Sequence[dict[str, np.ndarray]],
+    rules: Sequence[Rules],
+    weights: ObjectiveWeights,
+    failed: np.ndarray,
+    smoothing: float = 0.0,
+) -> list[CandidateOutcome]:
+    """Per candidate: objective, its terms, upper bound (and per rule, what moving it does to the bound) and
+    diagnostics.
+
+    `episodes` are `basin.stack_days` records (time-major); `failed` marks
+    candidates whose lake failed in any episode: their objective is NaN;
+    `smoothing` is the world's quota-ramp smoothing (to recompute the allowed fraction under other rules).
+    """
+    outcomes = []
+    for k, rule in enumerate(rules):
+        rewards, sus = [], []
+        for ep in episodes:
+            rewards.append(ep["reward"][:, k].mean())
+            sus.append(sustainability(ep["level"][:, k], ep["baseline_level"]))
+        mean_reward, mean_sus = float(np.mean(rewards)), float(np.mean(sus))
+        days = _days(episodes, k)
+        reward_bound = float(
+            np.mean(
+                day_upper_bound(
+                    days["need_mm"],
+                    days["rain_mm"],
+                    days["allowed_fraction"],
+                    days["pressure"],
+                    rule.fine_amount,
+                    rule.risk_penalty_scale,
+                    rule.risk_penalty_power,
+                )
+            )
+        )
+        objective = weights.econ * mean_reward + weights.sus * mean_sus
+        lifted = bound_by_rule(days, rule, smoothing, reward_bound)
+
+        def mean_of(key: str, k: int = k) -> float:
+            return float(np.mean(np.concatenate([ep[key][:, k].reshape(-1) for ep in episodes])))
+
+        outcomes.append(
+            CandidateOutcome(
+                objective=float("nan") if failed[k] or not np.isfinite(objective) else objective,
+                mean_reward=mean_reward,
+                sustainability=mean_sus,
+                reward_upper_bound=reward_bound,
+                upper_bound=weights.econ * reward_bound + weights.sus * mean_sus,
+                requested_fraction=mean_of("requested_fraction"),
+                delivered_m3=mean_of("delivered_m3"),
+                allowed_fraction=mean_of("allowed_fraction"),
+                pressure=mean_of("pressure"),
+                flow_penalty=mean_of("flow_penalty"),
+                quota_penalty=mean_of("quota_penalty"),
+                failed=bool(failed[k]),
+                bound_by_rule={name: weights.econ * b + weights.sus * mean_sus for name, b in lifted.items()},
+            )
+        )
+    return outcomes

@@ -1,0 +1,62 @@
+"""AnalyticLoop: a fast, deterministic stand-in for the APPO inner loop.
+
+It meets the same contract (`bilevel_tune.inner.InnerLoop`) so ES,
+trainable and study run under real Tune in seconds. Instead of learning,
+every farm plays the myopic best response the rules in its observation
+imply: with yesterday's pressure P, no rain, and today's allowed fraction
+a, maximise f − c·P·f^p over [0, a], i.e. f* = min(a, (1/(c·P·p))^(1/(p−1))).
+The season is still simulated by the real world, so objectives respond to
+the rules as the RL ones do, only without training noise. Plain numpy.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from bilevel_tune.core.objective import CandidateOutcome
+from bilevel_tune.inner import InnerLoopConfig
+from bilevel_tune.inner.evaluation import evaluate_policy
+from bilevel_tune.world import Rules
+
+
+def myopic_best_response(rules: Sequence[Rules]):
+    scale = np.array([r.risk_penalty_scale for r in rules])
+    power = np.array([r.risk_penalty_power for r in rules])
+
+    def policy(obs: np.ndarray) -> np.ndarray:
+        pressure, allowed = obs[:, 1].astype(float), obs[:, 2].astype(float)
+        cost = scale * pressure * power
+        with np.errstate(divide="ignore", over="ignore"):
+            interior = np.where(
+                (cost > 0) & (power > 1),
+                (1.0 / np.where(cost > 0, cost, 1.0)) ** (1.0 / np.maximum(power - 1.0, 1e-12)),
+                1.0,
+            )
+        return np.clip(np.minimum(interior, allowed), 0.0, 1.0)
+
+    return policy
+
+
+class AnalyticLoop:
+    """The inner loop's contract without RL: deterministic given rules and seeds."""
+
+    def __init__(self, config: InnerLoopConfig):
+        self.config = config
+        self.rules: list[Rules] = []
+
+    def reset(self, rules: Sequence[dict[str, float]], seed: int, candidates: Sequence[int]) -> bool:
+        self.rules = [Rules.from_physical(r) for r in rules]
+        return True
+
+    def train(self) -> None:
+        """Nothing to learn: the myopic best response is already the policy."""
+
+    def evaluate(self, seeds: Sequence[int]) -> list[CandidateOutcome]:
+        return evaluate_policy(
+            self.config.world, self.config.weights, self.rules, seeds, myopic_best_response(self.rules)
+        )
+
+    def stop(self) -> bool:
+        return True

@@ -1,0 +1,233 @@
+"""The trial's side of the seam: shard actors (`Shard`), each running one loop on a contiguous block of
+the population, and the trial's handle on them (`ShardedInnerLoop`), merging their reports in candidate
+order (`GenerationResult`). The contract the loops meet is `contract`'s.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from bilevel_tune.core import metrics as M
+from bilevel_tune.core.objective import CandidateOutcome
+from bilevel_tune.inner.census import Census, take_census
+from bilevel_tune.inner.contract import InnerLoopConfig, InnerLoopError, InnerLoopStopped, load_loop_class
+
+logger = logging.getLogger(__name__)
+
+SHARD_STOP_TIMEOUT_S = 30.0
+STOP_POLL_S = 0.05
+
+
+# -- one shard, and what it returns ---------------------------------------------------
+@dataclass(frozen=True)
+class ShardReport:
+    """One shard's generation: its block's outcomes, where and how long it ran, its census."""
+
+    first: int  # the global index of the shard's first candidate
+    outcomes: tuple[CandidateOutcome, ...]
+    census: Census
+    node: str
+    sec_reset: float
+    sec_train: float
+    sec_evaluate: float
+    stop_confirmed: bool
+
+    def detail(self) -> dict[str, Any]:
+        """The shard's entry in a generation record."""
+        return {
+            M.SHARD_FIRST: self.first,
+            M.SHARD_SIZE: len(self.outcomes),
+            M.NODE: self.node,
+            M.SEC_RESET: self.sec_reset,
+            M.SEC_TRAIN: self.sec_train,
+            M.SEC_EVALUATE: self.sec_evaluate,
+            **self.census.as_metrics(),
+        }
+
+
+class Shard:
+    """The body of one shard actor: a loop instance, driven one generation per call."""
+
+    def __init__(self, spec: str, config: InnerLoopConfig):
+        self.loop = load_loop_class(spec)(config)
+
+    def generation(
+        self, rules: Sequence[Mapping[str, float]], seed: int, first: int, eval_seeds: Sequence[int], inner_iters: int
+    ) -> ShardReport:
+        t0 = time.perf_counter()
+        confirmed = self.loop.reset(rules, seed, range(first, first + len(rules)))
+        t1 = time.perf_counter()
+        for _ in range(inner_iters):
+            self.loop.train()
+        t2 = time.perf_counter()
+        outcomes = tuple(
+            o if isinstance(o, CandidateOutcome) else CandidateOutcome.from_dict(o)
+            for o in self.loop.evaluate(eval_seeds)
+        )
+        t3 = time.perf_counter()
+        if len(outcomes) != len(rules):
+            raise InnerLoopError(f"evaluate() returned {len(outcomes)} outcomes for {len(rules)} candidates")
+        thread_cls = getattr(self.loop, "learner_thread_class", lambda: None)()
+        return ShardReport(
+            first=first,
+            outcomes=outcomes,
+            census=take_census(thread_cls),
+            node=_node_id(),
+            sec_reset=t1 - t0,
+            sec_train=t2 - t1,
+            sec_evaluate=t3 - t2,
+            stop_confirmed=bool(confirmed),
+        )
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def stop(self) -> bool:
+        return self.loop.stop()
+
+
+def _node_id() -> str:
+    import ray
+
+    return ray.get_runtime_context().get_node_id() if ray.is_initialized() else ""
+
+
+def blocks(population: int, shards: int) -> list[tuple[int, int]]:
+    """Contiguous (first, size) blocks of candidates, sizes differing by at most one, larger first."""
+    shards = max(1, min(shards, population))
+    base, extra = divmod(population, shards)
+    out, first = [], 0
+    for s in range(shards):
+        size = base + (1 if s < extra else 0)
+        out.append((first, size))
+        first += size
+    return out
+
+
+@dataclass(frozen=True)
+class GenerationResult:
+    """A generation's outcomes in candidate order, with every shard's report."""
+
+    outcomes: tuple[CandidateOutcome, ...]
+    shards: tuple[ShardReport, ...]
+
+    @property
+    def objectives(self) -> np.ndarray:
+        return np.array([o.objective for o in self.outcomes], dtype=float)
+
+    @property
+    def census(self) -> Census:
+        return Census.total([s.census for s in self.shards])
+
+    @property
+    def timing(self) -> dict[str, float]:
+        """Each phase as long as its slowest shard took: the trial waits for all of them."""
+        return {
+            M.SEC_RESET: max(s.sec_reset for s in self.shards),
+            M.SEC_TRAIN: max(s.sec_train for s in self.shards),
+            M.SEC_EVALUATE: max(s.sec_evaluate for s in self.shards),
+        }
+
+    def shard_detail(self) -> list[dict[str, Any]]:
+        return [s.detail() for s in self.shards]
+
+    @classmethod
+    def merge(cls, reports: Sequence[ShardReport]) -> "GenerationResult":
+        reports = tuple(sorted(reports, key=lambda r: r.first))
+        return cls(outcomes=tuple(o for r in reports for o in r.outcomes), shards=reports)
+
+
+# -- the trial's handle ------------------------------------------------------------------
+class ShardedInnerLoop:
+    """A trial's inner loop: `shards` actors of one CPU each, run together every generation.
+
+    Inside a Tune trial the actors land in the trial's placement group (one
+    CPU bundle per shard). A shard whose previous learner could not be
+    confirmed stopped is replaced after the generation, so a leak never
+    accumulates.
+    """
+
+    _warned = False
+
+    def __init__(
+        self, spec: str, config: InnerLoopConfig, shards: int = 1, stop_requested: Callable[[], bool] = lambda: False
+    ):
+        if shards < 1:
+            raise ValueError(f"shards={shards} must be ≥ 1")
+        self.spec, self.config, self.stop_requested = spec, config, stop_requested
+        self.actors = [self._start() for _ in range(shards)]
+
+    def _start(self):
+        import ray
+
+        return ray.remote(Shard).options(num_cpus=1, max_restarts=0).remote(self.spec, self.config)
+
+    @property
+    def shards(self) -> int:
+        return len(self.actors)
+
+    def run(
+        self, rules: Sequence[Mapping[str, float]], seed: int, eval_seeds: Sequence[int], inner_iters: int
+    ) -> GenerationResult:
+        """reset → K × train → evaluate on every shard at once, one remote call each."""
+        import ray
+
+        work = blocks(len(rules), self.shards)
+        futures = [
+            actor.generation.remote(list(rules[first : first + size]), seed, first, list(eval_seeds), inner_iters)
+            for actor, (first, size) in zip(self.actors, work)
+        ]
+        pending = futures
+        while pending:
+            _, pending = ray.wait(pending, num_returns=len(pending), timeout=STOP_POLL_S)
+            if pending and self.stop_requested():
+                # Our owner is being stopped: end the shards' calls ourselves, before Ray ends
+                # this process under them (a shard whose caller vanished mid-call crashes loudly).
+                self.close(timeout=0)
+                raise InnerLoopStopped("the trial was stopped during a generation")
+        reports = ray.get(futures)
+        for i, report in enumerate(reports):
+            if not report.stop_confirmed:
+                self._replace(i)
+        return GenerationResult.merge(reports)
+
+    def _replace(self, i: int) -> None:
+        import ray
+
+        if not ShardedInnerLoop._warned:
+            logger.warning(
+                "could not confirm that RLlib's learner thread stopped on Ray %s; replacing the inner-loop actor "
+                "whenever that happens, so no thread accumulates",
+                ray.__version__,
+            )
+            ShardedInnerLoop._warned = True
+        ray.kill(self.actors[i])
+        self.actors[i] = self._start()
+
+    def close(self, timeout: float = SHARD_STOP_TIMEOUT_S) -> None:
+        """Stop every shard's loop (waiting up to `timeout`), then end the actors."""
+        import ray
+
+        stops = [actor.stop.remote() for actor in self.actors] if timeout > 0 else []
+        try:
+            ray.get(stops, timeout=timeout)
+        except Exception:  # noqa: BLE001 - an actor may already be dead; all are killed below either way
+            pass
+        for actor in self.actors:
+            ray.kill(actor)
+        self.actors = []
+
+    def __enter__(self) -> "ShardedInnerLoop":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        # Ending with an error or a stop (Tune is tearing this trial down): kill, send no last call —
+        # a call that reaches a shard after its caller is gone crashes that shard, loudly.
+        stopping = exc_type is not None or self.stop_requested()
+        self.close(timeout=0 if stopping else SHARD_STOP_TIMEOUT_S)

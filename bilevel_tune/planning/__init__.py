@@ -1,0 +1,1 @@
+"""Planning: shards per trial, the schedule and its ETA (`plan`), from probes of this machine (`calibration`)."""

@@ -1,0 +1,528 @@
+"""What a run folder says: per-trial and per-cell tables, the grid, and the verdicts (docs/verdicts.md).
+
+Reads only a run folder — study.json, loaded into the study definition, and
+each trial's generations.jsonl — and answers the user's questions from
+data: which cells win, whether the population and dimensionality effects
+beat seed noise, and whether a cell is pinned at the ceiling; if so,
+whether the rules cap the objective there (its upper bound) or the search
+stopped below it. Effects are judged on the final re-evaluation when
+present (the best of noisy evaluations is biased upward), and also on the
+best objective. pandas only: the plots live in `plots`, the files in `summary`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from bilevel_tune.core import metrics as M
+from bilevel_tune.report import landscape
+from bilevel_tune.study_data.definition import Study
+from bilevel_tune.study_data.run_folder import GENERATIONS_FILE, STUDY_FILE, Cell, num, read_study_file, trial_records
+from bilevel_tune.study_data.settings import BY_KEY, DEFAULTS
+from bilevel_tune.study_data.study_overrides import budget_label
+
+ROBUST, NOISE, FEW = "robust", "within seed noise", "not enough seeds"
+CEILING, NO_CEILING = "ceiling", "no ceiling"
+BOUND_TOL = 1e-3  # a best this close to its upper bound is capped by the rules
+DEFAULT_CEILING, DEFAULT_TOL = DEFAULTS["summary.ceiling"], DEFAULTS["summary.tol"]
+# The grid's factors besides the seed (a study's further axes add theirs). The mechanism factor is `dims` (1-D vs
+# 2-D) when each dimensionality has one set of searched rules, else `mechanism`, the set itself (2-D vs 2-D floor+risk).
+BASE_FACTORS = ("population", "dims")
+MECHANISM = "mechanism"
+BOUND_BY = (
+    "bound_by/"  # bound_by/<rule>: the best candidate's upper bound with that rule at its best (CandidateOutcome)
+)
+
+SEARCH_VS_GRID = "search_vs_grid"
+BEST, FINAL = "best_objective", "final_objective"  # the two values verdicts are judged on
+
+
+class SummaryError(ValueError):
+    """A folder that is not a study run; the message is the one line the user sees."""
+
+
+# -- reading a run folder ----------------------------------------------------------
+@dataclass(frozen=True)
+class TrialRecords:
+    name: str  # the trial folder
+    generations: list[dict[str, Any]]
+    final: dict[str, Any] | None
+
+
+def load_run(run_dir: Path) -> tuple[Study, dict[tuple, TrialRecords]]:
+    """(the study as study.json records it, the records of every trial that wrote some, by cell key)."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise SummaryError(f"{run_dir} is not a folder")
+    if not (run_dir / STUDY_FILE).is_file():
+        raise SummaryError(
+            f"{run_dir} is not a study run folder (no {STUDY_FILE}); give a folder made by python -m bilevel_tune.study"
+        )
+    try:
+        study = Study.from_dict(read_study_file(run_dir)["study"])
+    except (ValueError, KeyError, TypeError):
+        raise SummaryError(f"{run_dir / STUDY_FILE} is not a bilevel_tune study file") from None
+    trials = {}
+    for name, (generations, final) in trial_records(run_dir).items():
+        if generations or final:
+            trials[Cell.key_of((generations or [final])[0])] = TrialRecords(name, generations, final)
+    return study, trials
+
+
+# -- tables -----------------------------------------------------------------------------
+def trial_table(study: Study, trials: dict[tuple, TrialRecords]) -> pd.DataFrame:
+    """One row per grid cell; missing and crashed trials are rows too (their status says which)."""
+    return pd.DataFrame([_trial_row(cell, trials.get(cell.key)) for cell in study.cells()])
+
+
+def _trial_row(cell: Cell, trial: TrialRecords | None) -> dict[str, Any]:
+    row = {
+        "population": cell.population,
+        "dims": cell.dims,
+        MECHANISM: cell.mechanism,
+        "optimize_params": ",".join(cell.optimize_params),
+        "seed": cell.seed,
+        **{key: _cell_value(value) for key, value in cell.extra},  # a column per further axis
+        "budget_generations": cell.generations,
+    }
+    if trial is None or not trial.generations:
+        return {**row, "status": "missing", "generations": 0}
+    gens, final, last = trial.generations, trial.final or {}, trial.generations[-1]
+    best_gen = last[M.BEST_GENERATION]
+    best_gen = best_gen if best_gen is not None and best_gen >= 0 else None
+    best = _best_outcome(next((g for g in gens if g[M.GENERATION] == best_gen), None))
+    return {
+        **row,
+        "trial": trial.name,
+        "status": _status(final, len(gens), cell.generations),
+        BEST: num(last[M.BEST_OBJECTIVE]),
+        "best_generation": best_gen,
+        "generations": len(gens),
+        "final_sigma": num(last[M.SIGMA]),
+        FINAL: num(final.get(M.FINAL_BEST)),
+        "final_objective_std": num(final.get(M.FINAL_BEST_STD)),
+        "final_mean_objective": num(final.get(M.FINAL_MEAN)),
+        "gen0_objective": num(gens[0][M.OBJECTIVE]),
+        "median_sec_per_gen": float(np.median([g[M.SEC_PER_GEN] for g in gens])),
+        "shards": int(last.get(M.SHARDS, 1)),
+        "nodes": len({s[M.NODE] for g in gens for s in g.get(M.SHARD_DETAIL, [])}) or 1,
+        "max_threads": max(g[M.THREADS_OS] for g in gens),
+        "failed_candidates": sum(g[M.FAILED] for g in gens),
+        M.UPPER_BOUND: num(best.get(M.UPPER_BOUND)),
+        M.STOP_REASON: final.get(M.STOP_REASON, ""),
+        **{f"diag_{k}": num(best.get(k)) for k in M.DIAGNOSTICS},
+        **{BOUND_BY + rule: num(value) for rule, value in (best.get("bound_by_rule") or {}).items()},
+        **{k: v for k, v in last.items() if k.startswith(M.BEST_RULE)},
+    }
+
+
+def _cell_value(value):
+    return ",".join(map(str, value)) if isinstance(value, tuple) else value
+
+
+def factors(table: pd.DataFrame) -> list[str]:
+    """The grid's factors a table has: population, the mechanism (dims, or the searched rules where two
+    mechanisms share a dimensionality), and a column per further axis (a setting's key)."""
+    return ["population", mechanism_factor(table), *(c for c in table.columns if c in BY_KEY)]
+
+
+def mechanism_factor(table: pd.DataFrame) -> str:
+    """`dims` while every dimensionality has one mechanism (the campaign's 1-D / 2-D), else `mechanism`."""
+    if MECHANISM in table and len(table) and table.groupby("dims")[MECHANISM].nunique().max() > 1:
+        return MECHANISM
+    return "dims"
+
+
+def _status(final: dict, recorded: int, budget: int) -> str:
+    if final:
+        return "stopped" if M.STOP_REASON in final else "complete"
+    return "running or crashed" if recorded < budget else "no final"
+
+
+def _best_outcome(row: dict | None) -> dict:
+    """The generation's best candidate's outcome (its upper bound and diagnostics)."""
+    if row is None:
+        return {}
+    objectives = np.array([num(o[M.OBJECTIVE]) for o in row[M.OUTCOMES]])
+    return row[M.OUTCOMES][int(np.nanargmax(objectives))] if np.isfinite(objectives).any() else {}
+
+
+def cell_table(trials: pd.DataFrame) -> pd.DataFrame:
+    """Mean ± std (ddof 1) over seeds per cell: population × dims (× the further axes)."""
+    values = [c for c in (BEST, FINAL, "best_generation", M.UPPER_BOUND, "median_sec_per_gen") if c in trials]
+    done = trials[trials.get("generations", 0) > 0]
+    if done.empty:
+        return pd.DataFrame()
+    by = factors(done)
+    grouped = done.groupby(by)[values]
+    out = grouped.mean().add_suffix("_mean").join(grouped.std(ddof=1).add_suffix("_std"))
+    out["n_seeds"] = done.groupby(by)["seed"].nunique()
+    return out.reset_index().astype({k: int for k in ("population", "dims", "n_seeds") if k in [*by, "n_seeds"]})
+
+
+def grid_table(trials: pd.DataFrame, value: str = BEST) -> pd.DataFrame:
+    """The user's grid: rows population × seed (a block per value of the further axes), columns 1-D / 2-D / …"""
+    done = trials[trials.get("generations", 0) > 0]
+    if done.empty or value not in done:
+        return pd.DataFrame()
+    axes = factors(done)[len(BASE_FACTORS) :]
+    index = [*axes, "population", "seed"]
+    if mechanism_factor(done) == MECHANISM:  # a column per set of searched rules, in order of dimensionality
+        order = done.sort_values(["dims", "optimize_params"])[MECHANISM].unique()
+        grid = done.pivot_table(index=index, columns=MECHANISM, values=value, aggfunc="first")
+        return grid[[m for m in order if m in grid.columns]].reset_index().rename_axis(columns=None)
+    grid = done.pivot_table(index=index, columns="dims", values=value, aggfunc="first")
+    grid.columns = [f"{d}-D" for d in grid.columns]
+    return grid.reset_index()
+
+
+# -- verdicts --------------------------------------------------------------------------
+def pooled_sd(table: pd.DataFrame, value: str) -> tuple[float, int]:
+    """Pooled seed SD (ddof 1) over cells with ≥ 2 seeds; (nan, 0) when there are none."""
+    num_, den, cells = 0.0, 0, 0
+    for _, group in table.groupby(factors(table)):
+        v = group[value].dropna()
+        if len(v) >= 2:
+            num_ += (len(v) - 1) * v.var(ddof=1)
+            den += len(v) - 1
+            cells += 1
+    return (float(np.sqrt(num_ / den)) if den else float("nan")), cells
+
+
+def _matched_differences(table: pd.DataFrame, factor: str, value: str, low, high):
+    """Per level of the other factors: its gap (high − low, means over seeds); and every matched pair's difference.
+
+    Runs pair by seed where both levels have it, else every cross pair.
+    """
+    others = [f for f in factors(table) if f != factor]
+    cells, diffs = [], []
+    for level, group in table.groupby(others):
+        a = dict(zip(group[group[factor] == low]["seed"], group[group[factor] == low][value]))
+        b = dict(zip(group[group[factor] == high]["seed"], group[group[factor] == high][value]))
+        if not a or not b:
+            continue
+        gap = np.mean(list(b.values())) - np.mean(list(a.values()))
+        levels = level if isinstance(level, tuple) else (level,)
+        cells.append(
+            {
+                **{o: _native(v) for o, v in zip(others, levels)},
+                "gap": float(gap),
+                f"{factor}={low}": float(np.mean(list(a.values()))),
+                f"{factor}={high}": float(np.mean(list(b.values()))),
+            }
+        )
+        for seed, vb in b.items():
+            diffs += [vb - a[seed]] if seed in a else [vb - va for va in a.values()]
+        diffs += [vb - va for seed, va in a.items() if seed not in b for vb in b.values()]
+    return cells, diffs
+
+
+def _native(value):
+    return value.item() if hasattr(value, "item") else value
+
+
+def effect_label(factor: str) -> str:
+    return {"population": "population", "dims": "mechanism dimensionality"}.get(factor, factor)  # mechanism: itself
+
+
+def effect_key(factor: str) -> str:
+    """The verdict's key: population_effect, dims_effect, es.sigma_effect."""
+    return f"{factor}_effect"
+
+
+def effect_verdict(table: pd.DataFrame, factor: str, value: str = BEST) -> dict[str, Any]:
+    """Is the effect of `factor` (population, the mechanism or a further axis) robust to seed noise? docs/verdicts.md.
+
+    Two levels are one comparison; with more (three mechanisms), every pair of levels is judged on its own, and
+    the factor is robust when some pair is.
+    """
+    label = effect_label(factor)
+    table = table.dropna(subset=[value])
+    sd, sd_cells = pooled_sd(table, value)
+    levels = sorted(table[factor].unique(), key=_level_order)
+    result = {
+        "gap": float("nan"),
+        "spread": 2 * sd if sd_cells else float("nan"),
+        "n_seeds": int(table["seed"].nunique()) if len(table) else 0,
+        "cells": [],
+        "value": value,
+    }
+    if len(levels) < 2:
+        only = levels[0] if levels else "none"
+        return {
+            **result,
+            "verdict": FEW,
+            "sentence": f"{label}: only one level ({only}) in the data — nothing to compare.",
+        }
+    if len(levels) == 2:
+        return _pair_verdict(table, factor, value, levels[0], levels[1], label, result)
+    pairs = [
+        _pair_verdict(table, factor, value, low, high, f"{_level(factor, high)} vs {_level(factor, low)}", result)
+        for i, low in enumerate(levels)
+        for high in levels[i + 1 :]
+    ]
+    verdicts_ = [p["verdict"] for p in pairs]
+    verdict = ROBUST if ROBUST in verdicts_ else NOISE if NOISE in verdicts_ else FEW
+    sentence = f"{label} ({len(levels)} levels): " + " ".join(p["sentence"] for p in pairs)
+    return {**result, "verdict": verdict, "sentence": sentence, "pairs": pairs}
+
+
+def _level_order(level):
+    """Levels in their natural order; mechanisms by dimensionality first (1-D, 2-D, 2-D floor+risk)."""
+    level = _native(level)
+    return (int(level.split("-", 1)[0]) if isinstance(level, str) and level[:1].isdigit() else 0, level)
+
+
+def _level(factor: str, level) -> str:
+    """A level as a verdict names it: 2-D, 2-D floor+risk, population 16, es.sigma 0.05."""
+    if factor == "dims":
+        return f"{_native(level)}-D"
+    return str(level) if factor == MECHANISM else f"{factor} {_shown(level)}"
+
+
+def _pair_verdict(table, factor: str, value: str, low, high, prefix: str, base: dict[str, Any]) -> dict[str, Any]:
+    """One comparison of two levels: robust, within seed noise, or not enough seeds; the sentence starts `prefix`."""
+    other = ", ".join(f for f in factors(table) if f != factor)
+    result = {**base, "low": _native(low), "high": _native(high)}
+    cells, diffs = _matched_differences(table, factor, value, low, high)
+    if not cells:
+        return {
+            **result,
+            "verdict": FEW,
+            "sentence": f"{prefix}: no {other} level has runs at both {factor} {_shown(low)} and {_shown(high)}.",
+        }
+    gap = float(np.mean([c["gap"] for c in cells]))
+    result.update(gap=gap, cells=cells)
+    spread = result["spread"]
+    if not np.isfinite(spread):
+        sentence = f"{prefix} {_shown(high)} vs {_shown(low)}: mean gap {gap:+.4f}, but no cell has ≥ 2 seeds to measure seed noise."
+        return {**result, "verdict": FEW, "sentence": sentence}
+    same_direction = all(d > 0 for d in diffs) or all(d < 0 for d in diffs)
+    if same_direction and abs(gap) > spread:
+        winner = _level(factor, high if gap > 0 else low)
+        sentence = (
+            f"{prefix}: {winner} wins — robust: every matched pair agrees and the mean gap {abs(gap):.4f} "
+            f"exceeds 2 × pooled seed SD {spread:.4f} ({value})."
+        )
+        return {**result, "verdict": ROBUST, "sentence": sentence}
+    why = (
+        "matched pairs disagree in sign"
+        if not same_direction
+        else f"the mean gap {abs(gap):.4f} does not exceed 2 × pooled seed SD {spread:.4f}"
+    )
+    return {**result, "verdict": NOISE, "sentence": f"{prefix}: within seed noise — {why} ({value}); not a finding."}
+
+
+def _shown(level) -> str:
+    level = _native(level)
+    return f"{level:g}" if isinstance(level, float) else str(level)
+
+
+def ceiling_verdict(
+    table: pd.DataFrame, ceiling: float = DEFAULT_CEILING, tol: float = DEFAULT_TOL, bests: pd.DataFrame | None = None
+) -> dict[str, Any]:
+    """Runs whose best sits within `tol` of `ceiling` (the best so far is a running maximum: it stays there).
+
+    With a rules scan (`bests`), each such run also gets the ground truth: whether any rule set on
+    the grid rises above the band.
+    """
+    hits = table[(table[BEST] - ceiling).abs() <= tol] if BEST in table else table.iloc[0:0]
+    bests = pd.DataFrame() if bests is None else bests
+    cells = [_ceiling_cell(r, bests, ceiling, tol, table) for _, r in hits.iterrows()]
+    result = {
+        "gap": float("nan"),
+        "spread": float("nan"),
+        "n_seeds": int(table["seed"].nunique()) if len(table) else 0,
+        "threshold": ceiling,
+        "tol": tol,
+        "cells": cells,
+    }
+    if not cells:
+        top = float(table[BEST].max()) if BEST in table and table[BEST].notna().any() else float("nan")
+        sentence = f"ceiling: no cell's best sits at {ceiling:.4f} (± {tol:g}); the highest best is {top:.4f}."
+        return {**result, "verdict": NO_CEILING, "sentence": sentence}
+    parts = "; ".join(_ceiling_part(c) for c in cells)
+    sentence = f"ceiling: {len(cells)} run(s) pinned at {ceiling:.4f} — {parts}."
+    return {**result, "verdict": CEILING, "sentence": sentence}
+
+
+def _ceiling_cell(
+    row: pd.Series, bests: pd.DataFrame, ceiling: float, tol: float, table: pd.DataFrame
+) -> dict[str, Any]:
+    cell = {k: int(row[k]) for k in ("population", "dims", "seed")}
+    cell["optimize_params"] = row.get("optimize_params", "")
+    cell[MECHANISM] = row.get(MECHANISM, f"{cell['dims']}-D")
+    cell.update({k: row[k] for k in row.index if k in BY_KEY})  # the further axes' values
+    cell[BEST] = float(row[BEST])
+    for key in ("best_generation", M.UPPER_BOUND, *[f"diag_{k}" for k in M.DIAGNOSTICS]):
+        if key in row and pd.notna(row[key]):
+            cell[key] = float(row[key])
+    cell["capped_by"] = _capped_by(cell)
+    cap_rules = _cap_rules(row, tol)
+    if cap_rules is not None:
+        cell["cap_rules"] = cap_rules
+        cell["searching_them"] = _searching(table, row, cap_rules)
+    truth = landscape.ceiling_truth(cell, bests, ceiling, tol)
+    if truth:
+        cell["scan"] = truth
+    return cell
+
+
+def _cap_rules(row: pd.Series, tol: float) -> dict[str, float] | None:
+    """The fixed rules whose range holds a value that lifts the best candidate's upper bound above it (by more
+    than `tol`), each with the highest bound it reaches; None when the records have no `bound_by_rule`."""
+    bound = row.get(M.UPPER_BOUND)
+    searched = str(row.get("optimize_params", "")).split(",")
+    columns = [c for c in row.index if c.startswith(BOUND_BY) and pd.notna(row[c])]
+    if not columns or bound is None or pd.isna(bound):
+        return None
+    lifted = {c.removeprefix(BOUND_BY): float(row[c]) for c in columns if c.removeprefix(BOUND_BY) not in searched}
+    return {rule: value for rule, value in lifted.items() if value > bound + tol}
+
+
+def _searching(table: pd.DataFrame, row: pd.Series, rules: dict[str, float]) -> list[dict[str, Any]]:
+    """The runs of the same population, seed and further axes that search one of `rules`: their best objectives."""
+    same = np.logical_and.reduce(
+        [table[k] == row[k] for k in ("population", "seed", *(c for c in table.columns if c in BY_KEY))]
+    )
+    out = []
+    for _, other in table[same].iterrows():
+        searched = str(other.get("optimize_params", "")).split(",")
+        if any(rule in searched for rule in rules) and pd.notna(other.get(BEST)):
+            out.append({MECHANISM: other.get(MECHANISM, f"{other['dims']}-D"), BEST: float(other[BEST])})
+    return out
+
+
+def _cap_sentence(c: dict[str, Any]) -> str:
+    """Which fixed rules move the cap, and whether the runs that search one of them got above it."""
+    if "cap_rules" not in c:
+        return ""
+    if not c["cap_rules"]:
+        return "; no fixed rule's range lifts the bound"
+    rules = ", ".join(f"{rule} (bound up to {value:.4f} over its range)" for rule, value in c["cap_rules"].items())
+    text = f"; the cap is set by the fixed rule(s) {rules}"
+    if not c["searching_them"]:
+        return text + "; no run searches them"
+    runs = ", ".join(f"{r[MECHANISM]} {r[BEST]:.4f}" for r in c["searching_them"])
+    lifted = any(r[BEST] > c[BEST] + DEFAULT_TOL for r in c["searching_them"])
+    return text + f"; searching them {'lifts' if lifted else 'does not lift'} the best ({runs})"
+
+
+def _ceiling_part(c: dict[str, Any]) -> str:
+    axes = "".join(f", {k} {_shown(v)}" for k, v in c.items() if k in BY_KEY)
+    where = f"population {c['population']}, {c[MECHANISM]}, seed {c['seed']}{axes}"
+    when = f" from generation {int(c['best_generation'])}" if "best_generation" in c else ""
+    if M.UPPER_BOUND not in c:
+        return f"{where}{when}: no upper bound recorded — cannot tell rules from search"
+    diag = ""
+    if "diag_requested_fraction" in c:
+        diag = (
+            f"; requested fraction {c['diag_requested_fraction']:.3f}, pressure {c['diag_pressure']:.3f}, "
+            f"flow penalty {c['diag_flow_penalty']:.3f}, quota penalty {c['diag_quota_penalty']:.3f}"
+        )
+    verdict = "the rules cap the objective there" if c["capped_by"] == "rules" else "the search stopped below the bound"
+    scan = f"; {c['scan']}" if "scan" in c else ""
+    return f"{where}{when}: upper bound {c[M.UPPER_BOUND]:.4f} — {verdict}{_cap_sentence(c)}{diag}{scan}"
+
+
+def _capped_by(cell: dict) -> str:
+    if M.UPPER_BOUND not in cell:
+        return "unknown"
+    return "rules" if cell[M.UPPER_BOUND] - cell[BEST] <= BOUND_TOL else "search"
+
+
+def verdicts(
+    table: pd.DataFrame,
+    ceiling: float = DEFAULT_CEILING,
+    tol: float = DEFAULT_TOL,
+    value: str = BEST,
+    bests: pd.DataFrame | None = None,
+) -> dict[str, dict]:
+    """{population_effect, dims_effect, <axis>_effect per further axis, ceiling}, each {verdict, gap, spread,
+    n_seeds, cells, sentence}; with a rules scan (`bests`), also search_vs_grid."""
+    out = {effect_key(f): effect_verdict(table, f, value) for f in factors(table)}
+    out["ceiling"] = ceiling_verdict(table, ceiling, tol, bests)
+    grid = landscape.search_vs_grid(table, bests) if bests is not None else None
+    if grid:
+        out[SEARCH_VS_GRID] = grid
+    return out
+
+
+# -- the summary ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Summary:
+    study: Study
+    trials: pd.DataFrame
+    cells: pd.DataFrame
+    grid: pd.DataFrame
+    verdicts_best: dict[str, dict]
+    verdicts_final: dict[str, dict] | None
+    budget_note: str | None  # why these verdicts may not speak for the study (a smoke or shorter run)
+    scans: pd.DataFrame  # the rules scan, one row per grid point (empty without a scan)
+    scan_bests: pd.DataFrame  # each scan's best point
+
+    @property
+    def verdicts(self) -> dict[str, dict]:
+        """The verdicts that count: effects on the final re-evaluation when there is one, the ceiling on the best."""
+        primary = self.verdicts_final or self.verdicts_best
+        return {k: (primary[k] if is_effect(k) else v) for k, v in self.verdicts_best.items()}
+
+
+def summarise(run_dir: Path) -> Summary:
+    study, trials = load_run(run_dir)
+    if not trials:
+        raise SummaryError(f"{run_dir} holds no trial records yet ({GENERATIONS_FILE}); nothing to summarise")
+    scans = landscape.scan_table(study, trials)
+    bests = landscape.scan_bests(scans, study)
+    table = landscape.add_regret(trial_table(study, trials), bests)
+    done = table[table["generations"] > 0]
+    has_final = FINAL in done and done[FINAL].notna().any()
+    return Summary(
+        study=study,
+        trials=table,
+        cells=cell_table(table),
+        grid=grid_table(table),
+        verdicts_best=verdicts(done, study.summary.ceiling, study.summary.tol, BEST, bests),
+        verdicts_final=verdicts(done, study.summary.ceiling, study.summary.tol, FINAL) if has_final else None,
+        budget_note=budget_note(study),
+        scans=scans,
+        scan_bests=bests,
+    )
+
+
+def is_effect(key: str) -> bool:
+    return key.endswith("_effect")
+
+
+def budget_note(study: Study) -> str | None:
+    """A label for verdicts from a run shorter than its study's budget (a named smoke budget, or overrides)."""
+    short = [c for c in study.cells() if study.short_of_full(c)]
+    if not study.smoke and not short:
+        return None
+    full = study.full_budget or study.budget
+    ran = sorted({c.generations for c in study.cells()})
+    planned = sorted({g for c in study.cells() if (g := study.full_generations_for(c.population)) is not None})
+    of = f" of {'/'.join(map(str, planned))}" if planned else ""
+    return (
+        f"SHORT RUN (budget {budget_label(study)}): cells ran {'/'.join(map(str, ran))} generations{of}, "
+        f"K = {study.budget.inner_iters} of {full.inner_iters} — these verdicts describe this run, not the science"
+    )
+
+
+def verdict_lines(s: Summary) -> list[str]:
+    """The verdicts as the summary states them, one sentence each (selection-bias notes included)."""
+    lines = [v["sentence"] for v in s.verdicts.values()]
+    if s.verdicts_final:
+        for k in (k for k in s.verdicts_final if is_effect(k)):
+            final, best = s.verdicts_final[k]["verdict"], s.verdicts_best[k]["verdict"]
+            if final != best:
+                lines.append(
+                    f"selection bias: the {k.replace('_', ' ')} is '{best}' on the best objective but '{final}' "
+                    "on the final re-evaluation; trust the re-evaluation."
+                )
+    return lines

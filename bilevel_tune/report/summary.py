@@ -1,0 +1,226 @@
+"""`python -m bilevel_tune.summary RUN_DIR` (or `bilevel-summary`): a run folder's summary, rebuilt from the folder alone.
+
+Writes summary.md, trials.csv, cells.csv, grid.csv, verdicts.json,
+scan.csv (with a rules scan), plots/*.png and TensorBoard's summary run (tensorboard/summary/) into the
+run folder (docs/run-folder.md); the tables and verdicts come from
+`analysis`, the pictures from `plots`, TensorBoard's events from `curves`.
+The study runs this at the end of every run; run it yourself on any run
+folder, finished or not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from bilevel_tune.report import plots
+from bilevel_tune.report.analysis import (  # noqa: F401 - the summary's public names: verdicts and their wording
+    CEILING,
+    FEW,
+    MECHANISM,
+    NO_CEILING,
+    NOISE,
+    ROBUST,
+    Summary,
+    SummaryError,
+    load_run,
+    mechanism_factor,
+    summarise,
+    verdict_lines,
+    verdicts,
+)
+from bilevel_tune.study_data.run_folder import (
+    CELLS_CSV,
+    GRID_CSV,
+    SCAN_CSV,
+    SUMMARY_MARKDOWN,
+    TRIALS_CSV,
+    VERDICTS_FILE,
+    write_json,
+)
+from bilevel_tune.study_data.settings import describe as describe_settings
+from bilevel_tune.study_data.study_overrides import budget_label, overrides_label
+from bilevel_tune.views import curves
+
+TRIAL_COLUMNS = (
+    "population",
+    "dims",
+    "seed",
+    "status",
+    "best_objective",
+    "best_generation",
+    "generations",
+    "final_objective",
+    "final_objective_std",
+    "gen0_objective",
+    "upper_bound",
+    "regret",
+    "final_regret",
+    "grid_spacing",
+    "final_sigma",
+    "shards",
+    "nodes",
+    "median_sec_per_gen",
+    "max_threads",
+)
+
+INTEGER_COLUMNS = {
+    "population",
+    "dims",
+    "seed",
+    "generations",
+    "best_generation",
+    "shards",
+    "nodes",
+    "max_threads",
+    "n_seeds",
+    "budget_generations",
+    "failed_candidates",
+    "points",
+}
+SCAN_COLUMNS = (
+    "optimize_params",
+    "seed",
+    "points",
+    "scan_best",
+    "scan_best_rules",
+    "scan_best_upper_bound",
+    "scan_best_final",
+    "grid_spacing",
+)
+
+
+def _text(column: str, value) -> str:
+    """One table entry: integers as integers, measured values to 4 decimals, missing as –."""
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return "–"
+    if column in INTEGER_COLUMNS and isinstance(value, (int, float, np.integer, np.floating)):
+        return str(int(value))
+    if isinstance(value, (float, np.floating)):
+        return f"{value:.4f}"
+    return str(value)
+
+
+def _markdown(df: pd.DataFrame) -> str:
+    """Markdown with integers as integers (tabulate would float every entry of a mixed row)."""
+    if df.empty:
+        return "(no data)"
+    text = pd.DataFrame({c: [_text(c, v) for v in df[c]] for c in df.columns})
+    return text.to_markdown(index=False, disable_numparse=True)
+
+
+def _mean_pm_std(cells: pd.DataFrame) -> pd.DataFrame:
+    if cells.empty:
+        return cells
+    keys = [c for c in cells.columns if not c.endswith(("_mean", "_std"))]
+    out = cells[keys].copy()
+    for col in cells.columns:
+        if col.endswith("_mean"):
+            name = col.removesuffix("_mean")
+            out[name] = [
+                f"{m:.4f} ± {sd:.4f}" if np.isfinite(sd) else f"{m:.4f}"
+                for m, sd in zip(cells[col], cells[name + "_std"])
+            ]
+    return out
+
+
+def _incomplete(trials: pd.DataFrame) -> list[str]:
+    missing = trials[trials["status"] != "complete"]
+    if missing.empty:
+        return []
+    parts = [
+        f"pop {r.population} {r.mechanism if hasattr(r, 'mechanism') else f'{r.dims}-D'} seed {r.seed}: {r.status}"
+        + (f" ({r.stop_reason})" if isinstance(getattr(r, "stop_reason", ""), str) and r.stop_reason else "")
+        for r in missing.itertuples()
+    ]
+    return [f"Not complete: {len(missing)} trial(s): " + "; ".join(parts), ""]
+
+
+def render(s: Summary) -> str:
+    """summary.md: the grid, trials, cells, then the verdicts — labelled when the run was short."""
+    study = s.study
+    basis = "final re-evaluation" if s.verdicts_final else "best objective"
+    label = f" — {s.budget_note}" if s.budget_note else ""
+    lines = [f"# Study {study.name} (budget {budget_label(study)}, inner loop {study.inner})", ""]
+    if overrides_label(study):
+        lines += [f"Command-line changes to the study: {overrides_label(study)}.", ""]
+    if s.budget_note:
+        lines += [f"**{s.budget_note}.**", ""]
+    axes = [k for k, _ in study.axes]
+    title = "## Best objective grid (rows population × seed, columns mechanism dimensionality)"
+    if mechanism_factor(s.trials) == MECHANISM:
+        title = title.replace("mechanism dimensionality", "mechanism: the searched rules")
+    if axes and not s.grid.empty:
+        for values, block in s.grid.groupby(axes, sort=False):
+            values = values if isinstance(values, tuple) else (values,)
+            where = ", ".join(f"{k} {v}" for k, v in zip(axes, values))
+            lines += [f"{title[:-1]}; {where})", "", _markdown(block.drop(columns=axes)), ""]
+    else:
+        lines += [title, "", _markdown(s.grid), ""]
+    columns = [c for c in TRIAL_COLUMNS if c in s.trials]
+    if mechanism_factor(s.trials) == MECHANISM:  # two mechanisms share a dimensionality: name each
+        columns[columns.index("dims")] = MECHANISM
+    columns[columns.index("seed") + 1 : columns.index("seed") + 1] = [a for a in axes if a in s.trials]
+    lines += ["## Trials", "", _markdown(s.trials[columns]), ""]
+    lines += ["## Cells (mean ± std over seeds)", "", _markdown(_mean_pm_std(s.cells)), ""]
+    if not s.scan_bests.empty:
+        lines += [
+            f"## Rules scan ({study.scan} points per searched rule; the best point on the evaluation seeds, "
+            "and that point re-evaluated on the final seeds)",
+            "",
+            _markdown(s.scan_bests[[c for c in SCAN_COLUMNS if c in s.scan_bests]]),
+            "",
+        ]
+    lines += _incomplete(s.trials)
+    lines += [f"## Verdicts (effects on the {basis}){label}", ""]
+    lines += [f"- {line}" for line in verdict_lines(s)]
+    lines += ["", "## Settings (as run; a further axis's values are in the trials' columns)", ""]
+    lines += [line.strip() for line in describe_settings(study.settings, appo_loop=study.inner.startswith("appo"))]
+    return "\n".join(lines)
+
+
+def write_summary(run_dir: Path, with_plots: bool = True) -> str:
+    """Write the summary files (and plots) into the run folder; return summary.md's text."""
+    run_dir = Path(run_dir)
+    s = summarise(run_dir)
+    text = render(s)
+    (run_dir / SUMMARY_MARKDOWN).write_text(text + "\n")
+    s.trials.to_csv(run_dir / TRIALS_CSV, index=False)
+    s.cells.to_csv(run_dir / CELLS_CSV, index=False)
+    s.grid.to_csv(run_dir / GRID_CSV, index=False)
+    if not s.scans.empty:
+        s.scans.to_csv(run_dir / SCAN_CSV, index=False)
+    verdicts_json = {
+        "budget_note": s.budget_note,
+        "best_objective": s.verdicts_best,
+        "final_objective": s.verdicts_final,
+    }
+    write_json(run_dir / VERDICTS_FILE, verdicts_json)
+    if with_plots:
+        plots.write_plots(run_dir, s)
+    curves.write_summary_board(run_dir)
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bilevel_tune.summary", description=__doc__.splitlines()[0])
+    parser.add_argument("run_dir", type=Path, help="a run folder made by python -m bilevel_tune.study")
+    parser.add_argument("--no-plots", action="store_true", help="tables and verdicts only")
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:  # argparse: --help exits 0, a bad argument 2 (its one-line usage is printed)
+        return int(exit_.code or 0)
+    try:
+        print(write_summary(args.run_dir, with_plots=not args.no_plots))
+    except SummaryError as err:
+        print(f"bilevel_tune.summary: error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,58 @@
+"""`python -m bilevel_tune.study STUDY` (or `bilevel-study`): run a study's grid of ES trials under Ray Tune.
+
+    python -m bilevel_tune.study weekend --quick --wandb offline
+    python -m bilevel_tune.study weekend --dry-run --num-cpus 16
+    python -m bilevel_tune.study weekend --resume
+
+STUDY is a built-in study's name or a path to a .toml file. Overrides
+narrow or replace a grid axis (--population, --optimize-params, --seed),
+set a budget (--outer-iters, --inner-iters) or any setting (--set
+key=value), or cross a setting as a further axis (--grid key=v1,v2).
+Results go to RESULTS/<study>-<UTC time>/ (or --name). Bad input exits 2
+with one line, before anything is written; see docs/study.md for the exit
+statuses of a run. The options are declared once, in bilevel_tune.running.options.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from bilevel_tune.running.options import UsageError, build_parser, options_from
+from bilevel_tune.runtime.lifecycle import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from bilevel_tune.study_data.definition import StudyError, available_studies, load_study
+
+PROG = "python -m bilevel_tune.study"
+
+
+def list_studies() -> None:
+    for name in available_studies():
+        s = load_study(name)
+        budgets = "".join(", " + b for b, _ in s.budgets)
+        print(f"{name:<16} {len(s.cells())} trials; budgets: full{budgets} — {s.description}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    from bilevel_tune.running.runner import default_command, dry_run, run_study
+
+    try:
+        args = build_parser(PROG, __doc__.splitlines()[0]).parse_args(argv)
+        if args.list:
+            list_studies()
+            return EXIT_OK
+        if not args.study:
+            raise UsageError(f"give a study: one of {', '.join(available_studies())} (or a path); --list shows them")
+        options = options_from(args, command=default_command())
+        if args.dry_run:
+            dry_run(options)
+            return EXIT_OK
+        return run_study(options).exit_code
+    except (UsageError, StudyError) as err:
+        print(f"bilevel_tune.study: error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("\ninterrupted before any trial started; nothing to resume", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

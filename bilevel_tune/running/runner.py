@@ -1,0 +1,439 @@
+"""Running a study: options in, a run folder and an honest exit status out.
+
+    outcome = run_study(RunOptions(study="weekend", budget="quick", wandb="offline"))
+
+A run, top to bottom: resolve the study and its run folder → start or join
+Ray → check that every node sees the results root → plan the CPUs →
+write study.json → Tune, fresh or restored → summary and trackers → the
+last line (finished / errored / interrupted, and how to resume). `dry_run`
+stops after the plan and prints it with an ETA. Bad input raises
+`UsageError` (the CLI prints one line, exit 2) before anything is written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import os
+import platform
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from bilevel_tune import __version__
+from bilevel_tune.planning import calibration
+from bilevel_tune.planning.plan import Plan, PlanError, describe_plan, hms, make_plan
+from bilevel_tune.running.options import (  # noqa: F401 - RunOptions, UsageError: the runner's public names too
+    DEFAULT_RESULTS,
+    RunOptions,
+    UsageError,
+    changed_on_resume,
+    resolve_study,
+    resume_command,
+    session_record,
+)
+from bilevel_tune.runtime import cluster, lifecycle
+from bilevel_tune.study_data.definition import Study, StudyError, load_study
+from bilevel_tune.study_data.run_folder import (
+    STUDY_FILE,
+    TENSORBOARD_DIR,
+    RunFolderError,
+    check_results_root,
+    find_run,
+    finished_cells,
+    new_run_dir,
+    read_study_file,
+    write_json,
+)
+from bilevel_tune.study_data.settings import describe as describe_settings
+from bilevel_tune.study_data.settings import shown
+from bilevel_tune.study_data.study_overrides import budget_label
+from bilevel_tune.tune_edge.tracking import TrackingError, resolve_wandb_mode
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    run_dir: Path
+    exit_code: int
+    finished: int
+    errored: int
+    interrupted: int
+    last_line: str
+
+
+# -- the study and its run folder ---------------------------------------------------------
+def resolve_run(options: RunOptions) -> tuple[Study, Path, Path]:
+    """(study, results root, run folder) for a fresh run or a resume; UsageError on anything wrong."""
+    try:
+        root = check_results_root(options.results)
+        if options.max_failures < 0:
+            raise UsageError(f"--max-failures {options.max_failures} must be ≥ 0")
+        if options.address is not None and options.num_cpus is not None:
+            raise UsageError("--num-cpus sizes a Ray of the study's own; with --address the cluster's CPUs are used")
+        if not options.resume:
+            study = resolve_study(options)
+            return study, root, new_run_dir(root, study.name, options.name, _utc_stamp())
+        run_dir = find_run(root, load_study(options.study).name, options.name)
+        recorded = Study.from_dict(read_study_file(run_dir)["study"])
+        changed = changed_on_resume(options, recorded)
+        if changed:
+            raise UsageError(
+                f"--resume continues the run as its study.json records it; {', '.join(changed)} would change it "
+                "(drop it, or start a new run)"
+            )
+        return recorded, root, run_dir
+    except (StudyError, RunFolderError) as err:
+        raise UsageError(str(err)) from None
+
+
+def _utc_stamp() -> str:
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+
+
+def provenance() -> dict[str, Any]:
+    """Versions, git SHA and machine, read without importing the heavy packages."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=5)
+        sha = sha.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        sha = ""
+    versions = {"bilevel_tune": __version__, "python": platform.python_version()}
+    for package in ("ray", "torch", "numpy", "pandas", "wandb", "gymnasium"):
+        try:
+            versions[package] = version(package)
+        except PackageNotFoundError:
+            versions[package] = None
+    return {
+        "versions": versions,
+        "git_sha": sha or None,
+        "cores": os.cpu_count(),
+        "platform": platform.platform(),
+        "started_utc": dt.datetime.now(dt.timezone.utc).isoformat(),
+    }
+
+
+# -- the plan ----------------------------------------------------------------------------------
+def plan_run(
+    study: Study, options: RunOptions, cpus: int, mode: str, skip: set = frozenset(), probe: bool = True
+) -> Plan:
+    """Shards per trial for this cluster (cells in Tune's order, finished ones left out), with its ETA.
+
+    A dry run probes this machine when it has no figures yet; a real run plans by work alone then.
+    """
+    from bilevel_tune.tune_edge.experiment import tune_order
+
+    if options.cpus_per_trial is not None and options.cpus_per_trial > cpus:
+        raise UsageError(f"--cpus-per-trial {options.cpus_per_trial} exceeds the cluster's {cpus} CPUs")
+    cells = [c for c in tune_order(study) if c.key not in skip]
+    busy = min(cpus, sum(c.population for c in cells) or 1)
+    try:
+        model = calibration.cost_model(
+            study,
+            mode,
+            options.thread_cap,
+            busy,
+            refresh=options.recalibrate,
+            probe_if_missing=probe or options.recalibrate,
+        )
+        return make_plan(cells, study.budget, cpus, model, options.cpus_per_trial, options.max_concurrent)
+    except PlanError as err:
+        raise UsageError(str(err)) from None
+
+
+def dry_run(options: RunOptions, out: Callable[[str], None] = print) -> Plan:
+    """Validate everything a run would, then print the grid, the plan and the ETA; writes nothing but the calibration cache."""
+    if options.resume:
+        raise UsageError("--dry-run plans a new run; drop --resume")
+    study, _, _ = resolve_run(options)
+    mode = _wandb_mode(options)
+    cpus = options.num_cpus or os.cpu_count() or 1
+    address = cluster.requested_address(options.address)
+    if address is not None:
+        cpus = _cluster_cpus(address, options.address)
+    b = study.budget
+    out(
+        f"study {study.name} ({study.source}), budget {budget_label(study)}{' (smoke)' if study.smoke else ''}, inner loop {study.inner}"
+    )
+    further = "".join(f" × {key} [{', '.join(shown(v) for v in values)}]" for key, values in study.axes)
+    out(
+        f"{len(study.cells())} trials = population {list(study.populations)} × optimize_params "
+        f"{[list(p) for p in study.optimize_params]} × seed {list(study.seeds)}{further}"
+    )
+    if study.scan:
+        sizes = " and ".join(
+            sorted({f"{c.population} ({'×'.join([str(study.scan)] * c.dims)})" for c in study.scan_cells()})
+        )
+        out(
+            f"+ {len(study.scan_cells())} scan trials = optimize_params × seed: grid points {sizes}, each trained and "
+            f"evaluated as a candidate, then re-evaluated on the {study.budget.final_eval_seeds} final seeds"
+        )
+    out("settings:")
+    values = {"budget.generations": dict(b.generations) if not isinstance(b.generations, int) else b.generations}
+    for line in describe_settings({**study.settings, **values}, appo_loop=study.inner.startswith("appo")):
+        out(line)
+    out(f"W&B {mode}")
+    plan = plan_run(study, options, cpus, mode)
+    describe_plan(study.name, plan, out)
+    return plan
+
+
+def _cluster_cpus(address: str, explicit: str | None) -> int:
+    import ray
+
+    try:
+        address = cluster.probe_address(address, cluster.address_label(explicit))
+    except cluster.ClusterError as err:
+        raise UsageError(str(err)) from None
+    ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+    try:
+        return cluster.cluster_cpus()
+    finally:
+        ray.shutdown()
+
+
+def _wandb_mode(options: RunOptions) -> str:
+    try:
+        return resolve_wandb_mode(options.wandb, key_dirs=(Path.cwd(), REPO_ROOT))
+    except TrackingError as err:
+        raise UsageError(str(err)) from None
+
+
+# -- a run ------------------------------------------------------------------------------------
+def run_study(options: RunOptions, out: Callable[[str], None] = print) -> RunOutcome:
+    """Run (or resume) a study to the end, or to an interrupt; never raises for what happened to trials."""
+    clock = calibration.RunClock.now()
+    study, root, run_dir = resolve_run(options)
+    mode = _wandb_mode(options)
+    if options.resume:
+        from bilevel_tune.tune_edge.experiment import RestoreError, check_restorable
+
+        try:
+            check_restorable(run_dir)
+        except RestoreError as err:
+            raise UsageError(str(err)) from None
+    signals = lifecycle.Signals().install()
+    with lifecycle.Scratch() as scratch, _live_view(options, run_dir, scratch, out):
+        started_ray = _connect(options, scratch)
+        try:
+            signals.install()  # ray.init replaced SIGTERM's handler
+            if options.dashboard:
+                from bilevel_tune.views.live_view import ray_dashboard_line
+
+                out(ray_dashboard_line(own_ray=cluster.requested_address(options.address) is None))
+            outcome = _run_on_cluster(study, options, root, run_dir, mode, signals, clock, out)
+        finally:
+            if cluster.requested_address(options.address):
+                cluster.remove_on_every_node(scratch.path)
+            if started_ray:
+                from bilevel_tune.runtime import ray_init
+
+                ray_init.shutdown()
+            signals.restore()
+    learned = clock.learned()
+    if learned and not options.dashboard:  # TensorBoard's and Ray Dashboard's start are not a trial's overhead
+        calibration.learn_overheads(mode, study, learned)
+    return outcome
+
+
+@contextlib.contextmanager
+def _live_view(options: RunOptions, run_dir: Path, scratch: lifecycle.Scratch, out):
+    """With --dashboard: TensorBoard serving the run's curves from before Ray starts until the study ends.
+
+    It is up (or the run stops with one line, exit 2) before Ray starts: a host it
+    cannot bind would cost Ray's dashboard a minute to find out.
+    """
+    if not options.dashboard:
+        yield
+        return
+    from bilevel_tune.views.live_view import LOOPBACK, LiveView, LiveViewError
+
+    log = Path(scratch.path) / "tensorboard.log"
+    with LiveView(run_dir / TENSORBOARD_DIR, options.dashboard_host or LOOPBACK, log=log) as view:
+        try:
+            out(view.line())
+        except LiveViewError as err:
+            raise UsageError(str(err)) from None
+        yield
+
+
+def _connect(options: RunOptions, scratch: lifecycle.Scratch) -> bool:
+    """Start a Ray of the study's own, or join the cluster asked for; True when this call started or joined it."""
+    from bilevel_tune.runtime import ray_init
+
+    address = cluster.requested_address(options.address)
+    try:
+        if address is not None:
+            address = cluster.probe_address(address, cluster.address_label(options.address))
+        return ray_init.init(
+            ray_init.RuntimeConfig(
+                address=address,
+                num_cpus=options.num_cpus,
+                include_dashboard=options.dashboard,
+                dashboard_host=options.dashboard_host,
+                thread_cap=options.thread_cap,
+                extra_env=tuple(scratch.env().items()),
+            )
+        )
+    except cluster.ClusterError as err:
+        raise UsageError(str(err)) from None
+    except (ConnectionError, RuntimeError, ValueError) as err:
+        where = f"--address {address}: cannot connect to a Ray cluster" if address else "cannot start a local Ray"
+        raise UsageError(f"{where} ({str(err).splitlines()[0]})") from None
+
+
+def _run_on_cluster(study, options, root, run_dir, mode, signals, clock: calibration.RunClock, out) -> RunOutcome:
+    """Plan this session, build the tuner, fit it, summarise: the last line says what happened."""
+    from bilevel_tune.tune_edge import experiment
+
+    try:
+        cluster.check_shared_storage(root)
+    except cluster.ClusterError as err:
+        raise UsageError(str(err)) from None
+    watch = experiment.ClusterWatch()
+    tuner, plan = _prepare_session(study, options, run_dir, mode, watch, clock, out)
+    clock.fit_start = start = time.time()
+    try:
+        with experiment.OneLineTrialFailures():
+            grid = tuner.fit()
+        clock.fit_end = time.time()
+        counts = _counts(study, run_dir, errored=grid.num_errors)
+        if counts[2]:  # unfinished and not errored: Tune took a Ctrl-C (the user's, or ClusterWatch's)
+            signals.note_tune_interrupt()
+        if not options.resume and counts[1] == counts[2] == 0:
+            clock.trials = calibration.trial_figures(plan, _trial_results(grid), clock.fit_end - clock.fit_start)
+        _summarise(run_dir, mode, study, out)
+        if watch.reason:
+            out(f"stopped: {watch.reason}")
+    except KeyboardInterrupt:  # a second Ctrl-C or SIGTERM: stop now; the records are fsynced per generation
+        signals.received = signals.received or signal.SIGINT
+        counts = _counts(study, run_dir, errored=0)
+    if watch.reason:  # our own stop, not the user's
+        code = lifecycle.EXIT_ERRORED
+    else:
+        code = signals.exit_code or (lifecycle.EXIT_ERRORED if counts[1] else lifecycle.EXIT_OK)
+    line = _last_line(counts, time.time() - start, run_dir, options, code)
+    out(line)
+    return RunOutcome(run_dir, code, *counts, line)
+
+
+def _prepare_session(study, options, run_dir, mode, watch, clock: calibration.RunClock, out):
+    """This session's CPU plan (printed and recorded) and its tuner, fresh or restored with this session's options."""
+    from bilevel_tune.tune_edge import experiment, tracking
+
+    skip = finished_cells(run_dir) if options.resume else set()
+    calibrating = time.time()
+    plan = plan_run(study, options, cluster.cluster_cpus(), mode, skip, probe=False)
+    clock.probing_s += time.time() - calibrating  # a probe is not part of what the next ETA's launch predicts
+    describe_plan(study.name, plan, out)
+    _write_study_file(study, run_dir, plan, options, mode)
+    shards = {c.key: plan.shards_of(c.key) if c.key not in skip else 1 for c in study.trial_cells()}
+    session = experiment.SessionOptions(
+        callbacks=(
+            *tracking.callbacks(mode, group=run_dir.name, tags=_tags(study)),
+            experiment.TrialCurves(run_dir, study.name),
+            watch,
+        ),
+        max_failures=options.max_failures,
+        max_concurrent=options.max_concurrent,
+    )
+    os.environ.setdefault(
+        "TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0"
+    )  # a checkpoint per generation is the design
+    try:
+        make = experiment.restored_tuner if options.resume else experiment.fresh_tuner
+        return make(study, run_dir, shards, session), plan
+    except experiment.RestoreError as err:
+        raise UsageError(str(err)) from None
+
+
+def _tags(study: Study) -> list[str]:
+    """W&B tags (64 characters at most each): the study, its named budget, and whether the command line changed it."""
+    tags = [f"study:{study.name}", f"budget:{study.budget_name}"]
+    if study.overrides:
+        tags.append("budget:overridden")
+    return [t[:64] for t in tags]
+
+
+def _write_study_file(study: Study, run_dir: Path, plan: Plan, options: RunOptions, mode: str) -> None:
+    """study.json: the resolved study, provenance, the latest session's plan, and every session's options."""
+    path = run_dir / STUDY_FILE
+    data = read_study_file(run_dir) if options.resume else {"study": study.to_dict(), "provenance": provenance()}
+    data["plan"] = plan.to_dict(study.name)
+    session = {
+        "started_utc": dt.datetime.now(dt.timezone.utc).isoformat(),
+        "resume": options.resume,
+        **session_record(options),  # every session option as given
+        "cpus": plan.cpus,
+        "address": cluster.requested_address(options.address),  # None: a Ray of its own
+        "wandb": mode,  # as resolved
+    }
+    data["sessions"] = [*data.get("sessions", []), session]
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_json(path, data)
+
+
+def _counts(study: Study, run_dir: Path, errored: int) -> tuple[int, int, int]:
+    """(finished, errored, interrupted): a trial finished when its record holds the final line — in any session."""
+    trials = study.trial_cells()
+    finished = len(finished_cells(run_dir) & {c.key for c in trials})
+    return finished, errored, len(trials) - finished - errored
+
+
+def _summarise(run_dir: Path, mode: str, study: Study, out) -> None:
+    from bilevel_tune.report import summary
+    from bilevel_tune.tune_edge import tracking
+
+    try:
+        out(summary.write_summary(run_dir))
+    except Exception as err:  # noqa: BLE001 - the run's data is safe; the summary can be rebuilt from it
+        out(
+            f"summary failed ({type(err).__name__}: {err}); the records are intact — rebuild with: python -m bilevel_tune.summary {run_dir}"
+        )
+        return
+    skipped = tracking.log_summary(run_dir, mode, group=run_dir.name, tags=_tags(study))
+    if skipped:
+        out(skipped)
+    out(f"\nTensorBoard: tensorboard --logdir {run_dir / TENSORBOARD_DIR}")
+    if mode != "disabled":
+        out(f"W&B ({mode}): runs not on the server yet upload with: {tracking.sync_command(run_dir)}")
+
+
+def _trial_results(grid) -> list[tuple[list[dict], dict | None, float]]:
+    """Each finished trial's records and Tune's time_total_s (its function's own time, reports included)."""
+    from bilevel_tune.study_data.run_folder import GENERATIONS_FILE, read_records
+
+    out = []
+    for result in grid:
+        rows, final = read_records(Path(result.path) / GENERATIONS_FILE) if result.path else ([], None)
+        out.append((rows, final, float(result.metrics.get("time_total_s", 0.0))))
+    return out
+
+
+def _last_line(counts: tuple[int, int, int], seconds: float, run_dir: Path, options: RunOptions, code: int) -> str:
+    finished, errored, interrupted = counts
+    total = finished + errored + interrupted
+    head = f"{finished} finished, {errored} errored, {interrupted} interrupted of {total} trials in {hms(seconds)}"
+    if code == lifecycle.EXIT_OK:
+        return f"{head}; results: {run_dir}"
+    return f"{head}; resume with: {resume_command(options, run_dir)}"
+
+
+def default_command() -> str:
+    """How this process was started, as a user would type it again."""
+    program = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else ""
+    if program == "bilevel-study":
+        return program
+    python = Path(sys.executable)
+    try:
+        python_text = str(python.relative_to(Path.cwd()))
+    except ValueError:
+        python_text = "python"
+    return f"{python_text} -m bilevel_tune.study"

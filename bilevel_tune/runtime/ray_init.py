@@ -1,0 +1,144 @@
+"""Ray runtime: a Ray of the study's own (or the cluster at `address`), thread caps, quiet logs.
+
+Thread caps are set three ways, because each pool reads its cap at a
+different moment: environment variables in the driver (before numpy/torch
+start their pools), the same variables in every worker through
+runtime_env, and a worker setup hook (`worker_setup`) that applies
+threadpoolctl and torch's intra/inter-op caps inside each worker process.
+Nothing is uploaded: the package is installed, runtime_env carries env
+vars only (caps, quiet W&B, the run's scratch TMPDIR). `local_mode` is
+never used (Ray ≥ 2.55 refuses it). Without an address, `ray.init` is told
+to start a new local instance: a plain `ray.init()` would join whatever
+cluster /tmp/ray/ray_current_cluster names, dead or alive.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import sys
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Iterator
+
+THREAD_ENV_VARS = (
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+)
+CAP_ENV = "BILEVEL_THREAD_CAP"  # read by the worker hook for torch's pools
+QUIET_TITLES_ENV = "BILEVEL_QUIET_PROCTITLE"
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:
+    address: str | None = None  # None: start a Ray of our own on this machine
+    num_cpus: int | None = None  # our own Ray only; None = all cores
+    thread_cap: int = 1
+    quiet_proctitle: bool = sys.platform == "darwin"  # Ray's per-task setproctitle costs an XPC call on macOS
+    include_dashboard: bool = False
+    dashboard_host: str | None = None  # where the dashboard binds (None: Ray's default, loopback)
+    log_to_driver: bool = True
+    extra_env: tuple[tuple[str, str], ...] = ()  # more env vars for every worker (the run's scratch TMPDIR)
+
+    def __post_init__(self):
+        if not (isinstance(self.thread_cap, int) and self.thread_cap >= 1):
+            raise ValueError(f"thread_cap={self.thread_cap!r} must be an integer ≥ 1")
+
+
+# Workers do not inherit the driver's environment: quiet W&B's per-run console summary there too.
+QUIET_ENV = {"WANDB_SILENT": "true", "WANDB_CONSOLE": "off"}
+
+
+def thread_env(cap: int, quiet_proctitle: bool = False) -> dict[str, str]:
+    env = {name: str(cap) for name in THREAD_ENV_VARS}
+    env[CAP_ENV] = str(cap)
+    if quiet_proctitle:
+        env[QUIET_TITLES_ENV] = "1"
+    return env
+
+
+def cap_threads(cap: int) -> None:
+    """Cap BLAS/OpenMP and torch pools in this process (driver or worker)."""
+    os.environ.update(thread_env(cap))
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=cap)
+    try:
+        import torch
+    except ImportError:  # the numpy core runs without torch
+        return
+    torch.set_num_threads(cap)
+    try:
+        torch.set_num_interop_threads(cap)
+    except RuntimeError:  # only settable before torch's first parallel work; then already fixed
+        pass
+
+
+def worker_setup() -> None:
+    """Ray worker setup hook: apply the caps, and silence per-task process titles if asked."""
+    if os.environ.get("TMPDIR"):  # the run's scratch folder: on another node it does not exist yet
+        os.makedirs(os.environ["TMPDIR"], exist_ok=True)
+    cap_threads(int(os.environ.get(CAP_ENV, "1")))
+    if os.environ.get(QUIET_TITLES_ENV) == "1":
+        # Ray retitles the worker process on every task; no env var turns that off
+        from bilevel_tune.runtime.ray_compat import silence_process_titles
+
+        silence_process_titles()
+
+
+def runtime_env(config: RuntimeConfig) -> dict:
+    return {
+        "env_vars": {**thread_env(config.thread_cap, config.quiet_proctitle), **QUIET_ENV, **dict(config.extra_env)},
+        "worker_process_setup_hook": "bilevel_tune.runtime.ray_init.worker_setup",
+    }
+
+
+def init(config: RuntimeConfig = RuntimeConfig()) -> bool:
+    """Start (or join) Ray with caps everywhere; True when this call connected, False if Ray was already up."""
+    import ray
+
+    cap_threads(config.thread_cap)
+    if ray.is_initialized():
+        return False
+    os.environ.setdefault("RAY_DEDUP_LOGS", "1")
+    kwargs = dict(
+        runtime_env=runtime_env(config),
+        logging_level=logging.WARNING,
+        log_to_driver=config.log_to_driver,
+        configure_logging=True,
+    )
+    if config.address is None:
+        if config.include_dashboard and config.dashboard_host:
+            kwargs["dashboard_host"] = config.dashboard_host
+        ray.init(address="local", num_cpus=config.num_cpus, include_dashboard=config.include_dashboard, **kwargs)
+    else:
+        ray.init(address=config.address, **kwargs)
+    return True
+
+
+def shutdown() -> None:
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
+
+
+@contextmanager
+def scratch_ray(config: RuntimeConfig = RuntimeConfig()) -> Iterator[None]:
+    """A Ray of this script's own whose temporary files (torch's, the workers') go to a scratch folder removed after.
+
+    For scripts (benchmarks); a Ray already up in this process is used as it is, and left up.
+    """
+    from bilevel_tune.runtime.lifecycle import Scratch
+
+    with Scratch() as scratch:
+        started = init(dataclasses.replace(config, address=None, extra_env=(*config.extra_env, *scratch.env().items())))
+        try:
+            yield
+        finally:
+            if started:
+                shutdown()

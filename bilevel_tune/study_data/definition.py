@@ -1,0 +1,218 @@
+"""A study: its grid, every setting as run (as typed sections), and how it came to be. No loops, no Ray.
+
+A study file is read by `study_file`, a record (study.json, a trial's
+config, with the migrations of older releases) by `study_record`, a
+command line's changes applied by `study_overrides`, every value checked
+where it enters by `study_checks`; a `Study` is their frozen result, and
+expands into the trial cells of its grid.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from bilevel_tune.core.es import ESConfig
+from bilevel_tune.study_data import study_file, study_overrides
+from bilevel_tune.study_data.declared import section_kwargs
+from bilevel_tune.study_data.run_folder import Cell, json_safe
+from bilevel_tune.study_data.sections import (
+    AppoSettings,
+    BudgetSettings,
+    ESSettings,
+    NetworkSettings,
+    ObjectiveSettings,
+    SummarySettings,
+)
+from bilevel_tune.study_data.settings import BY_KEY, setting
+from bilevel_tune.study_data.study_checks import StudyError, check_setting, check_study
+from bilevel_tune.study_data.study_file import available_studies
+from bilevel_tune.study_data.study_record import recorded_fields
+from bilevel_tune.world.basin import WorldConfig
+
+__all__ = ["Budget", "Study", "StudyError", "available_studies", "load_study"]
+
+FULL_BUDGET = "full"  # the name of a study file's [budget]
+
+
+@dataclass(frozen=True)
+class Budget(BudgetSettings):
+    """How much of the study a run does: [budget]'s settings, and `generations`: one count, or (population, count) pairs."""
+
+    generations: int | tuple[tuple[int, int], ...] = dataclasses.field(kw_only=True)
+
+    def generations_for(self, population: int) -> int:
+        if isinstance(self.generations, int):
+            return self.generations
+        table = dict(self.generations)
+        if population not in table:
+            raise StudyError(
+                f"budget.generations has no entry for population {population}; add one or give one integer for all cells"
+            )
+        return table[population]
+
+
+def _section(name: str, cls) -> property:
+    """A study's section as its typed dataclass: `study.appo.lr`, `study.world.horizon`."""
+    return property(lambda study: cls(**section_kwargs(study.settings, name, cls)))
+
+
+@dataclass(frozen=True)
+class Study:
+    """A resolved study: the grid, every setting as run, and how it came to be."""
+
+    name: str
+    populations: tuple[int, ...]
+    optimize_params: tuple[tuple[str, ...], ...]
+    seeds: tuple[int, ...]
+    generations: int | tuple[tuple[int, int], ...]  # the budget's generations as run
+    values: tuple[tuple[str, Any], ...]  # every setting as run, in `settings.SETTINGS` order
+    axes: tuple[tuple[str, tuple], ...] = ()  # settings crossed as further grid axes, each with its values
+    description: str = ""
+    inner: str = "appo"
+    budget_name: str = FULL_BUDGET
+    budgets: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()  # named budgets: (name, settings it changes)
+    full_budget: Budget | None = None  # the file's [budget]: what "a shorter run" is measured against
+    overrides: tuple[tuple[str, Any], ...] = ()  # what the command line changed, in order
+    scan: int | None = None  # grid points per searched rule of the rules scan (bilevel_tune.core.scan); None: no scan
+    source: str = ""
+
+    # -- where a study comes from, and its record ---------------------------
+    @classmethod
+    def from_toml(cls, path: Path) -> "Study":
+        return cls.parse(study_file.read_toml(path), source=str(path))
+
+    @classmethod
+    def parse(cls, data: Mapping[str, Any], source: str = "") -> "Study":
+        study = cls(**study_file.study_fields(data, source))
+        return dataclasses.replace(study, full_budget=study.budget).validate()
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Study":
+        """From study.json or a trial's config (`to_dict`), this release's or an earlier one's."""
+        fields = recorded_fields(data)
+        full = fields.get("full_budget")
+        return cls(**{**fields, "full_budget": Budget(**full) if full is not None else None})
+
+    def to_dict(self) -> dict[str, Any]:
+        return json_safe(dataclasses.asdict(self))
+
+    def with_overrides(self, **changes) -> "Study":
+        """The study as a command line changes it: see `study_overrides.overridden` (--population, --set, --grid, …)."""
+        return study_overrides.overridden(self, **changes)
+
+    def with_budget(self, name: str) -> "Study":
+        return study_overrides.with_budget(self, name)
+
+    def validate(self) -> "Study":
+        return check_study(self)
+
+    # -- settings, as run: each section typed --------------------------------------
+    @property
+    def settings(self) -> dict[str, Any]:
+        """Every setting as run; a further axis's setting holds its file (or --set) value here, each trial its own (`for_cell`)."""
+        return dict(self.values)
+
+    def get(self, key: str) -> Any:
+        return self.settings[setting(key).key]
+
+    world = _section("world", WorldConfig)
+    network = _section("network", NetworkSettings)
+    appo = _section("appo", AppoSettings)
+    es = _section("es", ESSettings)
+    objective = _section("objective", ObjectiveSettings)
+    summary = _section("summary", SummarySettings)
+
+    @property
+    def budget(self) -> Budget:
+        return Budget(generations=self.generations, **section_kwargs(self.settings, "budget", BudgetSettings))
+
+    def es_config(self, population: int) -> ESConfig:
+        return ESConfig(population=population, **dataclasses.asdict(self.es))
+
+    @property
+    def fixed_rules(self) -> dict[str, float]:
+        """Every rule's fixed value, physical (the searched ones are the search's)."""
+        return {k.partition(".")[2]: v for k, v in self.values if k.startswith("rules.")}
+
+    def trial_values(self) -> Iterable[dict[str, Any]]:
+        """The settings of each combination of the further grid axes."""
+        for combination in itertools.product(*(values for _, values in self.axes)):
+            yield {**self.settings, **dict(zip((k for k, _ in self.axes), combination))}
+
+    def with_values(self, changes: Mapping[str, Any]) -> "Study":
+        """The study with these settings changed (checked), e.g. one trial's further axes."""
+        changes = dict(changes)
+        generations = changes.pop("budget.generations", self.generations)  # checked where it was read
+        values = {**self.settings, **dict(check_setting(k, v, "") for k, v in changes.items())}
+        return dataclasses.replace(self, values=tuple((k, values[k]) for k, _ in self.values), generations=generations)
+
+    def for_cell(self, cell: Cell) -> "Study":
+        """The study one trial runs: its cell's further axes' values set, no axes left."""
+        return dataclasses.replace(self.with_values(dict(cell.extra)), axes=())
+
+    # -- the budget as run --------------------------------------------------------
+    @property
+    def smoke(self) -> bool:
+        """A named budget other than the full one: verdicts from it say nothing about the science."""
+        return self.budget_name != FULL_BUDGET
+
+    def full_generations_for(self, population: int) -> int | None:
+        """The study file's full budget for this population; None when it has none (a population added on the command line)."""
+        try:
+            return (self.full_budget or self.budget).generations_for(population)
+        except StudyError:
+            return None
+
+    def short_of_full(self, cell: Cell) -> bool:
+        """Does this cell run fewer generations (or inner iterations) than the study file's full budget?"""
+        full_generations = self.full_generations_for(cell.population)
+        fewer = full_generations is not None and cell.generations < full_generations
+        return fewer or self.budget.inner_iters < (self.full_budget or self.budget).inner_iters
+
+    # -- the grid -----------------------------------------------------------------
+    def _extras(self, inner_only: bool = False) -> list[tuple[tuple[str, Any], ...]]:
+        """Each combination of the further axes as a trial's `extra` (sorted by key); scans cross only the inner loop's."""
+        axes = sorted((k, v) for k, v in self.axes if BY_KEY[k].inner or not inner_only)
+        return [tuple(zip((k for k, _ in axes), values)) for values in itertools.product(*(v for _, v in axes))]
+
+    def cells(self) -> list[Cell]:
+        """One per ES trial: population × optimize_params × seed × the further axes, with its generation budget."""
+        return [
+            Cell(p, params, s, self.budget.generations_for(p), extra=extra)
+            for p in self.populations
+            for params in self.optimize_params
+            for s in self.seeds
+            for extra in self._extras()
+        ]
+
+    def scan_cells(self) -> list[Cell]:
+        """One scan trial per optimize_params × seed × the further axes the inner loop reads, when the study scans."""
+        passes = 1 + self.budget.final_eval_seeds  # the evaluation seeds, then each final re-evaluation seed
+        return [
+            Cell(self.scan ** len(params), params, s, passes, scan=True, extra=extra)
+            for params in (self.optimize_params if self.scan else ())
+            for s in self.seeds
+            for extra in self._extras(inner_only=True)
+        ]
+
+    def trial_cells(self) -> list[Cell]:
+        """Every trial of a run: the ES grid, then the scans."""
+        return self.cells() + self.scan_cells()
+
+    def cell_of(self, config) -> Cell:
+        """The trial cell a Tune config (or a record) names."""
+        cell = next((c for c in self.trial_cells() if c.key == Cell.key_of(config)), None)
+        if cell is None:
+            raise StudyError(f"no trial of study {self.name!r} has the cell {Cell.key_of(config)}")
+        return cell
+
+
+def load_study(name_or_path: str, directory: Path | None = None) -> Study:
+    """A study by name (a built-in one, shipped in the package, or one in `directory`) or by path."""
+    path, label = study_file.study_path(name_or_path, directory)
+    study = Study.from_toml(path)
+    return dataclasses.replace(study, source=label) if label else study

@@ -1,0 +1,79 @@
+"""The study file's sections, each a frozen dataclass whose fields declare its settings (`declared.knob`).
+
+The configs the code runs on are built from these, never re-declared:
+`inner.InnerLoopConfig` is the world (`world.basin.WorldConfig`, which
+declares [world]), [network], [appo] and [objective]; `es.ESConfig` is
+[es] plus the population; `definition.Budget` is [budget] plus the
+generations. [rules] is declared by `world.rules.RULE_SPECS`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bilevel_tune.study_data.declared import check_knobs, knob
+
+SHAPINGS = ("zscore", "centered_rank")  # the ES's fitness shapings (es.shape)
+
+
+@dataclass(frozen=True, kw_only=True)  # keywords only: ESConfig(16) must not silently set σ
+class _Checked:
+    def __post_init__(self):
+        check_knobs(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class NetworkSettings(_Checked):
+    hidden: tuple[int, ...] = knob((256, 256), "hidden layer sizes of the policy and value networks", appo=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class AppoSettings(_Checked):
+    """RLlib APPO's own settings (appo.rllib_config maps them to RLlib's names)."""
+
+    lr: float = knob(1e-3, "Adam's learning rate", low=0, open_low=True, high=1, appo=True)
+    discount: float = knob(0.99, "the farms' discount γ", low=0, high=1, appo=True)
+    entropy_coeff: float = knob(0.001, "weight of the entropy bonus", low=0, high=1, appo=True)
+    grad_clip: float = knob(40.0, "global gradient-norm clip, per candidate", low=0, open_low=True, appo=True)
+    vtrace_clip_rho_threshold: float = knob(
+        1.0, "V-trace's clip of the value targets' IS ratios", low=0, open_low=True, appo=True
+    )
+    vtrace_clip_pg_rho_threshold: float = knob(
+        1.0, "V-trace's clip of the policy gradient's IS ratios", low=0, open_low=True, appo=True
+    )
+    fragments_per_batch: int = knob(
+        1, "seasons of the whole block in one training batch (a train step's sample)", low=1, appo=True
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class ESSettings(_Checked):
+    sigma: float = knob(0.15, "initial ES step size σ, logit units", low=0, open_low=True, inner=False)
+    lr: float = knob(0.10, "ES learning rate of the mean", low=0, open_low=True, inner=False)
+    sigma_lr: float = knob(0.02, "how fast σ adapts (γ = sigma_decay ** sigma_lr)", low=0, open_low=True, inner=False)
+    sigma_decay: float = knob(0.99, "σ's factor base", low=0, open_low=True, high=1, inner=False)
+    sigma_min: float = knob(0.01, "σ's lower bound", low=0, open_low=True, inner=False)
+    sigma_max: float = knob(0.25, "σ's upper bound", low=0, open_low=True, inner=False)
+    shaping: str = knob("zscore", "fitness shaping of population ≥ 2", choices=SHAPINGS, inner=False)
+    grad_clip: float = knob(5.0, "norm clip of the ES gradient", low=0, open_low=True, inner=False)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ObjectiveSettings(_Checked):
+    econ_weight: float = knob(1.0, "weight of the farms' mean reward", low=0)
+    sus_weight: float = knob(0.0, "weight of the lake's sustainability", low=0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BudgetSettings(_Checked):
+    """[budget]'s settings; its generations (one count, or one per population) are `definition.Budget`'s."""
+
+    inner_iters: int = knob(50, "K: APPO train() calls per generation", low=1)
+    eval_episodes: int = knob(1, "evaluation seasons per candidate per generation", low=1)
+    final_eval_seeds: int = knob(3, "fresh seeds of the final re-evaluation", low=0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SummarySettings(_Checked):
+    ceiling: float = knob(0.25, "the objective value the ceiling verdict looks for", inner=False)
+    tol: float = knob(1e-4, "how close to the ceiling counts as at it", low=0, inner=False)

@@ -1,0 +1,109 @@
+"""The checks a study's values pass where they enter (a study file, the command line, a record): one line each.
+
+Every error is a `StudyError` whose message is the line the user sees: the
+place, the key, the bad value and what is allowed. A setting's range is its
+declaration's (`declared.Setting.check`); these add the grid's own values.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from bilevel_tune.core.es import ESConfig
+from bilevel_tune.core.scan import MIN_POINTS
+from bilevel_tune.inner import InnerLoopError, check_loop_spec
+from bilevel_tune.study_data.declared import SettingError, section_kwargs
+from bilevel_tune.study_data.hints import unknown_name
+from bilevel_tune.study_data.sections import ESSettings
+from bilevel_tune.study_data.settings import plain, setting
+from bilevel_tune.world.rules import check_optimize_params
+
+
+class StudyError(ValueError):
+    """A bad study file or override; the message is the one line the user sees."""
+
+
+def check_known(keys: Iterable[str], allowed, where: str) -> None:
+    for key in keys:
+        if key not in allowed:
+            raise StudyError(unknown_name("key", key, allowed, where))
+
+
+def check_int(value, where: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise StudyError(f"{where}={value!r} must be an integer ≥ {minimum}")
+    return value
+
+
+def check_population(value, where: str = "population") -> int:
+    value = check_int(value, where, 1)
+    if value > 1 and value % 2:
+        raise StudyError(f"{where}={value} must be 1 or even (antithetic pairs)")
+    return value
+
+
+def check_inner(value, where: str) -> str:
+    try:
+        return check_loop_spec(value)
+    except InnerLoopError as err:
+        raise StudyError(f"{where}={err}") from None
+
+
+def check_scan(value, where: str = "--scan") -> int:
+    """Grid points per searched rule: an integer ≥ 2 (both ends of every rule's range)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < MIN_POINTS:
+        raise StudyError(f"{where}={value!r} must be an integer ≥ {MIN_POINTS} (grid points per searched rule)")
+    return value
+
+
+def check_params(value) -> tuple[str, ...]:
+    """One mechanism: a list of rule names to search."""
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise StudyError(f"[grid].optimize_params entry {value!r} must be a list of rule names")
+    try:
+        return check_optimize_params(value)
+    except ValueError as err:
+        raise StudyError(str(err)) from None
+
+
+def check_setting(key: str, value: Any, where: str, text: bool = False) -> tuple[str, Any]:
+    """(the setting's full key, its value typed and in range); StudyError otherwise. `text`: a command line's value."""
+    try:
+        spec = setting(key, where)
+        return spec.key, spec.parse(value, where) if text else spec.check(value, where)
+    except SettingError as err:
+        raise StudyError(str(err)) from None
+
+
+def check_axis(key: str, values, where: str) -> tuple[str, tuple]:
+    """A further grid axis: a setting and its values (a non-empty list, each checked)."""
+    text = isinstance(values, str)  # a command line's "a,b,c"
+    values = [v for v in values.split(",") if v.strip()] if text else values
+    if not isinstance(values, (list, tuple)) or not values:
+        raise StudyError(f"{where} {key}={values!r} must be a non-empty list of values")
+    checked = [check_setting(key, v, f"{where} {key}", text=text) for v in values]
+    full = checked[0][0]
+    if full == "budget.generations":
+        raise StudyError(f"{where} {key}: budget.generations is set per population, not crossed")
+    return full, tuple(v for _, v in checked)
+
+
+def check_study(study):
+    """What spans settings: a budget for every population, each trial's ES and objective sound, no axis repeating a value."""
+    for population in study.populations:
+        study.budget.generations_for(population)
+    for values in study.trial_values():
+        try:
+            ESConfig(population=study.populations[0], **section_kwargs(values, "es", ESSettings))
+        except ValueError as err:
+            raise StudyError(f"[es]: {err}") from None
+        if values["objective.econ_weight"] == 0 and values["objective.sus_weight"] == 0:
+            raise StudyError("[objective] econ_weight and sus_weight are both 0; at least one must be > 0")
+    for axis in ("populations", "seeds", "optimize_params"):
+        values = getattr(study, axis)
+        if len(set(values)) != len(values):
+            raise StudyError(f"grid axis {axis} repeats a value: {list(values)}")
+    for key, values in study.axes:
+        if len(set(values)) != len(values):
+            raise StudyError(f"grid axis {key} repeats a value: {[plain(v) for v in values]}")
+    return study

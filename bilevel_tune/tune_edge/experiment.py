@@ -1,0 +1,234 @@
+"""The Tune experiment of a study run: its grid, its Tuner — fresh, or restored with this session's options — and its watchers.
+
+Tune pickles a run's configuration into `tuner.pkl`; `Tuner.restore` brings
+it back unchanged. A resumed session may legitimately differ (trackers,
+retries, concurrency, the cluster and hence the CPU plan), so `restore`
+replaces exactly those parts and `Replan` hands every unfinished trial the
+shards of this session's plan before any of them starts. `ClusterWatch`
+stops the study, in one line, when a waiting trial needs more CPUs than the
+cluster still has (a node was lost): a trial is never left pending forever.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+from ray import tune
+from ray.tune.experiment import Trial
+
+from bilevel_tune.core import metrics as M
+from bilevel_tune.runtime import ray_compat
+from bilevel_tune.study_data.definition import Study
+from bilevel_tune.study_data.run_folder import Cell, trial_dirname, trial_name
+from bilevel_tune.tune_edge.trainable import run_trial, trial_resources
+from bilevel_tune.views import curves
+
+UNFINISHED = (Trial.PENDING, Trial.PAUSED, Trial.ERROR)
+WATCH_EVERY_S = 5.0
+UNPLACEABLE_GRACE_S = 20.0  # Ray takes a few heartbeats to declare a node dead
+
+
+class RestoreError(RuntimeError):
+    """A run folder Tune cannot restore, or an option it cannot change; one line for the user."""
+
+
+def param_space(study: Study) -> dict[str, Any]:
+    """One grid axis, `cell`: every trial's cell fields, in `tune_order`.
+
+    Scan trials are not a product of the ES grid's axes, so the trials are listed rather than
+    crossed; the ES trials keep the order Tune gave the crossed axes of runs before 0.2.
+    """
+    return {M.CELL: tune.grid_search([c.as_config() for c in tune_order(study)])}
+
+
+def tune_order(study: Study) -> list[Cell]:
+    """The cells in the order Tune creates (and starts) their trials: the ES grid as Tune crosses its axes, then the scans."""
+    from ray.tune.search.variant_generator import generate_variants
+
+    axes = {
+        M.POPULATION: tune.grid_search(list(study.populations)),
+        M.OPTIMIZE_PARAMS: tune.grid_search([list(p) for p in study.optimize_params]),
+        M.SEED: tune.grid_search(list(study.seeds)),
+    }
+    by_base: dict[tuple, list[Cell]] = {}
+    for cell in study.cells():  # the further axes' combinations of each (population, params, seed)
+        by_base.setdefault(cell.key[:3], []).append(cell)
+    ordered = [c for _, spec in generate_variants(axes) for c in by_base[Cell.key_of(spec)[:3]]]
+    return ordered + study.scan_cells()
+
+
+def trainable(study: Study, run_dir: Path, shards: Mapping[tuple, int]):
+    """The trial function with its study, run folder and per-trial resources (one CPU bundle per shard)."""
+    plan = dict(shards)
+    return tune.with_resources(
+        tune.with_parameters(run_trial, study=study.to_dict(), run_dir=str(run_dir.resolve())),
+        resources=lambda config: trial_resources(plan[Cell.key_of(config)]),
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class SessionOptions:
+    """What a session may choose, fresh or resumed."""
+
+    callbacks: tuple
+    max_failures: int
+    max_concurrent: int | None
+
+
+def fresh_tuner(study: Study, run_dir: Path, shards: Mapping[tuple, int], options: SessionOptions) -> tune.Tuner:
+    return tune.Tuner(
+        trainable(study, run_dir, shards),
+        param_space=param_space(study),
+        tune_config=tune.TuneConfig(
+            metric=M.TUNE_METRIC,
+            mode=M.TUNE_MODE,
+            max_concurrent_trials=options.max_concurrent,
+            trial_name_creator=lambda t: trial_name(study.name, t.config),
+            trial_dirname_creator=lambda t: trial_dirname(study.name, t.config, t.trial_id),
+        ),
+        run_config=tune.RunConfig(
+            name=run_dir.name,
+            storage_path=str(run_dir.parent),
+            failure_config=tune.FailureConfig(max_failures=options.max_failures),
+            checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
+            callbacks=list(options.callbacks),
+            verbose=1,
+        ),
+    )
+
+
+def check_restorable(run_dir: Path) -> None:
+    if not tune.Tuner.can_restore(str(run_dir)):
+        raise RestoreError(
+            f"--resume: {run_dir} holds no restorable Tune experiment (no tuner.pkl); it cannot be resumed"
+        )
+
+
+def restored_tuner(study: Study, run_dir: Path, shards: Mapping[tuple, int], options: SessionOptions) -> tune.Tuner:
+    """Tuner.restore (check_restorable first), then this session's trackers, retries, concurrency and plan."""
+    tuner = tune.Tuner.restore(str(run_dir), trainable=trainable(study, run_dir, shards), resume_errored=True)
+    try:
+        run_config, tune_config = ray_compat.tuner_configs(tuner)
+    except ray_compat.RayCompatError as err:
+        raise RestoreError(f"--resume: {err}") from None
+    run_config.callbacks = [*options.callbacks, Replan(shards)]
+    run_config.failure_config = tune.FailureConfig(max_failures=options.max_failures)
+    tune_config.max_concurrent_trials = options.max_concurrent
+    return tuner
+
+
+def _cpus(trial: Trial) -> int:
+    return int(sum(b.get("CPU", 0) for b in trial.placement_group_factory.bundles))
+
+
+class OneLineTrialFailures(logging.Filter):
+    """Tune logs every failed trial attempt with its whole traceback; with retries a failure is routine.
+
+    One line per failure here; the traceback stays in the trial folder's error.txt.
+    """
+
+    LOGGER = "ray.tune.execution.tune_controller"
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.exc_info[1] is not None and "Trial task failed" in str(record.msg):
+            err = record.exc_info[1]
+            first = next((line for line in str(err).splitlines() if line.strip()), "")
+            record.msg = f"{record.getMessage()} ({type(err).__name__}: {first[:200]}); traceback in its error.txt"
+            record.args, record.exc_info, record.exc_text = (), None, None
+        return True
+
+    def __enter__(self) -> "OneLineTrialFailures":
+        logging.getLogger(self.LOGGER).addFilter(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        logging.getLogger(self.LOGGER).removeFilter(self)
+
+
+class TrialCurves(tune.Callback):
+    """Each report of each trial into its TensorBoard run (`curves`), written on the driver as it arrives.
+
+    Tune pickles its callbacks into tuner.pkl: the open event files are not part of that.
+    """
+
+    def __init__(self, run_dir: Path, study_name: str):
+        self.run_dir = Path(run_dir)
+        self.study_name = study_name
+        self._writers: curves.TrialCurveWriters | None = None
+
+    def __getstate__(self):
+        return {**self.__dict__, "_writers": None}
+
+    @property
+    def writers(self) -> curves.TrialCurveWriters:
+        if self._writers is None:
+            self._writers = curves.TrialCurveWriters(self.run_dir)
+        return self._writers
+
+    def on_trial_result(self, iteration: int, trials: list[Trial], trial: Trial, result: dict, **info):
+        self.writers.report(trial_name(self.study_name, trial.config), result)
+
+    def on_trial_complete(self, iteration: int, trials: list[Trial], trial: Trial, **info):
+        self.writers.close(trial_name(self.study_name, trial.config))
+
+    on_trial_error = on_trial_complete
+
+    def on_experiment_end(self, trials: list[Trial], **info):
+        self.writers.close()
+
+
+class Replan(tune.Callback):
+    """Before a resumed session starts any trial: each unfinished one gets this session's shards."""
+
+    def __init__(self, shards: Mapping[tuple, int]):
+        self.shards = dict(shards)
+        self.done = False
+
+    def on_step_begin(self, iteration: int, trials: list[Trial], **info):
+        if self.done:
+            return
+        self.done = True
+        for trial in trials:
+            wanted = trial_resources(self.shards[Cell.key_of(trial.config)])
+            if trial.status in UNFINISHED and trial.placement_group_factory != wanted:
+                trial.update_resources(wanted)
+
+
+class ClusterWatch(tune.Callback):
+    """Ends the study when a waiting trial can no longer fit the cluster (say a node was lost).
+
+    It ends it the way Ctrl-C does — Tune saves every unfinished trial as
+    resumable —, not through a Tune Stopper, which would mark them finished.
+    """
+
+    def __init__(self):
+        self.reason: str | None = None
+        self._since: dict[str, float] = {}
+        self._last = 0.0
+
+    def on_step_begin(self, iteration: int, trials: list[Trial], **info):
+        now = time.monotonic()
+        if now - self._last < WATCH_EVERY_S or self.reason:
+            return
+        self._last = now
+        from bilevel_tune.runtime.cluster import cluster_cpus
+
+        cpus = cluster_cpus()
+        for trial in trials:
+            if trial.status != Trial.PENDING or _cpus(trial) <= cpus:
+                self._since.pop(trial.trial_id, None)
+                continue
+            since = self._since.setdefault(trial.trial_id, now)
+            if now - since > UNPLACEABLE_GRACE_S:
+                self.reason = (
+                    f"trial {trial} needs {_cpus(trial)} CPUs but the cluster has {cpus} left (a node was lost?); "
+                    "--resume re-plans the unfinished trials for the cluster as it is"
+                )
+                os.kill(os.getpid(), signal.SIGINT)  # Tune's handler: a graceful, resumable stop
+                return

@@ -1,0 +1,332 @@
+"""One Tune trial = one ES run over the mechanism's searched rules, or one scan of them (docs/study.md).
+
+A thin adapter: restore the ES state from `tune.get_checkpoint()`, then per
+generation ask → inner loop (all its shards: reset, K × train, evaluate) →
+tell → append to `generations.jsonl` → `tune.report(metrics, checkpoint=ES
+state)`; after the last generation, the final re-evaluation (`final/…`).
+A scan trial (bilevel_tune.core.scan) runs its grid as the candidates of one
+pass per seed set instead, checkpointing the next pass.
+
+Resources are declared here: an empty head bundle (this function takes no
+CPU) and one CPU bundle per inner-loop shard (`trial_resources`). The trial
+reads its bundles back from Tune (`granted_shards`), so a trial whose plan
+changed on resume simply runs with the shards it was given.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+from ray import tune
+
+from bilevel_tune.core import es, scan
+from bilevel_tune.core import metrics as M
+from bilevel_tune.inner import GenerationResult, InnerLoopConfig, ShardedInnerLoop
+from bilevel_tune.runtime import ray_compat
+from bilevel_tune.study_data.definition import Study
+from bilevel_tune.study_data.run_folder import (
+    GENERATIONS_FILE,
+    KIND_FINAL,
+    KIND_GENERATION,
+    Cell,
+    append_record,
+    json_safe,
+    num,
+    read_records,
+    trial_dirname,
+)
+from bilevel_tune.world import Rules
+
+logger = logging.getLogger(__name__)
+STATE_FILE = "es_state.json"
+MAX_ALL_FAILED_IN_A_ROW = 3
+
+
+def trial_resources(shards: int) -> tune.PlacementGroupFactory:
+    """The empty head bundle for the trial function, then one CPU per inner-loop shard.
+
+    Nested actors without a reservation in their trial's group would wait forever.
+    """
+    return tune.PlacementGroupFactory([{}] + [{"CPU": 1}] * shards)
+
+
+def stop_requested() -> bool:
+    """Has Tune asked this trial to stop (Ctrl-C, the end of the study)?
+
+    Tune only tells a function trainable at its next report; a generation can
+    take minutes, so the inner loop asks while it waits (through Ray's private
+    session: `ray_compat`).
+    """
+    return ray_compat.trial_stop_requested()
+
+
+def granted_shards(population: int) -> int:
+    """The shards this trial's placement group holds CPUs for (never more than its candidates)."""
+    bundles = tune.get_context().get_trial_resources().bundles
+    return max(1, min(population, sum(1 for b in bundles if b.get("CPU", 0) >= 1)))
+
+
+class Seeds:
+    """Seeds flow from the trial's seed: ES noise, each generation's RLlib/env seed, evaluation seeds."""
+
+    def __init__(self, seed: int, eval_episodes: int, final_eval_seeds: int):
+        self.seed = seed
+        self.evaluation = [int(x) for x in np.random.SeedSequence([seed, 1]).generate_state(eval_episodes)]
+        self.final = [int(x) for x in np.random.SeedSequence([seed, 2]).generate_state(max(final_eval_seeds, 1))][
+            :final_eval_seeds
+        ]
+
+    def generation(self, g: int) -> int:
+        return int(np.random.SeedSequence([self.seed, 0, g]).generate_state(1)[0])
+
+
+def candidate_rules(study: Study, params: Sequence[str], candidates) -> list[dict[str, float]]:
+    """Every rule of each candidate, physical: its searched values from u, the rest fixed by the study."""
+    base = Rules.from_physical(study.fixed_rules)
+    return [Rules.from_search(params, u, base).as_dict() for u in np.atleast_2d(candidates)]
+
+
+def searched_values(study: Study, params: Sequence[str], u) -> dict[str, float]:
+    """The searched rules' physical values at u."""
+    rules = Rules.from_search(params, u, Rules.from_physical(study.fixed_rules))
+    return {name: getattr(rules, name) for name in params}
+
+
+def generation_metrics(study: Study, cell: Cell, es_metrics, candidates, result: GenerationResult, sec: float):
+    """The flat, scalar metrics Tune reports (REPORT_FIRST first: Tune's live table shows four)."""
+    objectives = result.objectives
+    best = result.outcomes[int(np.nanargmax(objectives)) if np.isfinite(objectives).any() else 0]
+    census = result.census.as_metrics()
+    headline = {
+        M.OBJECTIVE: es_metrics[M.GEN_BEST_OBJECTIVE],
+        M.BEST_OBJECTIVE: es_metrics[M.BEST_OBJECTIVE],
+        M.SEC_PER_GEN: sec,
+        M.THREADS_OS: census.pop(M.THREADS_OS),
+    }
+    out = {
+        **{key: headline[key] for key in M.REPORT_FIRST},
+        M.GENERATION: es_metrics[M.GENERATION],
+        M.SIGMA: es_metrics[M.SIGMA],
+        M.OBJECTIVE_MEAN: es_metrics[M.OBJECTIVE_MEAN],
+        M.OBJECTIVE_STD: es_metrics[M.OBJECTIVE_STD],
+        M.BEST_GENERATION: es_metrics[M.BEST_GENERATION],
+        M.FAILED: es_metrics[M.FAILED],
+        M.UPPER_BOUND: best.upper_bound,
+        M.SHARDS: len(result.shards),
+        **census,
+        **result.timing,
+    }
+    params = cell.optimize_params
+    for rule, value in searched_values(study, params, es_metrics[M.MEAN]).items():
+        out[M.MEAN_RULE + rule] = value
+    if es_metrics[M.BEST_CANDIDATE] is not None:
+        for rule, value in searched_values(study, params, es_metrics[M.BEST_CANDIDATE]).items():
+            out[M.BEST_RULE + rule] = value
+    for key in M.DIAGNOSTICS:
+        out[M.BEST_DIAG + key] = getattr(best, key)
+    for k, (u, outcome) in enumerate(zip(candidates, result.outcomes)):
+        out[f"{M.CANDIDATE}{k}/{M.OBJECTIVE}"] = outcome.objective
+        for rule, value in searched_values(study, params, u).items():
+            out[f"{M.CANDIDATE}{k}/{rule}"] = value
+    return out
+
+
+def report(metrics: dict[str, Any], state: es.ESState | None, extra: dict | None = None) -> None:
+    """tune.report with the trial's state (the ES state, or a scan's next pass) as checkpoint; Tune copies it first."""
+    with tempfile.TemporaryDirectory(prefix="trial-ckpt-") as directory:
+        data = {**({"es_state": state.to_dict()} if state is not None else {}), **(extra or {})}
+        Path(directory, STATE_FILE).write_text(json.dumps(data))
+        tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(directory))
+
+
+def checkpointed() -> dict:
+    """What the trial's last checkpoint holds; {} on a fresh start."""
+    checkpoint = tune.get_checkpoint()
+    if checkpoint is None:
+        return {}
+    with checkpoint.as_directory() as directory:
+        return json.loads(Path(directory, STATE_FILE).read_text())
+
+
+def restore(study: Study, cell: Cell) -> tuple[es.ESState, dict]:
+    data = checkpointed()
+    if "es_state" not in data:
+        return es.init(study.es_config(cell.population), cell.dims, cell.seed), data
+    return es.ESState.from_dict(data.pop("es_state")), data
+
+
+class TrialRecord:
+    """The trial's generations.jsonl, written straight into the run folder.
+
+    Tune's get_trial_dir() is a per-session staging copy that a resumed session would start
+    empty and sync over the record, so the path is built from the run folder instead.
+    """
+
+    def __init__(self, run_dir: str, study: Study, cell: Cell):
+        trial_id = tune.get_context().get_trial_id()
+        # a trial resumed under a release that names it otherwise keeps writing where it began
+        earlier = sorted(p for p in Path(run_dir).glob(f"*_{trial_id}") if (p / GENERATIONS_FILE).is_file())
+        folder = earlier[0] if earlier else Path(run_dir) / trial_dirname(study.name, cell, trial_id)
+        self.path = folder / GENERATIONS_FILE
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.cell = cell.as_config()
+        self.settings = {M.SETTINGS: json_safe(study.settings)}  # every setting as this trial runs it
+
+    def generation(self, metrics: dict, candidates, result: GenerationResult) -> None:
+        append_record(
+            self.path,
+            {
+                M.KIND: KIND_GENERATION,
+                **self.cell,
+                **metrics,
+                **(self.settings if metrics[M.GENERATION] == 0 else {}),  # the first line says how it ran
+                M.CANDIDATES: candidates,
+                M.OUTCOMES: [o.as_dict() for o in result.outcomes],
+                M.SHARD_DETAIL: result.shard_detail(),
+            },
+        )
+
+    def final(self, values: dict) -> dict:
+        append_record(self.path, {M.KIND: KIND_FINAL, **self.cell, **self.settings, **values})
+        return values
+
+    def recorded_final(self) -> dict:
+        _, final = read_records(self.path)
+        return final or {}
+
+    def recorded_scan_best(self) -> float | None:
+        """A scan's evaluation pass's best objective, once recorded."""
+        passes, _ = read_records(self.path)
+        return passes[0][M.BEST_OBJECTIVE] if passes else None
+
+
+def run_trial(config: dict[str, Any], study: dict[str, Any], run_dir: str) -> None:
+    """Tune function trainable: one ES run, or one scan, for one trial cell (`tune.with_parameters` passes study and run folder)."""
+    for name in ("ray.train", "ray.tune"):  # no "checkpoint created" line per generation
+        logging.getLogger(name).setLevel(logging.WARNING)
+    grid = Study.from_dict(study)
+    cell = grid.cell_of(config)
+    study = grid.for_cell(cell)  # its further axes' values set: what this trial runs
+    seeds = Seeds(cell.seed, study.budget.eval_episodes, study.budget.final_eval_seeds)
+    record = TrialRecord(run_dir, study, cell)
+    config = InnerLoopConfig.from_study(study)
+    with ShardedInnerLoop(study.inner, config, granted_shards(cell.population), stop_requested) as inner:
+        (run_scan if cell.scan else run_es)(study, cell, seeds, record, inner)
+
+
+def run_es(study: Study, cell: Cell, seeds: Seeds, record: TrialRecord, inner: ShardedInnerLoop) -> None:
+    """The ES run: per generation ask, train and evaluate, tell, record, report; then the final re-evaluation."""
+    params, inner_iters = cell.optimize_params, study.budget.inner_iters
+    state, extra = restore(study, cell)
+    all_failed_run = int(extra.get("all_failed_run", 0))
+    while state.generation < cell.generations:
+        start = time.perf_counter()
+        candidates = es.ask(state)
+        rules = candidate_rules(study, params, candidates)
+        result = inner.run(rules, seeds.generation(state.generation), seeds.evaluation, inner_iters)
+        state, es_metrics = es.tell(state, candidates, result.objectives)
+        metrics = generation_metrics(study, cell, es_metrics, candidates, result, time.perf_counter() - start)
+        record.generation(metrics, candidates, result)
+        all_failed_run = all_failed_run + 1 if es_metrics[M.ALL_FAILED] else 0
+        report(metrics, state, {"all_failed_run": all_failed_run})
+        if all_failed_run >= MAX_ALL_FAILED_IN_A_ROW:
+            reason = f"every candidate failed in {all_failed_run} generations in a row; stopping this trial"
+            record.final({M.STOP_REASON: reason})
+            logger.error("%s (cell %s)", reason, cell)
+            return
+    # A session killed after the final record was written but before Tune saw the last
+    # report resumes here: the record is authoritative, so report it again, not recompute.
+    final = {k: v for k, v in record.recorded_final().items() if k.startswith(M.FINAL)}
+    if not final:
+        start = time.perf_counter()
+        final = final_reevaluation(study, params, state, seeds, inner)
+        record.final({**final, M.SEC_FINAL: time.perf_counter() - start})
+    report({M.OBJECTIVE: final.get(M.FINAL_BEST), M.BEST_OBJECTIVE: state.best_objective, **final}, state)
+
+
+def run_scan(study: Study, cell: Cell, seeds: Seeds, record: TrialRecord, inner: ShardedInnerLoop) -> None:
+    """The scan: every grid point a candidate, one pass on the evaluation seeds, then one per final seed."""
+    grid = scan.scan_grid(cell.dims, study.scan)
+    rules = candidate_rules(study, cell.optimize_params, grid)
+    passes = scan.passes(seeds.evaluation, seeds.final, seeds.generation(0))
+    first = int(checkpointed().get("scan_pass", 0))
+    for p in range(first, len(passes)):
+        start = time.perf_counter()
+        result = inner.run(rules, *passes[p], study.budget.inner_iters)
+        metrics = scan_pass_metrics(p, result, record.recorded_scan_best(), time.perf_counter() - start)
+        record.generation(metrics, grid, result)
+        report(metrics, None, {"scan_pass": p + 1})
+    final = record.recorded_final() or record.final(scan_final(record, grid))
+    report({M.OBJECTIVE: final.get(M.FINAL_BEST), M.BEST_OBJECTIVE: final[M.SCAN_BEST], **_finals(final)}, None)
+
+
+def scan_pass_metrics(p: int, result: GenerationResult, evaluation_best: float | None, sec: float) -> dict[str, Any]:
+    """A pass's report: its best and the evaluation pass's best (Tune's metric), spread, runtime, census."""
+    objectives = result.objectives
+    finite = objectives[np.isfinite(objectives)]
+    best = result.outcomes[int(np.nanargmax(objectives))] if finite.size else result.outcomes[0]
+    pass_best = float(finite.max()) if finite.size else float("nan")
+    census = result.census.as_metrics()
+    headline = {
+        M.OBJECTIVE: pass_best,
+        M.BEST_OBJECTIVE: pass_best if p == 0 or evaluation_best is None else evaluation_best,
+        M.SEC_PER_GEN: sec,
+        M.THREADS_OS: census.pop(M.THREADS_OS),
+    }
+    return {
+        **{key: headline[key] for key in M.REPORT_FIRST},
+        M.GENERATION: p,
+        M.OBJECTIVE_MEAN: float(finite.mean()) if finite.size else float("nan"),
+        M.OBJECTIVE_STD: float(finite.std()) if finite.size else float("nan"),
+        M.FAILED: int(objectives.size - finite.size),
+        M.UPPER_BOUND: best.upper_bound,
+        M.SHARDS: len(result.shards),
+        **census,
+        **result.timing,
+    }
+
+
+def scan_final(record: "TrialRecord", grid: np.ndarray) -> dict[str, Any]:
+    """The scan's best point on the evaluation seeds, and that point re-evaluated on the final seeds (as an ES trial's best)."""
+    passes, _ = read_records(record.path)
+    evaluation = np.array([num(o[M.OBJECTIVE]) for o in passes[0][M.OUTCOMES]])
+    k = int(np.nanargmax(evaluation)) if np.isfinite(evaluation).any() else 0
+    finals = np.array([num(p[M.OUTCOMES][k][M.OBJECTIVE]) for p in passes[1:]])
+    out = {M.SCAN_BEST: float(evaluation[k]), M.SCAN_BEST_POINT: grid[k].tolist(), M.FINAL_SEEDS: len(finals)}
+    if finals.size:
+        out[M.FINAL_BEST] = float(np.nanmean(finals)) if np.isfinite(finals).any() else float("nan")
+        out[M.FINAL_BEST_STD] = float(np.nanstd(finals, ddof=1)) if np.isfinite(finals).sum() > 1 else 0.0
+    return out
+
+
+def _finals(final: dict) -> dict:
+    return {k: v for k, v in final.items() if k.startswith(M.FINAL)}
+
+
+def final_reevaluation(
+    study: Study, params: Sequence[str], state: es.ESState, seeds: Seeds, inner: ShardedInnerLoop
+) -> dict[str, float]:
+    """Retrain and evaluate the best-so-far candidate and the final mean on fresh seeds.
+
+    The best of noisy evaluations is biased upward (more so for larger
+    populations); these values are what the summary's verdicts use.
+    """
+    if not seeds.final or state.best_candidate is None:
+        return {}
+    rules = candidate_rules(study, params, np.array([state.best_candidate, state.mean]))
+    values = np.array(
+        [inner.run(rules, seed, [seed], study.budget.inner_iters).objectives for seed in seeds.final], dtype=float
+    )
+    out = {}
+    for j, (mean_key, std_key) in enumerate(((M.FINAL_BEST, M.FINAL_BEST_STD), (M.FINAL_MEAN, M.FINAL_MEAN_STD))):
+        finite = np.isfinite(values[:, j])
+        out[mean_key] = float(np.nanmean(values[:, j])) if finite.any() else float("nan")
+        out[std_key] = float(np.nanstd(values[:, j], ddof=1)) if finite.sum() > 1 else 0.0
+    out[M.FINAL_SEEDS] = len(seeds.final)
+    return out

@@ -1,0 +1,1 @@
+"""What a user watches live: TensorBoard's curves (`curves`) and the servers of `--dashboard` (`live_view`)."""
