@@ -55,7 +55,7 @@ def test_census_is_flat_over_resets_and_the_leaking_variant_grows(ray_cluster, t
 def test_by_hand_stop_ends_rllibs_own_learner_thread(ray_cluster, tiny_inner, build):
     import importlib
 
-    from bilevel_tune.appo.algorithm import learner_thread_of, stop_learner_thread
+    from bilevel_tune.appo.local_learner import learner_thread_of, stop_learner_thread
 
     module, _, name = build.partition(":")
     algo = getattr(importlib.import_module(f"bilevel_tune.{module}"), name)(tiny_inner, [Rules()], seed=0)

@@ -85,8 +85,8 @@ def test_learning_parity_at_the_weekend_world_and_network(ray_cluster):
     ],
 )
 def test_settings_that_would_couple_candidates_are_refused_in_one_line(tiny_inner, setting, words):
-    from bilevel_tune.appo.algorithm import appo_config
     from bilevel_tune.appo.population import CouplingSettingError, refuse_coupling_settings
+    from bilevel_tune.appo.rllib_config import appo_config
 
     refuse_coupling_settings(appo_config(tiny_inner, seed=0))  # the defaults are fine
     refuse_coupling_settings(appo_config(tiny_inner, seed=0).training(grad_clip_by="value"))  # elementwise

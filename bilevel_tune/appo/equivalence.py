@@ -47,9 +47,9 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.learner import Learner
 from ray.rllib.core.learner.training_data import TrainingData
 
-from bilevel_tune.appo.algorithm import local_learner, stop_algorithm
 from bilevel_tune.appo.batch import PopulationFragment, population_rows
 from bilevel_tune.appo.learner import clip_per_candidate
+from bilevel_tune.appo.local_learner import local_learner, stop_algorithm
 from bilevel_tune.appo.multiagent import build_multiagent_algorithm
 from bilevel_tune.appo.population import build_population_algorithm
 from bilevel_tune.inner import InnerLoopConfig

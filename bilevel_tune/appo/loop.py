@@ -15,7 +15,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from bilevel_tune.appo.algorithm import drain_learner, learner_thread_class, quiet_rllib, stop_algorithm
+from bilevel_tune.appo.local_learner import drain_learner, learner_thread_class, stop_algorithm
+from bilevel_tune.appo.rllib_config import quiet_rllib
 from bilevel_tune.core.objective import CandidateOutcome
 from bilevel_tune.inner import InnerLoopConfig
 from bilevel_tune.inner.census import return_free_memory

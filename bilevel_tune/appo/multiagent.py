@@ -13,9 +13,10 @@ from typing import Sequence
 
 import numpy as np
 
-from bilevel_tune.appo.algorithm import algorithm_from, appo_config, env_config, trained_module
+from bilevel_tune.appo.local_learner import trained_module
 from bilevel_tune.appo.loop import APPOLoop
 from bilevel_tune.appo.module import farm_fraction
+from bilevel_tune.appo.rllib_config import algorithm_from, appo_config, env_config
 from bilevel_tune.appo.seeded import INIT_SEED, seeded_module_class
 from bilevel_tune.inner import InnerLoopConfig, candidate_seed
 from bilevel_tune.world import Rules

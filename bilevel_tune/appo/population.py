@@ -16,12 +16,13 @@ from __future__ import annotations
 from functools import partial
 from typing import Sequence
 
-from bilevel_tune.appo.algorithm import algorithm_from, appo_config, env_config, trained_module
 from bilevel_tune.appo.batch import PopulationBatch
 from bilevel_tune.appo.env_runner import PopulationEnvRunner
 from bilevel_tune.appo.learner import PopulationAPPOLearner
+from bilevel_tune.appo.local_learner import trained_module
 from bilevel_tune.appo.loop import APPOLoop
 from bilevel_tune.appo.module import HIDDEN, INIT_SEEDS, POPULATION, PopulationAPPOModule
+from bilevel_tune.appo.rllib_config import algorithm_from, appo_config, env_config
 from bilevel_tune.inner import InnerLoopConfig, candidate_seed
 from bilevel_tune.world import Rules
 from bilevel_tune.world.env import farm_spaces
