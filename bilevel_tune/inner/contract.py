@@ -36,7 +36,7 @@ from typing import Any, Mapping, Protocol, Sequence
 import numpy as np
 
 from bilevel_tune.core.objective import CandidateOutcome, ObjectiveWeights
-from bilevel_tune.study_data.declared import check_knobs, section_kwargs
+from bilevel_tune.study_data.declared import check_knobs
 from bilevel_tune.study_data.sections import AppoSettings, NetworkSettings, ObjectiveSettings
 from bilevel_tune.world import WorldConfig
 
@@ -78,14 +78,9 @@ class InnerLoopConfig(ObjectiveSettings, AppoSettings, NetworkSettings, WorldCon
 
     @classmethod
     def from_study(cls, study) -> "InnerLoopConfig":
-        """The config of a `definition.Study`'s trials: its [world], [network], [appo] and [objective] settings."""
-        sections = {
-            "world": WorldConfig,
-            "network": NetworkSettings,
-            "appo": AppoSettings,
-            "objective": ObjectiveSettings,
-        }
-        return cls(**{k: v for name, c in sections.items() for k, v in section_kwargs(study.settings, name, c).items()})
+        """The config of a `definition.Study`'s trials: its [world], [network], [appo] and [objective] sections."""
+        sections = (study.world, study.network, study.appo, study.objective)
+        return cls(**{k: v for section in sections for k, v in dataclasses.asdict(section).items()})
 
     @property
     def world(self) -> WorldConfig:

@@ -2,7 +2,7 @@
 
 A run option is one field of `RunOptions`, declared with `option(...)`:
 its flag, help text, group, parser and default, and for a study option how
-it changes the study (`override`: the `Study.with_overrides` argument, or
+it changes the study (`override`: the `study_overrides.overridden` argument, or
 `budget` for a named budget) and what of the study it changes (`aspect`).
 From that one table come
 
@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from bilevel_tune.study_data.definition import Study, StudyError, load_study
+from bilevel_tune.study_data.study_overrides import overridden, with_budget
 from bilevel_tune.tune_edge.tracking import WANDB_MODES
 
 STUDY, RUN_FOLDER, SESSION = "study", "run folder", "session"
@@ -169,9 +170,9 @@ class RunOptions:
         "--outer-iters", "ES generations, every cell", STUDY, parse=_positive_int("--outer-iters"),
         override="outer_iters", aspect=lambda s: s.generations,
     )  # fmt: skip
-    inner_iters: int | None = option(
+    inner_iters: str | int | None = option(  # the text as given: budget.inner_iters' knob checks it
         "--inner-iters", "APPO train() calls per generation (= --set budget.inner_iters=K)", STUDY,
-        parse=_positive_int("--inner-iters"), override="inner_iters", aspect=lambda s: s.budget.inner_iters,
+        override="inner_iters", aspect=lambda s: s.budget.inner_iters,
     )  # fmt: skip
     settings: tuple[tuple[str, str], ...] = option(
         "--set", "fix a setting, e.g. appo.lr=3e-4, world.horizon=60, or a rule by its name: fixed_quota=0.9", STUDY,
@@ -320,13 +321,13 @@ def resolve_study(options: RunOptions) -> Study:
     """The study as this fresh run defines it: the file, a named budget, then the other study options."""
     study = load_study(options.study)
     if options.budget:
-        study = study.with_budget(options.budget)
+        study = with_budget(study, options.budget)
     overrides = {
         f.metadata["override"]: getattr(options, f.name)
         for f in fields_of(type(options), STUDY)
         if f.metadata["override"] not in (None, "budget") and getattr(options, f.name) not in (None, ())
     }
-    return study.with_overrides(**overrides)
+    return overridden(study, **overrides)
 
 
 def changed_on_resume(options: RunOptions, recorded: Study) -> list[str]:

@@ -22,8 +22,12 @@ from typing import Any, Mapping
 KNOB = "bilevel_tune.knob"  # the metadata key of a field declared with `knob`
 
 
-class SettingError(ValueError):
-    """A setting that is unknown or out of its range; the message is one line."""
+class StudyError(ValueError):
+    """Bad study input (a study file, a command line, a record); the message is the one line the user sees."""
+
+
+class SettingError(StudyError):
+    """A setting that is unknown or out of its range."""
 
 
 @dataclass(frozen=True)
@@ -97,19 +101,24 @@ class Setting(Knob):
             return f"{what} {'>' if self.open_low else '≥'} {self.low:g}"
         return what
 
-    def check(self, value: Any, where: str = "", label: str | None = None) -> Any:
-        """The value, typed, if it is in range; SettingError naming it (`label`, else the key), the value and the range."""
+    def check(self, value: Any, where: str = "", label: str | None = None, flag: str | None = None) -> Any:
+        """The value, typed, if it is in range; SettingError naming it (`label`, else the key), the value and the range.
+
+        `flag`: the command-line shorthand that spelled this setting (`--inner-iters`), named as the user typed it.
+        """
         ok, typed = self._typed(value)
         if ok and self.kind in ("int", "float"):
             ok = (self.low is None or typed > self.low or (typed == self.low and not self.open_low)) and (
                 self.high is None or typed <= self.high
             )
+        if not ok and flag:
+            raise SettingError(f"{flag} {value!r} must be {self.allowed}")
         if not ok:
             prefix = f"{where}: " if where else ""
             raise SettingError(f"{prefix}{label or self.key}={value!r} must be {self.allowed}")
         return typed
 
-    def parse(self, text: str, where: str = "") -> Any:
+    def parse(self, text: str, where: str = "", flag: str | None = None) -> Any:
         """A command-line value (`--set key=text`, `--grid key=a,b`), checked."""
         text = text.strip()
         if self.kind == "int":
@@ -120,7 +129,7 @@ class Setting(Knob):
             value = [_number(part, int) for part in text.split(",") if part.strip()] if text else []
         else:
             value = text
-        return self.check(value, where)
+        return self.check(value, where, flag=flag)
 
     def _typed(self, value: Any) -> tuple[bool, Any]:
         if self.kind == "choice":

@@ -28,7 +28,7 @@ from bilevel_tune.study_data.sections import (
     SummarySettings,
 )
 from bilevel_tune.study_data.settings import BY_KEY, setting
-from bilevel_tune.study_data.study_checks import StudyError, check_setting, check_study
+from bilevel_tune.study_data.study_checks import StudyError, check_study
 from bilevel_tune.study_data.study_file import available_studies
 from bilevel_tune.study_data.study_record import recorded_fields
 from bilevel_tune.world.basin import WorldConfig
@@ -144,10 +144,10 @@ class Study:
             yield {**self.settings, **dict(zip((k for k, _ in self.axes), combination))}
 
     def with_values(self, changes: Mapping[str, Any]) -> "Study":
-        """The study with these settings changed (checked), e.g. one trial's further axes."""
+        """The study with these settings changed, e.g. one trial's further axes: values checked where they entered."""
         changes = dict(changes)
-        generations = changes.pop("budget.generations", self.generations)  # checked where it was read
-        values = {**self.settings, **dict(check_setting(k, v, "") for k, v in changes.items())}
+        generations = changes.pop("budget.generations", self.generations)
+        values = {**self.settings, **changes}
         return dataclasses.replace(self, values=tuple((k, values[k]) for k, _ in self.values), generations=generations)
 
     def for_cell(self, cell: Cell) -> "Study":

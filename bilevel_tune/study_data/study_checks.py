@@ -12,15 +12,13 @@ from typing import Any, Iterable
 from bilevel_tune.core.es import ESConfig
 from bilevel_tune.core.scan import MIN_POINTS
 from bilevel_tune.inner import InnerLoopError, check_loop_spec
-from bilevel_tune.study_data.declared import SettingError, section_kwargs
+from bilevel_tune.study_data.declared import StudyError, section_kwargs
 from bilevel_tune.study_data.hints import unknown_name
 from bilevel_tune.study_data.sections import ESSettings
 from bilevel_tune.study_data.settings import plain, setting
 from bilevel_tune.world.rules import check_optimize_params
 
-
-class StudyError(ValueError):
-    """A bad study file or override; the message is the one line the user sees."""
+__all__ = ["StudyError"]  # declared where a setting is checked: a setting's error is a study's
 
 
 def check_known(keys: Iterable[str], allowed, where: str) -> None:
@@ -68,11 +66,8 @@ def check_params(value) -> tuple[str, ...]:
 
 def check_setting(key: str, value: Any, where: str, text: bool = False) -> tuple[str, Any]:
     """(the setting's full key, its value typed and in range); StudyError otherwise. `text`: a command line's value."""
-    try:
-        spec = setting(key, where)
-        return spec.key, spec.parse(value, where) if text else spec.check(value, where)
-    except SettingError as err:
-        raise StudyError(str(err)) from None
+    spec = setting(key, where)
+    return spec.key, spec.parse(value, where) if text else spec.check(value, where)
 
 
 def check_axis(key: str, values, where: str) -> tuple[str, tuple]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping, Sequence
 
-from bilevel_tune.study_data.settings import plain
+from bilevel_tune.study_data.settings import plain, setting
 from bilevel_tune.study_data.study_checks import (
     StudyError,
     check_axis,
@@ -56,8 +56,9 @@ def overridden(
     if outer_iters is not None:
         study = replace(study, generations=check_int(outer_iters, "--outer-iters", 1))
         changed.append(("outer_iters", outer_iters))
-    if inner_iters is not None:
-        study = study.with_values({"budget.inner_iters": check_int(inner_iters, "--inner-iters", 1)})
+    if inner_iters is not None:  # a spelling of --set budget.inner_iters=K, checked by that setting's knob
+        inner_iters = setting("budget.inner_iters").parse(str(inner_iters), flag="--inner-iters")
+        study = study.with_values({"budget.inner_iters": inner_iters})
         changed.append(("inner_iters", inner_iters))
     fixed = [(f"rules.{k}" if k in RULE_NAMES else k, v) for k, v in dict(rules or {}).items()]
     fixed += list(dict(settings or {}).items())
