@@ -1,0 +1,49 @@
+"""A fingerprint of K = 0 outcomes (analytic, appo, appo-multiagent) at the weekend and the ceiling worlds.
+
+    python benchmarks/outcome_hash.py [analytic] [appo] [appo-multiagent]
+    PYTHONPATH=/path/to/an/older/checkout python benchmarks/outcome_hash.py analytic appo appo-multiagent
+
+Six random rule sets over the rules' whole ranges, evaluated untrained on two seeds by each loop.
+It reaches the loops only through paths older releases have too (`bilevel_tune.inner`,
+`bilevel_tune.world.rules`), so the same command on two checkouts says whether a change kept every
+evaluation bit-identical: equal fingerprints, equal outcomes to the last bit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+
+import numpy as np
+
+from bilevel_tune.inner import InnerLoopConfig, load_loop_class
+from bilevel_tune.world.rules import RULE_SPECS
+
+WORLDS = {
+    "weekend": {},
+    "ceiling": dict(release_share=1.0, rain_probability=0.0, farm_area_km2=5.0),
+}
+SMALL_NETWORK = {"hidden": (16,), "horizon": 40}  # the APPO loops: an untrained policy's outcomes, quickly
+
+
+def outcomes(loop: str, world: dict, rules: list[dict]) -> list[dict]:
+    config = InnerLoopConfig(**world, **({} if loop == "analytic" else SMALL_NETWORK))
+    inner = load_loop_class(loop)(config)
+    inner.reset(rules, 7, range(len(rules)))
+    found = inner.evaluate([100, 101])
+    inner.stop()
+    return [o.as_dict() if hasattr(o, "as_dict") else o.__dict__ for o in found]
+
+
+def main(loops: list[str]) -> None:
+    rng = np.random.default_rng(0)
+    rules = [{r.name: float(r.low + (r.high - r.low) * rng.random()) for r in RULE_SPECS} for _ in range(6)]
+    found = {f"{loop}/{name}": outcomes(loop, world, rules) for loop in loops for name, world in WORLDS.items()}
+    fingerprint = hashlib.sha256(json.dumps(found, sort_keys=True, default=float).encode()).hexdigest()[:16]
+    means = {key: round(float(np.mean([o["objective"] for o in v])), 6) for key, v in found.items()}
+    print(json.dumps({"fingerprint": fingerprint, "mean_objective": means}))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:] or ["analytic"])
