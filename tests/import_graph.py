@@ -21,6 +21,14 @@ NUMPY_CORE = (
     "bilevel_tune.core.objective",
     "bilevel_tune.core.es",
     "bilevel_tune.core.metrics",
+    "bilevel_tune.core.scan",
+    "bilevel_tune.world.fresh_water",
+    "bilevel_tune.worlds",
+    "bilevel_tune.worlds.contract",
+    "bilevel_tune.worlds.check",
+    "bilevel_tune.worlds.fishery",
+    "bilevel_tune.worlds.fishery.stock",
+    "bilevel_tune.worlds.fishery.world",
 )
 REPORT_SIDE = ("pandas", "matplotlib")
 RLLIB, TUNE = "ray.rllib", "ray.tune"

@@ -13,30 +13,11 @@ from __future__ import annotations
 
 from typing import Sequence
 
-import numpy as np
-
 from bilevel_tune.core.objective import CandidateOutcome
 from bilevel_tune.inner import InnerLoopConfig
 from bilevel_tune.inner.evaluation import evaluate_policy
 from bilevel_tune.world import Rules
-
-
-def myopic_best_response(rules: Sequence[Rules]):
-    scale = np.array([r.risk_penalty_scale for r in rules])
-    power = np.array([r.risk_penalty_power for r in rules])
-
-    def policy(obs: np.ndarray) -> np.ndarray:
-        pressure, allowed = obs[:, 1].astype(float), obs[:, 2].astype(float)
-        cost = scale * pressure * power
-        with np.errstate(divide="ignore", over="ignore"):
-            interior = np.where(
-                (cost > 0) & (power > 1),
-                (1.0 / np.where(cost > 0, cost, 1.0)) ** (1.0 / np.maximum(power - 1.0, 1e-12)),
-                1.0,
-            )
-        return np.clip(np.minimum(interior, allowed), 0.0, 1.0)
-
-    return policy
+from bilevel_tune.world.fresh_water import myopic_best_response
 
 
 class AnalyticLoop:

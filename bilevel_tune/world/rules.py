@@ -16,36 +16,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from bilevel_tune.study_data.hints import unknown_name
-
-
-@dataclass(frozen=True)
-class RuleSpec:
-    """physical = low + span * u, for u in [0, 1]."""
-
-    name: str
-    low: float
-    span: float
-    default: float
-    meaning: str
-    short: str  # in a mechanism's name and label: 2d-floor-risk, "2-D floor+risk"
-
-    def to_physical(self, u: float) -> float:
-        return self.low + self.span * float(u)
-
-    def to_unit(self, physical: float) -> float:
-        return (float(physical) - self.low) / self.span
-
-    @property
-    def high(self) -> float:
-        return self.low + self.span
-
-    def check_physical(self, value: float) -> float:
-        """The value if it lies in the map's image [low, high]; ValueError naming rule, value and range."""
-        value = float(value)
-        if not self.low - 1e-12 <= value <= self.high + 1e-12:  # also rejects NaN
-            raise ValueError(f"rule {self.name}={value:g} is outside its range [{self.low:g}, {self.high:g}]")
-        return value
-
+from bilevel_tune.worlds.contract import RuleSpec  # the contract's, one definition for every world
 
 RULE_SPECS: tuple[RuleSpec, ...] = (
     RuleSpec("fixed_quota", 0.6, 0.35, 0.85, "fill level below which only the floor is allowed", "quota"),

@@ -1,0 +1,121 @@
+"""Fresh water on the world contract (bilevel_tune.worlds.contract): the basin's lakes as a world's copies.
+
+Every number is the basin's own (`Basin`, `candidate_outcomes`): stepping and
+assessing through this class gives what `inner.evaluation.evaluate_policy`
+gives, bit for bit (tests/test_worlds.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from bilevel_tune.core.objective import ObjectiveWeights, candidate_outcomes, day_upper_bound
+from bilevel_tune.study_data.sections import ObjectiveSettings
+from bilevel_tune.world.basin import OBSERVATION_SIZE, Basin, DayLog, WorldConfig
+from bilevel_tune.world.rules import RULE_SPECS, Rules
+from bilevel_tune.worlds.contract import Assessment, Season, Step
+
+DIAGNOSTICS = tuple(f.name for f in dataclasses.fields(DayLog) if f.name != "reward")
+TERMS = ("mean_reward", "sustainability")  # the objective's: econ_weight · mean reward + sus_weight · sustainability
+
+
+def myopic_best_response(rules: Sequence[Rules]):
+    """A farm's best response to today alone: max f − c·P·f^p over [0, a] (docs/objective.md); obs (N, 11) → f (N,)."""
+    scale = np.array([r.risk_penalty_scale for r in rules])
+    power = np.array([r.risk_penalty_power for r in rules])
+
+    def policy(obs: np.ndarray) -> np.ndarray:
+        pressure, allowed = obs[:, 1].astype(float), obs[:, 2].astype(float)
+        cost = scale * pressure * power
+        with np.errstate(divide="ignore", over="ignore"):
+            interior = np.where(
+                (cost > 0) & (power > 1),
+                (1.0 / np.where(cost > 0, cost, 1.0)) ** (1.0 / np.maximum(power - 1.0, 1e-12)),
+                1.0,
+            )
+        return np.clip(np.minimum(interior, allowed), 0.0, 1.0)
+
+    return policy
+
+
+class FreshWater:
+    """`copies` candidate lakes of `num_farms` farms each (and the basin's baseline lake), stepped together."""
+
+    name = "fresh-water"
+    settings_class = WorldConfig
+    objective_class = ObjectiveSettings
+    rule_specs = RULE_SPECS
+    searched_by_default = ("min_demand_frac",)
+
+    shared_observation = True  # a farm sees its lake: every farm of a lake the same observation
+    action_size = 1  # the requested fraction of the day's deficit
+    action_low = np.zeros(1)
+    action_high = np.ones(1)
+    observation_size = OBSERVATION_SIZE
+
+    def __init__(self, settings: WorldConfig, rules: Sequence[Mapping[str, float] | Rules]):
+        self.settings = settings
+        self.rules = [r if isinstance(r, Rules) else Rules.from_physical(r) for r in rules]
+        for rule in self.rules:
+            for spec in RULE_SPECS:
+                spec.check_physical(getattr(rule, spec.name))
+        self.basin = Basin(settings, self.rules)
+        self.copies, self.agents, self.horizon = len(self.rules), settings.num_farms, settings.horizon
+
+    @property
+    def failed(self) -> np.ndarray:
+        return self.basin.failed
+
+    @property
+    def done(self) -> bool:
+        return self.basin.done
+
+    def reset(self, rng: np.random.Generator) -> np.ndarray:
+        return self.basin.reset(rng)
+
+    def observe(self) -> np.ndarray:
+        return self.basin.observe()
+
+    def step(self, actions: np.ndarray) -> Step:
+        day = self.basin.step(np.asarray(actions).reshape(self.copies, self.agents))
+        return Step(rewards=day.reward, diagnostics={name: getattr(day, name) for name in DIAGNOSTICS})
+
+    def reward_bound(self, season: Season) -> np.ndarray:
+        """(T, N): each day's best reward over f ∈ [0, 1] (objective.day_upper_bound, docs/objective.md)."""
+        column = lambda name: np.array([getattr(r, name) for r in self.rules])  # noqa: E731
+        return day_upper_bound(
+            season["need_mm"][:, None],
+            season["rain_mm"][:, None],
+            season["allowed_fraction"],
+            season["pressure"],
+            column("fine_amount"),
+            column("risk_penalty_scale"),
+            column("risk_penalty_power"),
+        )
+
+    def myopic_actions(self, observation: np.ndarray) -> np.ndarray:
+        """(N, farms, 1): every farm's myopic best response (`myopic_best_response`), the analytic stand-in's policy."""
+        fractions = myopic_best_response(self.rules)(np.asarray(observation))
+        return np.repeat(fractions[:, None, None], self.agents, axis=1)
+
+    def assess(self, seasons: Sequence[Season], failed: np.ndarray, objective: ObjectiveSettings) -> list[Assessment]:
+        weights = ObjectiveWeights(objective.econ_weight, objective.sus_weight)
+        outcomes = candidate_outcomes(seasons, self.rules, weights, failed, self.settings.smoothing)
+        return [
+            Assessment(
+                objective=o.objective,
+                terms={name: getattr(o, name) for name in TERMS},
+                diagnostics={
+                    name: getattr(o, name)
+                    for name in ("reward_upper_bound", "requested_fraction", "delivered_m3", "allowed_fraction")
+                    + ("pressure", "flow_penalty", "quota_penalty")
+                },
+                upper_bound=o.upper_bound,
+                failed=o.failed,
+                bound_by_rule=dict(o.bound_by_rule),
+            )
+            for o in outcomes
+        ]

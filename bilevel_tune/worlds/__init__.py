@@ -1,0 +1,41 @@
+"""Worlds as plug-ins: the contract every world keeps (`contract`), its check (`check`), the built-in worlds.
+
+A world is named in a study by a built-in name or as `module:Class`, found as
+`--inner` specs are. Fresh water is `bilevel_tune.world`'s (its modules stay
+where they are); the fishery is `fishery/`.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from bilevel_tune.worlds.contract import METHODS_AND_DECLARATIONS, WorldError
+
+BUILTIN_WORLDS = {
+    "fresh-water": "bilevel_tune.world.fresh_water:FreshWater",
+    "fishery": "bilevel_tune.worlds.fishery:Fishery",
+}
+
+
+def world_path(spec: str) -> str:
+    """'fishery' → 'bilevel_tune.worlds.fishery:Fishery'; a 'module:Class' spec is its own path."""
+    return BUILTIN_WORLDS.get(spec, spec)
+
+
+def load_world(spec: str) -> type:
+    """The world class a spec names; WorldError in one line when it does not import or is not a world."""
+    path = world_path(spec)
+    if not isinstance(path, str) or path.count(":") != 1:
+        raise WorldError(f"world {spec!r} is unknown; allowed: {', '.join(BUILTIN_WORLDS)}, or module:Class")
+    module_name, _, class_name = path.partition(":")
+    try:
+        world = getattr(importlib.import_module(module_name), class_name)
+    except (ImportError, AttributeError, ValueError) as err:
+        raise WorldError(f"world {spec!r} cannot be imported ({err})") from None
+    missing = [name for name in METHODS_AND_DECLARATIONS if not hasattr(world, name)]
+    if not isinstance(world, type) or missing:
+        raise WorldError(f"world {spec!r} is not a world: it lacks {', '.join(missing) or 'a class'} (docs/worlds.md)")
+    return world
+
+
+__all__ = ["BUILTIN_WORLDS", "WorldError", "load_world", "world_path"]

@@ -1,0 +1,182 @@
+"""The world contract: what a world declares and does, so that the ES, the inner loops and the report can run on it.
+
+A world is a class whose instance holds N independent *copies* of the world,
+each under its own rule set, stepped together in one call (state as arrays
+with a leading N axis). All copies of an instance share one random stream
+(common random numbers: candidates are compared on the same season).
+
+The class declares (docs/worlds.md):
+
+    name                 "fishery": a built-in world's name, also the default study-file label
+    settings_class       its [world] section: a frozen dataclass of `declared.knob` fields
+    objective_class      its [objective] section, the same way
+    rule_specs           its rules (`RuleSpec`: physical range, default, the unit encoding the ES searches in)
+    searched_by_default  the rules a study searches unless it says otherwise
+
+An instance, built as `World(settings, rules)` (`rules`: one mapping of physical values per copy), has
+
+    copies, agents                  N, and the agents of one copy
+    observation_size                one observation's length
+    shared_observation              True: every agent of a copy sees the copy's one observation, (N, obs);
+                                    False: each its own, (N, agents, obs)
+    action_size, action_low/high    one agent's action: a vector within [low, high]
+    horizon                         steps per season
+    reset(rng) -> observation       a new season; `rng` is its only source of randomness
+    step(actions) -> Step           actions (N, agents, action_size); per-agent rewards and the step's diagnostics
+    observe() -> observation        after a step: what the agents see next
+    done, failed                    the season is over; (N,) copies whose numbers broke (their objective is NaN)
+    assess(seasons, failed, objective)  per copy, an `Assessment` of its evaluated seasons (`failed`: (N,),
+                                    the copies that failed in any of them)
+
+and may offer two hooks:
+
+    reward_bound(season) -> (T, N)  the best reward any action could have earned, step by step (given what
+                                    was logged): without it the ceiling verdict says no bound is known
+    myopic_actions(observation)     each agent's best response to this step alone: without it `--inner
+                                    analytic` is refused, naming the world
+
+Plain numpy: no Ray, no RLlib, no study.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Mapping, Protocol, Sequence
+
+import numpy as np
+
+METHODS_AND_DECLARATIONS = (
+    "name", "settings_class", "objective_class", "rule_specs", "searched_by_default",
+    "reset", "step", "observe", "assess",
+)  # fmt: skip
+Season = dict[str, np.ndarray]  # a season's steps stacked along a leading time axis: "reward" and each diagnostic
+
+
+class WorldError(ValueError):
+    """A world that breaks its contract, or cannot be found; the message is one line naming the promise broken."""
+
+
+@dataclass(frozen=True)
+class RuleSpec:
+    """One rule: physical = low + span · u for the u in [0, 1] the ES searches."""
+
+    name: str
+    low: float
+    span: float
+    default: float
+    meaning: str
+    short: str  # in a mechanism's name and label: 2d-floor-risk, "2-D floor+risk"
+
+    def to_physical(self, u: float) -> float:
+        return self.low + self.span * float(u)
+
+    def to_unit(self, physical: float) -> float:
+        return (float(physical) - self.low) / self.span
+
+    @property
+    def high(self) -> float:
+        return self.low + self.span
+
+    def check_physical(self, value: float) -> float:
+        """The value if it lies in the map's image [low, high]; ValueError naming rule, value and range."""
+        value = float(value)
+        if not self.low - 1e-12 <= value <= self.high + 1e-12:  # also rejects NaN
+            raise ValueError(f"rule {self.name}={value:g} is outside its range [{self.low:g}, {self.high:g}]")
+        return value
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of every copy: per-agent rewards (N, agents) and the diagnostics the world's assessment reads."""
+
+    rewards: np.ndarray
+    diagnostics: Mapping[str, Any] = field(default_factory=dict)  # each (N, …) per copy, or one value shared
+
+
+@dataclass(frozen=True)
+class Assessment:
+    """One copy's evaluated seasons: the objective, its named terms, what the world logged, and its bound."""
+
+    objective: float  # NaN when the copy failed
+    terms: Mapping[str, float]  # the objective's named terms: the summary's diagnostic columns
+    diagnostics: Mapping[str, float]  # means of what the world logs (requested fraction, catch, …)
+    upper_bound: float | None  # the objective's bound from the world's reward bound; None where none is known
+    failed: bool
+    bound_by_rule: Mapping[str, float] = field(default_factory=dict)  # per rule: the bound with it at its best
+
+
+class World(Protocol):
+    name: ClassVar[str]
+    settings_class: ClassVar[type]
+    objective_class: ClassVar[type]
+    rule_specs: ClassVar[tuple[RuleSpec, ...]]
+    searched_by_default: ClassVar[tuple[str, ...]]
+
+    copies: int
+    agents: int
+    observation_size: int
+    shared_observation: bool
+    action_size: int
+    action_low: np.ndarray
+    action_high: np.ndarray
+    horizon: int
+    failed: np.ndarray
+
+    def __init__(self, settings: Any, rules: Sequence[Mapping[str, float]]) -> None: ...
+
+    def reset(self, rng: np.random.Generator) -> np.ndarray: ...
+
+    def step(self, actions: np.ndarray) -> Step: ...
+
+    def observe(self) -> np.ndarray: ...
+
+    @property
+    def done(self) -> bool: ...
+
+    def assess(self, seasons: Sequence[Season], failed: np.ndarray, objective: Any) -> list[Assessment]: ...
+
+
+def stack_steps(steps: Sequence[Step]) -> Season:
+    """A season's steps as arrays with a leading time axis: "reward" (T, N, agents) and each diagnostic."""
+    season = {"reward": np.stack([np.asarray(s.rewards) for s in steps])}
+    for key in steps[0].diagnostics:
+        season[key] = np.stack([np.asarray(s.diagnostics[key]) for s in steps])
+    return season
+
+
+def play_seasons(world: World, seeds: Sequence[int], act) -> tuple[list[Season], np.ndarray]:
+    """One season per seed, every agent acting `act(observation)` (N, agents, action_size).
+
+    The seasons, stacked, and (N,) the copies that failed in any of them.
+    """
+    seasons, failed = [], np.zeros(world.copies, dtype=bool)
+    for seed in seeds:
+        observation = world.reset(np.random.default_rng(int(seed)))
+        steps = []
+        while not world.done:
+            steps.append(world.step(act(observation)))
+            observation = world.observe()
+        seasons.append(stack_steps(steps))
+        failed |= world.failed
+    return seasons, failed
+
+
+def rule_values(specs: Sequence[RuleSpec], given: Mapping[str, float] | None = None) -> dict[str, float]:
+    """Every rule's physical value: the given ones (checked: known, in range), the others at their defaults."""
+    by_name = {s.name: s for s in specs}
+    given = dict(given or {})
+    unknown = [name for name in given if name not in by_name]
+    if unknown:
+        raise WorldError(f"rule {unknown[0]!r} is unknown; allowed: {', '.join(by_name)}")
+    return {s.name: s.check_physical(given[s.name]) if s.name in given else s.default for s in specs}
+
+
+def rule_columns(specs: Sequence[RuleSpec], rules: Sequence[Mapping[str, float]]) -> dict[str, np.ndarray]:
+    """The copies' rules as one (N,) column per rule, physical values."""
+    full = [rule_values(specs, r) for r in rules]
+    return {s.name: np.array([r[s.name] for r in full], dtype=float) for s in specs}
+
+
+def unit_rules(specs: Sequence[RuleSpec], columns: Mapping[str, np.ndarray]) -> np.ndarray:
+    """(N, rules) the copies' rules as u in [0, 1]: the rule block of an observation."""
+    return np.clip(np.stack([(columns[s.name] - s.low) / s.span for s in specs], axis=1), 0.0, 1.0)

@@ -1,0 +1,158 @@
+"""The world contract: both built-in worlds keep it, fresh water through it is the basin bit for bit, broken worlds
+are refused in one line, and the fishery's dynamics are the surplus-production model they claim to be."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from bilevel_tune.core.objective import ObjectiveWeights
+from bilevel_tune.inner.evaluation import evaluate_policy
+from bilevel_tune.study_data.sections import ObjectiveSettings
+from bilevel_tune.world import Rules, WorldConfig
+from bilevel_tune.world.fresh_water import FreshWater, myopic_best_response
+from bilevel_tune.worlds import BUILTIN_WORLDS, load_world
+from bilevel_tune.worlds.check import check_world
+from bilevel_tune.worlds.contract import RuleSpec, WorldError, play_seasons
+from bilevel_tune.worlds.fishery import Fishery, FisheryObjective, FisherySettings
+from bilevel_tune.worlds.fishery import stock as S
+
+
+@pytest.mark.parametrize("name", sorted(BUILTIN_WORLDS))
+def test_every_built_in_world_keeps_the_contract(name):
+    check_world(load_world(name))
+
+
+@pytest.mark.parametrize(
+    "world", [WorldConfig(horizon=40), WorldConfig(horizon=40, release_share=1.0, rain_probability=0.0)]
+)
+def test_fresh_water_through_the_contract_is_the_basin_bit_for_bit(world):
+    rng = np.random.default_rng(3)
+    rules = [Rules.from_unit({"min_demand_frac": u, "fixed_quota": v}) for u, v in rng.random((5, 2))]
+    direct = evaluate_policy(world, ObjectiveWeights(1.0, 0.5), rules, [11, 12], myopic_best_response(rules))
+
+    fresh = FreshWater(world, [r.as_dict() for r in rules])
+    seasons, failed = play_seasons(fresh, [11, 12], fresh.myopic_actions)
+    through = fresh.assess(seasons, failed, ObjectiveSettings(econ_weight=1.0, sus_weight=0.5))
+
+    for d, t in zip(direct, through):
+        assert (t.objective, t.upper_bound, t.terms["mean_reward"], t.terms["sustainability"]) == (
+            d.objective, d.upper_bound, d.mean_reward, d.sustainability,
+        )  # fmt: skip
+        assert t.diagnostics["requested_fraction"] == d.requested_fraction and dict(t.bound_by_rule) == d.bound_by_rule
+    bound = fresh.reward_bound(seasons[0])
+    assert bound.shape == (40, 5) and (seasons[0]["reward"].max(axis=2) <= bound + 1e-12).all()
+
+
+# -- broken worlds: refused in one line naming the promise -----------------------------------------------
+class WrongShape(Fishery):
+    def observe(self):
+        return super().observe()[:, :3]
+
+
+class NaNRewards(Fishery):
+    def step(self, actions):
+        step = super().step(actions)
+        rewards = step.rewards.copy()
+        rewards[0, 0] = np.nan
+        return dataclasses.replace(step, rewards=rewards)
+
+
+class RuleOutOfRange(Fishery):
+    rule_specs = (
+        *Fishery.rule_specs[:-1],
+        RuleSpec("restoration_subsidy", 0.0, 0.5, 0.9, "paid per effort", "subsidy"),
+    )
+
+
+class Unseeded(Fishery):
+    def reset(self, rng):
+        return super().reset(np.random.default_rng())  # ignores the season's rng
+
+
+class EndsEarly(Fishery):
+    @property
+    def done(self):
+        return self.t >= self.horizon - 1
+
+
+class NotABound(Fishery):
+    def reward_bound(self, season):
+        return super().reward_bound(season) - 0.5
+
+
+@pytest.mark.parametrize(
+    "world, says",
+    [
+        (WrongShape, "an observation has shape (4, 3); the contract asks (4, 8)"),
+        (NaNRewards, "step() gave non-finite rewards (NaN or inf) for actions within the bounds"),
+        (RuleOutOfRange, "rule 'restoration_subsidy': its default 0.9 is outside its range [0, 0.5]"),
+        (Unseeded, "two seasons under one seed differ"),
+        (EndsEarly, "done after 99 steps; its horizon is 100"),
+        (NotABound, "reward_bound() lies below a reward an agent earned"),
+    ],
+)
+def test_a_broken_world_is_refused_in_one_line_naming_the_broken_promise(world, says):
+    with pytest.raises(WorldError) as err:
+        check_world(world)
+    assert says in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_world_that_does_not_import_or_is_not_a_world_is_refused_by_name():
+    with pytest.raises(WorldError, match=r"world 'no_such_module:World' cannot be imported"):
+        load_world("no_such_module:World")
+    with pytest.raises(
+        WorldError, match=r"world 'bilevel_tune.world:Rules' is not a world: it lacks name, settings_class"
+    ):
+        load_world("bilevel_tune.world:Rules")
+    with pytest.raises(WorldError, match=r"world 'lake' is unknown; allowed: fresh-water, fishery, or module:Class"):
+        load_world("lake")
+
+
+def test_the_check_command_exits_2_with_one_line_on_a_broken_world(tmp_path):
+    (tmp_path / "broken_world.py").write_text(
+        "from bilevel_tune.worlds.fishery import Fishery\n\n"
+        "class Tragedy(Fishery):\n    def observe(self):\n        return super().observe()[:, :2]\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "bilevel_tune.worlds.check", "broken_world:Tragedy"],
+        cwd=tmp_path, capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.strip() == (
+        "bilevel_tune.worlds.check: error: fishery: an observation has shape (4, 2); the contract asks (4, 8)"
+    )
+
+
+# -- the fishery is the model it claims to be ------------------------------------------------------------
+def test_logistic_growth_msy_and_the_rate_that_holds_it():
+    assert S.b_msy(5000.0, 1.0) == 2500.0 and S.msy(0.3, 5000.0, 1.0) == pytest.approx(375.0)
+    assert S.f_msy(0.3, 1.0) == pytest.approx(0.15)
+    assert S.growth(2500.0, 0.3, 5000.0, 1.0) == pytest.approx(375.0)  # growth peaks at MSY
+    # at B_msy, fishing F_msy·B_msy takes exactly the growth: the stock stays
+    assert S.next_stock(2500.0, 375.0, 0.0, 0.0, 0.3, 5000.0, 1.0, 0.02) == pytest.approx(2500.0)
+    assert S.next_stock(100.0, 1e6, 0.0, 0.0, 0.3, 5000.0, 1.0, 0.02) == 0.0  # never below zero
+
+
+def test_catches_beyond_the_stock_are_cut_pro_rata_and_paid_as_landed():
+    settings = FisherySettings(fishers=2, initial_stock=100.0, catch_multiple=20.0, noise=0.0)  # m·F_msy = 3
+    world = Fishery(settings, [{"fine": 0.0}])
+    world.reset(np.random.default_rng(0))
+    step = world.step(np.array([[[1.0, 0.0], [0.5, 0.0]]]))  # asks 150 + 75 of a stock of 100
+    cut = step.diagnostics["cut"][0]
+    assert cut == pytest.approx(100.0 / 225.0) and step.diagnostics["catch"][0] == pytest.approx(100.0)
+    assert step.rewards[0] == pytest.approx([cut, 0.5 * cut])
+
+
+def test_the_rules_decide_whether_myopic_fishers_deplete_the_stock():
+    lenient, strict = {}, {"fine": 2.0, "quota_max": 0.2}
+    world = Fishery(FisherySettings(), [lenient, strict])
+    seasons, failed = play_seasons(world, [1, 2], world.myopic_actions)
+    a_lenient, a_strict = world.assess(seasons, failed, FisheryObjective())
+    assert a_lenient.diagnostics["stock_share"] < 0.2 < 0.7 < a_strict.diagnostics["stock_share"]
+    assert a_strict.objective > a_lenient.objective and not failed.any()
+    assert set(a_strict.terms) == {"harvest_over_msy", "stock_above_threshold"} and a_strict.upper_bound is None
