@@ -26,7 +26,7 @@ from bilevel_tune.core import metrics as M
 from bilevel_tune.runtime import ray_compat
 from bilevel_tune.study_data.definition import Study
 from bilevel_tune.study_data.run_folder import Cell, trial_dirname, trial_name
-from bilevel_tune.tune_edge.trainable import run_trial, trial_resources
+from bilevel_tune.tune_edge.trainable import study_trial, trial_resources
 from bilevel_tune.views import curves
 
 UNFINISHED = (Trial.PENDING, Trial.PAUSED, Trial.ERROR)
@@ -67,7 +67,7 @@ def trainable(study: Study, run_dir: Path, shards: Mapping[tuple, int]):
     """The trial function with its study, run folder and per-trial resources (one CPU bundle per shard)."""
     plan = dict(shards)
     return tune.with_resources(
-        tune.with_parameters(run_trial, study=study.to_dict(), run_dir=str(run_dir.resolve())),
+        study_trial(study, run_dir),
         resources=lambda config: trial_resources(plan[Cell.key_of(config)]),
     )
 

@@ -206,6 +206,11 @@ class TrialRecord:
         return passes[0][M.BEST_OBJECTIVE] if passes else None
 
 
+def study_trial(study: Study, run_dir: Path):
+    """The trial function with its study in the one serialisable form `run_trial` reads back, and its run folder."""
+    return tune.with_parameters(run_trial, study=study.to_dict(), run_dir=str(Path(run_dir).resolve()))
+
+
 def run_trial(config: dict[str, Any], study: dict[str, Any], run_dir: str) -> None:
     """Tune function trainable: one ES run, or one scan, for one trial cell (`tune.with_parameters` passes study and run folder)."""
     for name in ("ray.train", "ray.tune"):  # no "checkpoint created" line per generation
