@@ -26,6 +26,7 @@ NUMPY_CORE = (
     "bilevel_tune.worlds",
     "bilevel_tune.worlds.contract",
     "bilevel_tune.worlds.check",
+    "bilevel_tune.worlds.single_copy",
     "bilevel_tune.worlds.fishery",
     "bilevel_tune.worlds.fishery.stock",
     "bilevel_tune.worlds.fishery.world",

@@ -4,8 +4,10 @@ are refused in one line, and the fishery's dynamics are the surplus-production m
 from __future__ import annotations
 
 import dataclasses
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -156,3 +158,44 @@ def test_the_rules_decide_whether_myopic_fishers_deplete_the_stock():
     assert a_lenient.diagnostics["stock_share"] < 0.2 < 0.7 < a_strict.diagnostics["stock_share"]
     assert a_strict.objective > a_lenient.objective and not failed.any()
     assert set(a_strict.terms) == {"harvest_over_msy", "stock_above_threshold"} and a_strict.upper_bound is None
+
+
+# -- a world of one's own, written for one copy ----------------------------------------------------------
+def docs_example(tmp_path) -> type:
+    """docs/worlds.md's example world, saved as the page says: tragedy.py, a plain module."""
+    page = (Path(__file__).parent.parent / "docs" / "worlds.md").read_text()
+    (tmp_path / "tragedy.py").write_text(re.search(r"```python\n(.*?)```", page, re.S).group(1))
+    sys.path.insert(0, str(tmp_path))
+    try:
+        return load_world("tragedy:Tragedy")
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("tragedy", None)
+
+
+def test_the_docs_example_world_keeps_the_contract_with_an_observation_per_agent(tmp_path):
+    world = docs_example(tmp_path)
+    check_world(world)
+    instance = world(world.settings_class(), [{}, {"tax": 0.9}])
+    observation = instance.reset(np.random.default_rng(0))
+    assert not world.shared_observation and observation.shape == (2, 3, 3)
+    instance.step(np.array([[[1.0], [0.0], [0.5]]] * 2))
+    took = instance.observe()[0, :, 1]
+    assert took[0] > took[2] > took[1] == 0.0  # each herder sees its own take
+
+
+def test_copies_of_a_one_copy_world_are_its_instances_run_one_by_one(tmp_path):
+    world = docs_example(tmp_path)
+    rules = [{"tax": 0.2}, {"tax": 0.7, "rest_pay": 0.4}]
+    copies = world(world.settings_class(), rules)
+    rng = np.random.default_rng(5)
+    actions = rng.random((copies.horizon, 2, 3, 1))
+    copies.reset(np.random.default_rng(9))
+    seed = int(np.random.default_rng(9).integers(2**31 - 1))  # the one seed every copy is reset with
+    together = [copies.step(a).rewards for a in actions]
+    for k, rule in enumerate(rules):
+        alone = world.one(world.settings_class(), {"tax": 0.0, "rest_pay": 0.0, **rule})
+        alone.reset(seed=seed)
+        for t, a in enumerate(actions):
+            rewards = alone.step({agent: a[k, i] for i, agent in enumerate(alone.possible_agents)})[1]
+            assert [rewards[agent] for agent in alone.possible_agents] == together[t][k].tolist()

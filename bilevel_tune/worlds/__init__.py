@@ -1,4 +1,5 @@
-"""Worlds as plug-ins: the contract every world keeps (`contract`), its check (`check`), the built-in worlds.
+"""Worlds as plug-ins: the contract every world keeps (`contract`), its check (`check`), the adapter of a world
+written for one copy (`single_copy`), the built-in worlds.
 
 A world is named in a study by a built-in name or as `module:Class`, found as
 `--inner` specs are. Fresh water is `bilevel_tune.world`'s (its modules stay
@@ -10,6 +11,7 @@ from __future__ import annotations
 import importlib
 
 from bilevel_tune.worlds.contract import METHODS_AND_DECLARATIONS, WorldError
+from bilevel_tune.worlds.single_copy import is_single_copy, single_copy
 
 BUILTIN_WORLDS = {
     "fresh-water": "bilevel_tune.world.fresh_water:FreshWater",
@@ -32,6 +34,8 @@ def load_world(spec: str) -> type:
         world = getattr(importlib.import_module(module_name), class_name)
     except (ImportError, AttributeError, ValueError) as err:
         raise WorldError(f"world {spec!r} cannot be imported ({err})") from None
+    if isinstance(world, type) and is_single_copy(world):
+        world = single_copy(world)  # one copy, PettingZoo-style: looped over copies
     missing = [name for name in METHODS_AND_DECLARATIONS if not hasattr(world, name)]
     if not isinstance(world, type) or missing:
         raise WorldError(f"world {spec!r} is not a world: it lacks {', '.join(missing) or 'a class'} (docs/worlds.md)")
