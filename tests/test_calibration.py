@@ -11,6 +11,7 @@ from bilevel_tune.study_data.definition import load_study
 @pytest.fixture
 def store(tmp_path, monkeypatch):
     monkeypatch.setenv("BILEVEL_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(calibration, "machine_load", lambda: 0.0)  # a quiet machine, whatever ran before
     return tmp_path / "cache" / calibration.STORE_FILE
 
 
@@ -116,3 +117,16 @@ def test_trial_figures_recover_the_overhead_that_makes_the_schedule_last_as_long
     assert figures["trial_overhead_s"] == pytest.approx(7.0, abs=1e-6)
     assert figures["report_s"] == pytest.approx(0.5)
     assert calibration.trial_figures(plan, [([], None, 1.0)], fit_wall=10.0) is None  # a trial left no record
+
+
+def test_a_probe_taken_on_a_busy_machine_says_so_and_a_quiet_machine_measures_again(store, monkeypatch):
+    study = load_study("weekend").with_budget("quick").with_overrides(inner="analytic")
+    monkeypatch.setattr(calibration, "machine_load", lambda: 1.6)  # another study holds the CPUs
+    busy, how = calibration.inner_loop_figures(study, thread_cap=1, busy_cpus=2)
+    assert busy["busy"] and "taken on a busy machine (load 1.6 per CPU): the ETA runs long" in how
+    monkeypatch.setattr(calibration, "machine_load", lambda: 0.8)  # between the thresholds: keep what is known
+    assert calibration.inner_loop_figures(study, 1, 2)[1].startswith("cached probe")
+    monkeypatch.setattr(calibration, "machine_load", lambda: 0.1)  # quiet now: measure again, and keep that
+    quiet, how = calibration.inner_loop_figures(study, 1, 2)
+    assert how.startswith("probed now") and not quiet["busy"] and "busy" not in how
+    assert calibration.inner_loop_figures(study, 1, 2)[1].startswith("cached probe")

@@ -57,6 +57,12 @@ REFERENCE_OVERHEADS = {
 OVERHEAD_KEYS = ("launch_s", "finish_s", "trial_overhead_s", "report_s")
 OVERHEAD_HISTORY = 7  # runs kept per key: the ETA uses their median, not the last run's (one odd run moves it less)
 PROBE_ITERS = (1, 3)  # K of the probe's two generations per block size
+# A probe taken while other work holds the CPUs measures contention, not the loop (on the 2-core machine a
+# ceiling probe beside a running study read train() 3× too slow and planned 46 h for a 4-h study). It is
+# labelled busy, and the next probe on a quiet machine replaces it; the gap between the two thresholds
+# keeps a 1-minute load average from flipping the verdict between two calls seconds apart.
+BUSY_LOAD = 1.0  # 1-minute load average per CPU above which a probe is taken on a busy machine
+QUIET_LOAD = 0.5  # ... and below which a busy probe is measured again
 IN_PROCESS_LOOPS = ("analytic",)  # plain numpy: probed without Ray (its start is in the learned overheads)
 
 
@@ -315,16 +321,34 @@ def inner_loop_figures(
     key = _key("probe", machine(), _versions(), study.inner, config, sizes, thread_cap, parallel)
     store = _load_store()
     cached = store.get("probes", {}).get(key)
-    if cached and not refresh:
-        return cached, f"cached probe of {cached['measured']} ({store_path()})"
+    load = machine_load()
+    stale = cached and cached.get("busy") and load < QUIET_LOAD  # the machine is quiet now: measure it quiet
+    if cached and not refresh and not stale:
+        return cached, f"cached probe of {cached['measured']} ({store_path()}){_busy_note(cached)}"
     if not probe_if_missing:
         return None, "not calibrated on this machine for these settings yet (`--dry-run` calibrates)"
     figures = probe(study.inner, config, sizes, thread_cap, parallel)
     figures["measured"] = time.strftime("%Y-%m-%d %H:%M")
+    figures["load"] = load
+    figures["busy"] = load > BUSY_LOAD
     store.setdefault("probes", {})[key] = figures
     _save_store(store)
     how = f"probed now: {parallel} shard actor(s) at once, blocks of {' and '.join(map(str, sizes))} candidates"
-    return figures, f"{how}, {figures['probe_wall_s']:.0f} s"
+    return figures, f"{how}, {figures['probe_wall_s']:.0f} s{_busy_note(figures)}"
+
+
+def machine_load() -> float:
+    """The 1-minute load average per CPU: how busy the machine is before a probe adds its own work."""
+    return os.getloadavg()[0] / (os.cpu_count() or 1)
+
+
+def _busy_note(figures: dict[str, Any]) -> str:
+    if not figures.get("busy"):
+        return ""
+    return (
+        f"; taken on a busy machine (load {figures['load']:.1f} per CPU): the ETA runs long, and the next "
+        "dry run on a quiet machine measures again"
+    )
 
 
 def _overheads_key(wandb_mode: str, study) -> str:
