@@ -3,7 +3,8 @@
     python benchmarks/run_report.py RUN_DIR                      # print the figures
     python benchmarks/run_report.py RUN_DIR --ship docs/results/weekend-appo [--notes notes.md]
 
-Per trial, from its `generations.jsonl` alone: generations done of its budget,
+Per trial, from its `generations.jsonl` alone (and the plan in study.json): generations done of its budget,
+the plan's seconds for it against the sum of its generations' own,
 the median seconds per generation over the first and the last 10 % of its
 generations (a slowdown shows as last ≫ first), and its shards' resident
 memory (summed over shards) and OS threads at its first and last generation.
@@ -19,6 +20,7 @@ are large, and the summary is rebuilt from them, not from the copy.
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import shutil
 import sys
@@ -33,7 +35,9 @@ SHIPPED = ("summary.md", "trials.csv", "cells.csv", "grid.csv", "scan.csv", "ver
 
 
 def trial_figures(run_dir: Path) -> list[dict]:
-    """One row per trial folder with records: pace first/last 10 %, RSS and threads first/last."""
+    """One row per trial folder with records: the plan's seconds against its generations' own, pace first/last
+    10 %, RSS and threads first/last."""
+    planned = {t["trial"]: t["seconds"] for t in read_study_file(run_dir).get("plan", {}).get("trials", [])}
     budgets = {}
     for name, (generations, final) in sorted(trial_records(run_dir).items()):
         if not generations:
@@ -45,6 +49,8 @@ def trial_figures(run_dir: Path) -> list[dict]:
             "trial": name.rsplit("_", 2)[0],
             "generations": len(generations),
             "complete": final is not None,
+            "planned_s": planned.get(name.rsplit("_", 2)[0]),
+            "generations_s": float(sum(seconds)),
             "s_per_gen_first_10pct": float(np.median(seconds[:decile])),
             "s_per_gen_last_10pct": float(np.median(seconds[-decile:])),
             "rss_mb_first": float(first[M.RSS_MB]),
@@ -57,16 +63,25 @@ def trial_figures(run_dir: Path) -> list[dict]:
 
 
 def markdown(rows: list[dict]) -> str:
-    head = "| trial | generations | shards | s/gen first 10 % | s/gen last 10 % | RSS MB first → last | threads first → last |"
-    lines = [head, "|---|---|---|---|---|---|---|"]
+    head = (
+        "| trial | generations | shards | planned | its generations took | s/gen first 10 % | s/gen last 10 % "
+        "| RSS MB first → last | threads first → last |"
+    )
+    lines = [head, "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         done = f"{r['generations']}{'' if r['complete'] else ' (running)'}"
+        planned = clock(r["planned_s"]) if r["planned_s"] is not None else "—"
         lines.append(
-            f"| {r['trial']} | {done} | {r['shards']} | {r['s_per_gen_first_10pct']:.2f} | "
+            f"| {r['trial']} | {done} | {r['shards']} | {planned} | {clock(r['generations_s'])} | "
+            f"{r['s_per_gen_first_10pct']:.2f} | "
             f"{r['s_per_gen_last_10pct']:.2f} | {r['rss_mb_first']:.0f} → {r['rss_mb_last']:.0f} | "
             f"{r['threads_first']} → {r['threads_last']} |"
         )
     return "\n".join(lines)
+
+
+def clock(seconds: float) -> str:
+    return str(datetime.timedelta(seconds=round(seconds)))
 
 
 def sessions(run_dir: Path) -> list[str]:
@@ -76,6 +91,8 @@ def sessions(run_dir: Path) -> list[str]:
         f"- commit {provenance.get('git_sha')}, {provenance.get('cores')} cores, {provenance.get('platform')}",
         "- versions: " + ", ".join(f"{k} {v}" for k, v in provenance.get("versions", {}).items()),
     ]
+    if "eta_s" in record.get("plan", {}):
+        lines.append(f"- the plan's ETA for the whole command (its first session): {clock(record['plan']['eta_s'])}")
     for s in record.get("sessions", []):
         lines.append(f"- session started {s.get('started_utc')}{' (--resume)' if s.get('resume') else ''}")
     return lines
