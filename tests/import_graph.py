@@ -22,6 +22,7 @@ NUMPY_CORE = (
     "bilevel_tune.core.es",
     "bilevel_tune.core.metrics",
     "bilevel_tune.core.scan",
+    "bilevel_tune.core.plugins",
     "bilevel_tune.world.fresh_water",
     "bilevel_tune.worlds",
     "bilevel_tune.worlds.contract",

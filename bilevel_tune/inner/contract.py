@@ -28,7 +28,6 @@ its own random stream).
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import inspect
 from dataclasses import dataclass
 from typing import Any, Mapping, Protocol, Sequence
@@ -36,6 +35,7 @@ from typing import Any, Mapping, Protocol, Sequence
 import numpy as np
 
 from bilevel_tune.core.objective import CandidateOutcome, ObjectiveWeights
+from bilevel_tune.core.plugins import import_class
 from bilevel_tune.study_data.declared import check_knobs
 from bilevel_tune.study_data.sections import AppoSettings, NetworkSettings, ObjectiveSettings
 from bilevel_tune.world import WorldConfig
@@ -138,14 +138,7 @@ def check_loop_spec(spec: str) -> str:
 
 def load_loop_class(spec: str) -> type:
     """Import a loop class by spec and check the contract; InnerLoopError names what is wrong."""
-    path = loop_path(spec)
-    if not isinstance(path, str) or path.count(":") != 1:
-        raise InnerLoopError(f"{spec!r} is unknown; allowed: {', '.join(BUILTIN_LOOPS)}, or package.module:Class")
-    module_name, _, class_name = path.partition(":")
-    try:
-        cls = getattr(importlib.import_module(module_name), class_name)
-    except (ImportError, AttributeError, ValueError) as err:
-        raise InnerLoopError(f"{spec!r} cannot be imported ({err})") from None
+    cls = import_class(spec, BUILTIN_LOOPS, InnerLoopError, form="package.module:Class")
     missing = [m for m in LOOP_METHODS if not callable(getattr(cls, m, None))]
     if missing:
         raise InnerLoopError(f"{spec!r} lacks the inner-loop method(s) {', '.join(missing)}")

@@ -8,8 +8,7 @@ where they are); the fishery is `fishery/`.
 
 from __future__ import annotations
 
-import importlib
-
+from bilevel_tune.core.plugins import import_class
 from bilevel_tune.worlds.contract import METHODS_AND_DECLARATIONS, WorldError
 from bilevel_tune.worlds.single_copy import is_single_copy, single_copy
 
@@ -26,14 +25,7 @@ def world_path(spec: str) -> str:
 
 def load_world(spec: str) -> type:
     """The world class a spec names; WorldError in one line when it does not import or is not a world."""
-    path = world_path(spec)
-    if not isinstance(path, str) or path.count(":") != 1:
-        raise WorldError(f"world {spec!r} is unknown; allowed: {', '.join(BUILTIN_WORLDS)}, or module:Class")
-    module_name, _, class_name = path.partition(":")
-    try:
-        world = getattr(importlib.import_module(module_name), class_name)
-    except (ImportError, AttributeError, ValueError) as err:
-        raise WorldError(f"world {spec!r} cannot be imported ({err})") from None
+    world = import_class(spec, BUILTIN_WORLDS, WorldError, what="world ")
     if isinstance(world, type) and is_single_copy(world):
         world = single_copy(world)  # one copy, PettingZoo-style: looped over copies
     missing = [name for name in METHODS_AND_DECLARATIONS if not hasattr(world, name)]
