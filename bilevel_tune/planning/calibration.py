@@ -56,7 +56,11 @@ REFERENCE_OVERHEADS = {
 }
 OVERHEAD_KEYS = ("launch_s", "finish_s", "trial_overhead_s", "report_s")
 OVERHEAD_HISTORY = 7  # runs kept per key: the ETA uses their median, not the last run's (one odd run moves it less)
-PROBE_ITERS = (1, 3)  # K of the probe's two generations per block size
+# K of the probe's two generations per block size. Ten train() calls apart, not two: a block's per-candidate
+# cost is a few ms per train(), lost in two calls' noise (a probe of K = 1 vs 3 fitted it at 0 and planned a
+# population-16 trial at 17 min; it ran 42 min at 0.156 s per train(), against 0.058 at population 1).
+PROBE_ITERS = (1, 11)
+PROBE_LARGEST_BLOCK = 16  # the larger probed block: up to the study's largest population
 # A probe taken while other work holds the CPUs measures contention, not the loop (on the 2-core machine a
 # ceiling probe beside a running study read train() 3× too slow and planned 46 h for a 4-h study). It is
 # labelled busy, and the next probe on a quiet machine replaces it; the gap between the two thresholds
@@ -123,8 +127,8 @@ def _versions() -> dict[str, str]:
 
 # -- the probe ------------------------------------------------------------------------
 def probe_sizes(populations: Sequence[int]) -> tuple[int, int]:
-    """Two block sizes to fit train(n) = fixed + per_candidate · n: 1, and up to 8."""
-    return 1, max(2, min(8, max(populations)))
+    """Two block sizes to fit train(n) = fixed + per_candidate · n: 1, and up to PROBE_LARGEST_BLOCK."""
+    return 1, max(2, min(PROBE_LARGEST_BLOCK, max(populations)))
 
 
 def _rules(n: int) -> list[dict[str, float]]:
@@ -136,8 +140,8 @@ def _rules(n: int) -> list[dict[str, float]]:
 def run_probe(spec: str, config: dict[str, Any], sizes: Sequence[int], thread_cap: int, parallel: int) -> dict:
     """In this (fresh) process: `parallel` real shards, timed generation by generation.
 
-    Each block size runs two generations, K = 1 and K = 3: the first train() of a
-    fresh Algorithm does one-time work, so half the difference is one steady train().
+    Each block size runs two generations, K = 1 and K = 11: the first train() of a
+    fresh Algorithm does one-time work, so a tenth of the difference is one steady train().
     The difference is taken over the whole generation, evaluation included: APPO's
     learner updates in a thread of its own, and a short generation's updates are
     still queued when its evaluation drains them, so train() alone would miss
@@ -318,7 +322,7 @@ def inner_loop_figures(
     config = dataclasses.asdict(InnerLoopConfig.from_study(study))
     parallel = 1 if study.inner in IN_PROCESS_LOOPS else max(1, min(busy_cpus, os.cpu_count() or 1))
     sizes = probe_sizes(study.populations)
-    key = _key("probe", machine(), _versions(), study.inner, config, sizes, thread_cap, parallel)
+    key = _key("probe", machine(), _versions(), study.inner, config, sizes, PROBE_ITERS, thread_cap, parallel)
     store = _load_store()
     cached = store.get("probes", {}).get(key)
     load = machine_load()
