@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The campaign's full-budget runs (issue 22): the README's own command, at full budget, with real APPO,
-# run from a frozen clone of one commit so that edits in the work tree never reach a running trial.
+# run from a frozen clone of one commit (<study>.commit) so that edits in the work tree never reach a running trial.
 #   campaign/run.sh weekend|ceiling [--resume|--dry-run]
 # The run folders live in campaign/results/ (tracked until the results are shipped: they are how a run
 # resumes in a later session on a fresh machine); each session's start, stop and concurrent load go to
@@ -9,7 +9,9 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(dirname "$here")"
 study="$1"; shift
-commit="$(cat "$here/COMMIT")"
+# each study runs from the commit in <study>.commit (set when it first starts; its resumes keep it)
+[ -f "$here/$study.commit" ] || git -C "$repo" rev-parse HEAD > "$here/$study.commit"
+commit="$(cat "$here/$study.commit")"
 src="/root/campaign/src-$commit"
 if [ ! -d "$src" ]; then
   git clone -q "$repo" "$src" && git -C "$src" checkout -q "$commit"
