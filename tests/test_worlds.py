@@ -151,7 +151,7 @@ def test_catches_beyond_the_stock_are_cut_pro_rata_and_paid_as_landed():
 
 
 def test_the_rules_decide_whether_myopic_fishers_deplete_the_stock():
-    lenient, strict = {}, {"fine": 2.0, "quota_max": 0.2}
+    lenient, strict = {"fine": 0.0}, {"fine": 2.0, "quota_max": 0.2}
     world = Fishery(FisherySettings(), [lenient, strict])
     seasons, failed = play_seasons(world, [1, 2], world.myopic_actions)
     a_lenient, a_strict = world.assess(seasons, failed, FisheryObjective())
@@ -199,3 +199,12 @@ def test_copies_of_a_one_copy_world_are_its_instances_run_one_by_one(tmp_path):
         for t, a in enumerate(actions):
             rewards = alone.step({agent: a[k, i] for i, agent in enumerate(alone.possible_agents)})[1]
             assert [rewards[agent] for agent in alone.possible_agents] == together[t][k].tolist()
+
+
+def test_the_default_search_of_the_fishery_has_an_interior_optimum_for_myopic_fishers():
+    quotas = np.linspace(0.1, 1.0, 10)  # quota_max over its range, the other rules at their defaults (fine 1.5)
+    world = Fishery(FisherySettings(), [{"quota_max": q} for q in quotas])
+    seasons, failed = play_seasons(world, [1, 2, 3], world.myopic_actions)
+    objective = np.array([a.objective for a in world.assess(seasons, failed, FisheryObjective())])
+    best = int(np.argmax(objective))
+    assert 0 < best < len(quotas) - 1 and objective[best] > objective[-1] + 0.3  # 1.84 at 0.3 against 1.30 at 1

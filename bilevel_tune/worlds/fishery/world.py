@@ -84,7 +84,7 @@ class FisheryObjective:
 RULE_SPECS: tuple[RuleSpec, ...] = (
     RuleSpec("quota_max", 0.1, 0.9, 1.0, "allowed harvest fraction at or above the trigger stock", "quota"),
     RuleSpec("quota_trigger", 0.2, 0.6, 0.5, "stock share below which the allowed fraction ramps down", "trigger"),
-    RuleSpec("fine", 0.0, 2.0, 0.5, "penalty per unit of harvest fraction above the allowed", "fine"),
+    RuleSpec("fine", 0.0, 2.0, 1.5, "penalty per unit of harvest fraction above the allowed", "fine"),
     RuleSpec("restoration_subsidy", 0.0, 0.5, 0.0, "paid per unit of restoration effort", "subsidy"),
 )
 
