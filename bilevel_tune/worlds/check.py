@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from bilevel_tune.study_data.declared import StudyError, knob_fields
+from bilevel_tune.worlds import BUILTIN_WORLDS, load_world
 from bilevel_tune.worlds.contract import METHODS_AND_DECLARATIONS, Assessment, RuleSpec, Step, WorldError, play_seasons
 
 SIZES = ("copies", "agents", "observation_size", "action_size", "horizon")
@@ -171,8 +172,6 @@ def check_world(world: type, copies: int = 4, seed: int = 0) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bilevel_tune.worlds import BUILTIN_WORLDS, load_world
-
     parser = argparse.ArgumentParser(prog="python -m bilevel_tune.worlds.check", description=__doc__.splitlines()[0])
     parser.add_argument("world", nargs="*", help=f"a built-in world ({', '.join(BUILTIN_WORLDS)}) or module:Class")
     args = parser.parse_args(argv)
