@@ -56,3 +56,21 @@ def test_cluster_watch_stops_the_study_once_a_pending_trial_has_not_fit_for_its_
     watch.on_step_begin(0, [fits, too_big])
     assert kills == [signal.SIGINT] and "needs 3 CPUs but the cluster has 2 left" in watch.reason
     assert "--resume re-plans" in watch.reason
+
+
+def test_an_interrupted_runs_trials_that_never_reported_are_not_listed_as_fetch_failures(caplog):
+    import logging
+
+    never = (
+        "Failed to fetch metrics for 2 trial(s):\n"
+        "- weekend_pop16_1d_seed7: FileNotFoundError('Could not fetch metrics for weekend_pop16_1d_seed7: both "
+        "result.json and progress.csv were not found at /r/weekend_pop16_1d_seed7_a7257_00006')\n"
+        "- weekend_scan_1d_seed7: FileNotFoundError('Could not fetch metrics for weekend_scan_1d_seed7: both "
+        "result.json and progress.csv were not found at /r/weekend_scan_1d_seed7_a7257_00009')"
+    )
+    broken = "Failed to fetch metrics for 1 trial(s):\n- weekend_pop1_1d_seed7: ValueError('a corrupt progress.csv')"
+    tune_logger = logging.getLogger("ray.tune.analysis.experiment_analysis")
+    with caplog.at_level(logging.WARNING, logger=tune_logger.name), experiment.OneLineTrialFailures():
+        tune_logger.warning(never)
+        tune_logger.warning(broken)
+    assert [r.getMessage() for r in caplog.records] == [broken]  # a real failure to read stays

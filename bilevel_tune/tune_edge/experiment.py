@@ -130,12 +130,19 @@ def _cpus(trial: Trial) -> int:
 class OneLineTrialFailures(logging.Filter):
     """Tune logs every failed trial attempt with its whole traceback; with retries a failure is routine.
 
-    One line per failure here; the traceback stays in the trial folder's error.txt.
+    One line per failure here; the traceback stays in the trial folder's error.txt. And when a run is
+    interrupted, Tune's result grid warns of every trial that never reported ("Failed to fetch metrics …
+    FileNotFoundError …", a line each): the study's own line counts them as interrupted, so that goes.
     """
 
-    LOGGER = "ray.tune.execution.tune_controller"
+    LOGGERS = ("ray.tune.execution.tune_controller", "ray.tune.analysis.experiment_analysis")
+    NEVER_REPORTED = "were not found at"  # Tune's words for a trial folder without result.json or progress.csv
 
     def filter(self, record: logging.LogRecord) -> bool:
+        message = str(record.msg)
+        if message.startswith("Failed to fetch metrics for"):
+            listed = [line for line in message.splitlines()[1:] if line.strip()]
+            return not (listed and all(self.NEVER_REPORTED in line for line in listed))
         if record.exc_info and record.exc_info[1] is not None and "Trial task failed" in str(record.msg):
             err = record.exc_info[1]
             first = next((line for line in str(err).splitlines() if line.strip()), "")
@@ -144,11 +151,13 @@ class OneLineTrialFailures(logging.Filter):
         return True
 
     def __enter__(self) -> "OneLineTrialFailures":
-        logging.getLogger(self.LOGGER).addFilter(self)
+        for name in self.LOGGERS:
+            logging.getLogger(name).addFilter(self)
         return self
 
     def __exit__(self, *exc) -> None:
-        logging.getLogger(self.LOGGER).removeFilter(self)
+        for name in self.LOGGERS:
+            logging.getLogger(name).removeFilter(self)
 
 
 class TrialCurves(tune.Callback):
