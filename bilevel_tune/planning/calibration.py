@@ -58,7 +58,7 @@ OVERHEAD_KEYS = ("launch_s", "finish_s", "trial_overhead_s", "report_s")
 OVERHEAD_HISTORY = 7  # runs kept per key: the ETA uses their median, not the last run's (one odd run moves it less)
 # K of the probe's two generations per block size. Ten train() calls apart, not two: a block's per-candidate
 # cost is a few ms per train(), lost in two calls' noise (a probe of K = 1 vs 3 fitted it at 0 and planned a
-# population-16 trial at 17 min; it ran 42 min at 0.156 s per train(), against 0.058 at population 1).
+# population-16 weekend trial at 17 min; it ran 51. Ten calls apart: 0.055 + 0.008·n s, planned at 49 min).
 PROBE_ITERS = (1, 11)
 PROBE_LARGEST_BLOCK = 16  # the larger probed block: up to the study's largest population
 # A probe taken while other work holds the CPUs measures contention, not the loop (on the 2-core machine a
