@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from bilevel_tune.study_data.hints import unknown_name
-from bilevel_tune.study_data.settings import BY_KEY, DEFAULTS, LEGACY_BUDGET_KEYS, SECTIONS
+from bilevel_tune.study_data.settings import BY_KEY, DEFAULTS, LEGACY_BUDGET_KEYS, SECTIONS, setting
 from bilevel_tune.study_data.study_checks import (
     StudyError,
     check_axis,
@@ -29,7 +29,6 @@ from bilevel_tune.study_data.study_checks import (
     check_params,
     check_population,
     check_scan,
-    check_setting,
 )
 
 STUDIES_PACKAGE = "bilevel_tune.studies"  # the built-in studies ship inside the package
@@ -72,7 +71,7 @@ def study_fields(data: Mapping[str, Any], source: str = "") -> dict[str, Any]:
         for key, value in table.items():
             if f"{section}.{key}" not in BY_KEY:
                 _unknown_key(file, section, key)
-            values[f"{section}.{key}"] = check_setting(f"{section}.{key}", value, f"{file} [{section}]")[1]
+            values[f"{section}.{key}"] = setting(f"{section}.{key}").check(value, f"{file} [{section}]")
     generations, budget_values = budget_section(data.get("budget", {}), f"{file} [budget]")
     if generations is None:
         raise StudyError(f"{file} [budget] needs 'generations' (an integer, or a table keyed by population)")
@@ -136,7 +135,7 @@ def budget_section(data: Mapping[str, Any], where: str) -> tuple[Any, dict[str, 
             section, _, name = full.partition(".")
             allowed = ("generations", *(k.partition(".")[2] for k in BY_KEY if k.startswith("budget.")))
             raise StudyError(unknown_name("key", name if section == "budget" else full, allowed, where))
-        values[full] = check_setting(full, value, where)[1]
+        values[full] = setting(full).check(value, where)
     return generations, values
 
 
