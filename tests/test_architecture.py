@@ -103,4 +103,7 @@ def test_the_paths_people_and_scripts_use_still_import_after_the_move_to_layer_f
         assert getattr(objective_path, name) is getattr(objective, name)
     assert study_path.main is cli.main and summary_path.main is summary.main
     assert summary_path.verdicts is analysis.verdicts and summary_path.write_summary is summary.write_summary
-    assert inner.InnerLoopConfig().horizon == 150 and inner.BUILTIN_LOOPS["appo"] == "bilevel_tune.appo:PopulationPolicyLoop"
+    assert (
+        inner.InnerLoopConfig().horizon == 150
+        and inner.BUILTIN_LOOPS["appo"] == "bilevel_tune.appo:PopulationPolicyLoop"
+    )

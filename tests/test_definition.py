@@ -5,6 +5,7 @@ import json
 import pytest
 
 from bilevel_tune.study_data.definition import Study, StudyError, load_study
+from bilevel_tune.study_data.settings import SECTIONS
 from bilevel_tune.study_data.study_overrides import budget_label, overrides_label
 
 WEEKEND_CELLS = {
@@ -229,9 +230,19 @@ def test_a_study_recorded_before_a_setting_existed_resumes_with_its_default():
     """A run folder's study.json (and each Tune trial's config) written before the world's knobs existed."""
     study = load_study("weekend").with_budget("quick")
     recorded = json.loads(json.dumps(study.to_dict()))
-    recorded["values"] = [[k, v] for k, v in recorded["values"] if not k.startswith("world.") or k in (
-        "world.farms", "world.horizon", "world.smoothing")]  # fmt: skip
+    recorded["world"] = {k: v for k, v in recorded["world"].items() if k in ("num_farms", "horizon", "smoothing")}
     old = Study.from_dict(recorded)
     assert old == study and old.get("world.release_share") == 0.6
     (cell, *_) = old.cells()
     assert old.for_cell(cell).get("world.farm_area_km2") == 500.0
+
+
+def test_a_study_json_of_release_0_2_holding_its_settings_in_one_list_still_loads_as_it_ran():
+    """0.2 recorded every setting as one (key, value) list, the generations beside it (the weekend campaign's)."""
+    study = load_study("weekend").with_budget("quick").with_overrides(settings={"appo.lr": "3e-4"})
+    recorded = {k: v for k, v in json.loads(json.dumps(study.to_dict())).items() if k not in (*SECTIONS, "budget")}
+    settings = [[k, v] for k, v in json.loads(json.dumps(study.settings)).items()]
+    recorded |= {"values": [[k, v] for k, v in settings if not k.startswith("world.") or k in (
+        "world.farms", "world.horizon", "world.smoothing")], "generations": 3}  # fmt: skip
+    old = Study.from_dict(recorded)
+    assert old == study and old.get("world.release_share") == 0.6 and old.appo.lr == 3e-4

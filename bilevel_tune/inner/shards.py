@@ -156,12 +156,23 @@ class ShardedInnerLoop:
     _warned = False
 
     def __init__(
-        self, spec: str, config: InnerLoopConfig, shards: int = 1, stop_requested: Callable[[], bool] = lambda: False
+        self,
+        spec: str,
+        config: InnerLoopConfig,
+        shards: int = 1,
+        stop_requested: Callable[[], bool] = lambda: False,
+        inner_iters: int = 1,
     ):
         if shards < 1:
             raise ValueError(f"shards={shards} must be ≥ 1")
-        self.spec, self.config, self.stop_requested = spec, config, stop_requested
+        self.spec, self.config, self.stop_requested, self.inner_iters = spec, config, stop_requested, inner_iters
         self.actors = [self._start() for _ in range(shards)]
+
+    @classmethod
+    def for_study(cls, study, shards: int, stop_requested: Callable[[], bool]) -> "ShardedInnerLoop":
+        """A `definition.Study`'s trial's inner loop: its loop spec, its config, and K train() calls per generation."""
+        config = InnerLoopConfig.from_study(study)
+        return cls(study.inner, config, shards, stop_requested, inner_iters=study.budget.inner_iters)
 
     def _start(self):
         import ray
@@ -173,11 +184,12 @@ class ShardedInnerLoop:
         return len(self.actors)
 
     def run(
-        self, rules: Sequence[Mapping[str, float]], seed: int, eval_seeds: Sequence[int], inner_iters: int
+        self, rules: Sequence[Mapping[str, float]], seed: int, eval_seeds: Sequence[int], inner_iters: int | None = None
     ) -> GenerationResult:
-        """reset → K × train → evaluate on every shard at once, one remote call each."""
+        """reset → K × train → evaluate on every shard at once, one remote call each (K: this loop's, unless given)."""
         import ray
 
+        inner_iters = self.inner_iters if inner_iters is None else inner_iters
         work = blocks(len(rules), self.shards)
         futures = [
             actor.generation.remote(list(rules[first : first + size]), seed, first, list(eval_seeds), inner_iters)

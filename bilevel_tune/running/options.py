@@ -153,7 +153,7 @@ class RunOptions:
     # the study: narrow or replace its axes and budget, set or cross settings (a fresh run only)
     budget: str | None = option(
         "--budget", "a named budget of the study file (--quick = --budget quick)", STUDY, override="budget",
-        aspect=lambda s: (s.budget_name, s.budget, s.values),
+        aspect=lambda s: (s.budget_name, s.budget, s.settings),
     )  # fmt: skip
     populations: tuple[int, ...] | None = option(
         "--population", "population axis, e.g. 1,16", STUDY, parse=_int_list("--population"),
@@ -168,7 +168,7 @@ class RunOptions:
     )
     outer_iters: int | None = option(
         "--outer-iters", "ES generations, every cell", STUDY, parse=_positive_int("--outer-iters"),
-        override="outer_iters", aspect=lambda s: s.generations,
+        override="outer_iters", aspect=lambda s: s.budget.generations,
     )  # fmt: skip
     inner_iters: str | int | None = option(  # the text as given: budget.inner_iters' knob checks it
         "--inner-iters", "APPO train() calls per generation (= --set budget.inner_iters=K)", STUDY,
@@ -177,7 +177,7 @@ class RunOptions:
     settings: tuple[tuple[str, str], ...] = option(
         "--set", "fix a setting, e.g. appo.lr=3e-4, world.horizon=60, or a rule by its name: fixed_quota=0.9", STUDY,
         parse=_assignment("--set", "appo.lr=3e-4"), action="append", metavar="KEY=VALUE", override="settings",
-        aspect=lambda s: s.values,
+        aspect=lambda s: s.settings,
     )  # fmt: skip
     grid: tuple[tuple[str, str], ...] = option(
         "--grid", "cross a setting as a further grid axis, e.g. es.sigma=0.05,0.15", STUDY,

@@ -17,21 +17,27 @@ from typing import Any, Iterable, Mapping
 
 from bilevel_tune.core.es import ESConfig
 from bilevel_tune.study_data import study_file, study_overrides
-from bilevel_tune.study_data.declared import section_kwargs
 from bilevel_tune.study_data.run_folder import Cell, json_safe
 from bilevel_tune.study_data.sections import (
     AppoSettings,
-    BudgetSettings,
+    Budget,
     ESSettings,
     NetworkSettings,
     ObjectiveSettings,
     SummarySettings,
 )
-from bilevel_tune.study_data.settings import BY_KEY, setting
+from bilevel_tune.study_data.settings import (
+    BY_KEY,
+    SECTION_CLASSES,
+    SETTINGS,
+    section_value,
+    setting,
+)
 from bilevel_tune.study_data.study_checks import StudyError, check_study
 from bilevel_tune.study_data.study_file import available_studies
-from bilevel_tune.study_data.study_record import recorded_fields
+from bilevel_tune.study_data.study_record import current_record, frozen
 from bilevel_tune.world.basin import WorldConfig
+from bilevel_tune.world.rules import RULE_SPECS
 
 __all__ = ["Budget", "Study", "StudyError", "available_studies", "load_study"]
 
@@ -39,37 +45,21 @@ FULL_BUDGET = "full"  # the name of a study file's [budget]
 
 
 @dataclass(frozen=True)
-class Budget(BudgetSettings):
-    """How much of the study a run does: [budget]'s settings, and `generations`: one count, or (population, count) pairs."""
-
-    generations: int | tuple[tuple[int, int], ...] = dataclasses.field(kw_only=True)
-
-    def generations_for(self, population: int) -> int:
-        if isinstance(self.generations, int):
-            return self.generations
-        table = dict(self.generations)
-        if population not in table:
-            raise StudyError(
-                f"budget.generations has no entry for population {population}; add one or give one integer for all cells"
-            )
-        return table[population]
-
-
-def _section(name: str, cls) -> property:
-    """A study's section as its typed dataclass: `study.appo.lr`, `study.world.horizon`."""
-    return property(lambda study: cls(**section_kwargs(study.settings, name, cls)))
-
-
-@dataclass(frozen=True)
 class Study:
-    """A resolved study: the grid, every setting as run, and how it came to be."""
+    """A resolved study: the grid, every section as run (typed: `study.appo.lr`), and how it came to be."""
 
     name: str
     populations: tuple[int, ...]
     optimize_params: tuple[tuple[str, ...], ...]
     seeds: tuple[int, ...]
-    generations: int | tuple[tuple[int, int], ...]  # the budget's generations as run
-    values: tuple[tuple[str, Any], ...]  # every setting as run, in `settings.SETTINGS` order
+    budget: Budget  # [budget] as run, with its generations
+    world: WorldConfig = dataclasses.field(default_factory=WorldConfig)
+    network: NetworkSettings = dataclasses.field(default_factory=NetworkSettings)
+    appo: AppoSettings = dataclasses.field(default_factory=AppoSettings)
+    es: ESSettings = dataclasses.field(default_factory=ESSettings)
+    objective: ObjectiveSettings = dataclasses.field(default_factory=ObjectiveSettings)
+    rules: tuple[tuple[str, float], ...] = tuple((r.name, r.default) for r in RULE_SPECS)  # fixed values, physical
+    summary: SummarySettings = dataclasses.field(default_factory=SummarySettings)
     axes: tuple[tuple[str, tuple], ...] = ()  # settings crossed as further grid axes, each with its values
     description: str = ""
     inner: str = "appo"
@@ -92,10 +82,14 @@ class Study:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Study":
-        """From study.json or a trial's config (`to_dict`), this release's or an earlier one's."""
-        fields = recorded_fields(data)
+        """From study.json or a trial's config (`to_dict`); an earlier release's record is brought up to date first."""
+        fields = current_record(data)
+        for name, section in SECTION_CLASSES.items():  # a setting added since the record was made: its default
+            fields[name] = section(**frozen_values(fields[name]))
+        rules = dict(fields["rules"])
+        fields["rules"] = tuple((r.name, rules.get(r.name, r.default)) for r in RULE_SPECS)
         full = fields.get("full_budget")
-        return cls(**{**fields, "full_budget": Budget(**full) if full is not None else None})
+        return cls(**{**fields, "full_budget": Budget(**frozen_values(full)) if full is not None else None})
 
     def to_dict(self) -> dict[str, Any]:
         return json_safe(dataclasses.asdict(self))
@@ -110,25 +104,14 @@ class Study:
     def validate(self) -> "Study":
         return check_study(self)
 
-    # -- settings, as run: each section typed --------------------------------------
+    # -- settings, as run ---------------------------------------------------------------
     @property
     def settings(self) -> dict[str, Any]:
-        """Every setting as run; a further axis's setting holds its file (or --set) value here, each trial its own (`for_cell`)."""
-        return dict(self.values)
+        """Every setting as run, by key; a further axis's setting holds its file (or --set) value, each trial its own."""
+        return {s.key: section_value(self, s) for s in SETTINGS}
 
     def get(self, key: str) -> Any:
-        return self.settings[setting(key).key]
-
-    world = _section("world", WorldConfig)
-    network = _section("network", NetworkSettings)
-    appo = _section("appo", AppoSettings)
-    es = _section("es", ESSettings)
-    objective = _section("objective", ObjectiveSettings)
-    summary = _section("summary", SummarySettings)
-
-    @property
-    def budget(self) -> Budget:
-        return Budget(generations=self.generations, **section_kwargs(self.settings, "budget", BudgetSettings))
+        return section_value(self, setting(key))
 
     def es_config(self, population: int) -> ESConfig:
         return ESConfig(population=population, **dataclasses.asdict(self.es))
@@ -136,23 +119,16 @@ class Study:
     @property
     def fixed_rules(self) -> dict[str, float]:
         """Every rule's fixed value, physical (the searched ones are the search's)."""
-        return {k.partition(".")[2]: v for k, v in self.values if k.startswith("rules.")}
+        return dict(self.rules)
 
     def trial_values(self) -> Iterable[dict[str, Any]]:
         """The settings of each combination of the further grid axes."""
         for combination in itertools.product(*(values for _, values in self.axes)):
             yield {**self.settings, **dict(zip((k for k, _ in self.axes), combination))}
 
-    def with_values(self, changes: Mapping[str, Any]) -> "Study":
-        """The study with these settings changed, e.g. one trial's further axes: values checked where they entered."""
-        changes = dict(changes)
-        generations = changes.pop("budget.generations", self.generations)
-        values = {**self.settings, **changes}
-        return dataclasses.replace(self, values=tuple((k, values[k]) for k, _ in self.values), generations=generations)
-
     def for_cell(self, cell: Cell) -> "Study":
         """The study one trial runs: its cell's further axes' values set, no axes left."""
-        return dataclasses.replace(self.with_values(dict(cell.extra)), axes=())
+        return dataclasses.replace(study_overrides.with_settings(self, dict(cell.extra)), axes=())
 
     # -- the budget as run --------------------------------------------------------
     @property
@@ -209,6 +185,11 @@ class Study:
         if cell is None:
             raise StudyError(f"no trial of study {self.name!r} has the cell {Cell.key_of(config)}")
         return cell
+
+
+def frozen_values(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """A section's fields from JSON: its lists as the tuples the section holds."""
+    return {k: frozen(v) for k, v in fields.items()}
 
 
 def load_study(name_or_path: str, directory: Path | None = None) -> Study:

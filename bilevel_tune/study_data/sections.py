@@ -3,15 +3,17 @@
 The configs the code runs on are built from these, never re-declared:
 `inner.InnerLoopConfig` is the world (`world.basin.WorldConfig`, which
 declares [world]), [network], [appo] and [objective]; `es.ESConfig` is
-[es] plus the population; `definition.Budget` is [budget] plus the
-generations. [rules] is declared by `world.rules.RULE_SPECS`.
+[es] plus the population; `Budget` is [budget] plus the generations.
+[rules] is declared by `world.rules.RULE_SPECS`. A `definition.Study`
+holds one instance of each, as run.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
-from bilevel_tune.study_data.declared import check_knobs, knob
+from bilevel_tune.study_data.declared import StudyError, check_knobs, knob
 
 SHAPINGS = ("zscore", "centered_rank")  # the ES's fitness shapings (es.shape)
 
@@ -77,3 +79,20 @@ class BudgetSettings(_Checked):
 class SummarySettings(_Checked):
     ceiling: float = knob(0.25, "the objective value the ceiling verdict looks for", inner=False)
     tol: float = knob(1e-4, "how close to the ceiling counts as at it", low=0, inner=False)
+
+
+@dataclass(frozen=True)
+class Budget(BudgetSettings):
+    """How much of the study a run does: [budget]'s settings, and `generations`: one count, or (population, count) pairs."""
+
+    generations: int | tuple[tuple[int, int], ...] = dataclasses.field(kw_only=True)
+
+    def generations_for(self, population: int) -> int:
+        if isinstance(self.generations, int):
+            return self.generations
+        table = dict(self.generations)
+        if population not in table:
+            raise StudyError(
+                f"budget.generations has no entry for population {population}; add one or give one integer for all cells"
+            )
+        return table[population]

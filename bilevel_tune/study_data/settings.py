@@ -30,6 +30,7 @@ from bilevel_tune.study_data.declared import Setting, SettingError, section_sett
 from bilevel_tune.study_data.hints import unknown_name
 from bilevel_tune.study_data.sections import (
     AppoSettings,
+    Budget,
     BudgetSettings,
     ESSettings,
     NetworkSettings,
@@ -65,6 +66,16 @@ DEFAULTS = {s.key: s.default for s in SETTINGS}
 RULE_ALIASES = {
     r.name: f"rules.{r.name}" for r in RULE_SPECS
 }  # `--set fixed_quota=0.9` = `--set rules.fixed_quota=0.9`
+SECTION_CLASSES = {
+    "world": WorldConfig,
+    "network": NetworkSettings,
+    "appo": AppoSettings,
+    "es": ESSettings,
+    "objective": ObjectiveSettings,
+    "budget": Budget,
+    "summary": SummarySettings,
+}  # each section's typed dataclass; [rules] is held as (name, physical value) pairs
+GENERATIONS = "budget.generations"  # [budget]'s one value that is not a knob: a count, or one per population
 LEGACY_BUDGET_KEYS = {"horizon": "world.horizon", "num_farms": "world.farms", "hidden": "network.hidden"}  # before 0.2
 
 
@@ -78,6 +89,12 @@ def setting(key: str, where: str = "") -> Setting:
             allowed = [*BY_KEY, *RULE_ALIASES]  # a bare name: perhaps a rule's
         raise SettingError(unknown_name("setting", key, allowed, where))
     return BY_KEY[key]
+
+
+def section_value(sections, spec: Setting) -> Any:
+    """A setting's value in an object holding the typed sections as attributes (a `definition.Study`)."""
+    section = getattr(sections, spec.section)
+    return dict(section)[spec.name] if spec.section == "rules" else getattr(section, spec.field_name)
 
 
 def short_name(key: str) -> str:

@@ -19,7 +19,14 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from bilevel_tune.study_data.hints import unknown_name
-from bilevel_tune.study_data.settings import BY_KEY, DEFAULTS, LEGACY_BUDGET_KEYS, SECTIONS, setting
+from bilevel_tune.study_data.settings import (
+    BY_KEY,
+    GENERATIONS,
+    LEGACY_BUDGET_KEYS,
+    SECTION_CLASSES,
+    SECTIONS,
+    setting,
+)
 from bilevel_tune.study_data.study_checks import (
     StudyError,
     check_axis,
@@ -30,6 +37,7 @@ from bilevel_tune.study_data.study_checks import (
     check_population,
     check_scan,
 )
+from bilevel_tune.world.rules import RULE_SPECS
 
 STUDIES_PACKAGE = "bilevel_tune.studies"  # the built-in studies ship inside the package
 GRID_AXES = ("population", "optimize_params", "seed")
@@ -61,7 +69,7 @@ def study_fields(data: Mapping[str, Any], source: str = "") -> dict[str, Any]:
     name = data.get("name")
     if not isinstance(name, str) or not name.replace("-", "").replace("_", "").isalnum():
         raise StudyError(f"{file}: name={name!r} must be a non-empty string of letters, digits, '-' and '_'")
-    values = dict(DEFAULTS)
+    values = {}
     for section in SECTIONS:
         if section == "budget":
             continue
@@ -75,12 +83,12 @@ def study_fields(data: Mapping[str, Any], source: str = "") -> dict[str, Any]:
     generations, budget_values = budget_section(data.get("budget", {}), f"{file} [budget]")
     if generations is None:
         raise StudyError(f"{file} [budget] needs 'generations' (an integer, or a table keyed by population)")
-    values.update(budget_values)
+    values.update(budget_values, **{GENERATIONS: generations})
     budgets = []
     for bname, table in data.get("budgets", {}).items():
         gens, changes = budget_section(table, f"{file} [budgets.{bname}]")
         if gens is not None:
-            changes = {"budget.generations": gens, **changes}
+            changes = {GENERATIONS: gens, **changes}
         budgets.append((bname, tuple(changes.items())))
     grid = _dotted(data.get("grid", {}))
     check_known([k for k in grid if k not in BY_KEY], GRID_AXES, f"{file} [grid]")
@@ -96,13 +104,26 @@ def study_fields(data: Mapping[str, Any], source: str = "") -> dict[str, Any]:
         populations=tuple(check_population(p, "[grid].population") for p in grid["population"]),
         optimize_params=tuple(check_params(p) for p in grid["optimize_params"]),
         seeds=tuple(check_int(s, "[grid].seed", 0) for s in grid["seed"]),
-        generations=generations,
-        values=tuple((k, values[k]) for k in DEFAULTS),
+        **_typed_sections(values),
         axes=tuple(check_axis(k, v, f"{file} [grid]") for k, v in grid.items() if k not in GRID_AXES),
         budgets=tuple(budgets),
         scan=check_scan(scan["points"], "[scan].points") if "points" in scan else None,
         source=source,
     )
+
+
+def _typed_sections(values: Mapping[str, Any]) -> dict[str, Any]:
+    """{section: its typed dataclass} from `section.key` values, each at its default where not given.
+
+    [rules] comes back as (name, physical value) pairs in `RULE_SPECS` order; `budget.generations` is required.
+    """
+    given: dict[str, dict[str, Any]] = {section: {} for section in SECTIONS}  # by field name
+    for key, value in values.items():
+        spec = setting(key) if key != GENERATIONS else None
+        given["budget" if spec is None else spec.section]["generations" if spec is None else spec.field_name] = value
+    sections: dict[str, Any] = {name: cls(**given[name]) for name, cls in SECTION_CLASSES.items()}
+    sections["rules"] = tuple((r.name, given["rules"].get(r.name, r.default)) for r in RULE_SPECS)
+    return sections
 
 
 def parse_generations(value, where: str):
@@ -144,7 +165,7 @@ def _dotted(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     out = {}
     for key, value in table.items():
         full = f"{prefix}{key}"
-        if isinstance(value, Mapping) and full.split(".")[0] in SECTIONS and full != "budget.generations":
+        if isinstance(value, Mapping) and full.split(".")[0] in SECTIONS and full != GENERATIONS:
             out.update(_dotted(value, full + "."))
         else:
             out[full] = value

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping, Sequence
 
-from bilevel_tune.study_data.settings import plain, setting
+from bilevel_tune.study_data.settings import BY_KEY, GENERATIONS, plain, setting
 from bilevel_tune.study_data.study_checks import (
     StudyError,
     check_axis,
@@ -54,19 +54,19 @@ def overridden(
         study = replace(study, seeds=tuple(check_int(s, "--seed", 0) for s in seeds))
         changed.append(("seed", study.seeds))
     if outer_iters is not None:
-        study = replace(study, generations=check_int(outer_iters, "--outer-iters", 1))
+        study = with_settings(study, {GENERATIONS: check_int(outer_iters, "--outer-iters", 1)})
         changed.append(("outer_iters", outer_iters))
     if inner_iters is not None:  # a spelling of --set budget.inner_iters=K, checked by that setting's knob
         inner_iters = setting("budget.inner_iters").parse(str(inner_iters), flag="--inner-iters")
-        study = study.with_values({"budget.inner_iters": inner_iters})
+        study = with_settings(study, {"budget.inner_iters": inner_iters})
         changed.append(("inner_iters", inner_iters))
     fixed = [(f"rules.{k}" if k in RULE_NAMES else k, v) for k, v in dict(rules or {}).items()]
     fixed += list(dict(settings or {}).items())
     for key, value in fixed:
-        if key == "budget.generations":
+        if key == GENERATIONS:
             raise StudyError("--set budget.generations: use --outer-iters N (one count for every cell)")
         full, typed = check_setting(key, value, "--set", text=isinstance(value, str))
-        study = study.with_values({full: typed})
+        study = with_settings(study, {full: typed})
         changed.append((full, typed))
     for key, values in dict(grid or {}).items():
         axis = check_axis(key, values, "--grid")
@@ -81,12 +81,28 @@ def overridden(
     return replace(study, overrides=original.overrides + tuple(changed)).validate()
 
 
+def with_settings(study, changes: Mapping[str, Any]):
+    """The study with these settings changed (by key), e.g. one trial's further axes: checked where they entered."""
+    changed: dict[str, dict[str, Any]] = {}
+    for key, value in changes.items():
+        spec = None if key == GENERATIONS else BY_KEY[key]
+        section, name = ("budget", "generations") if spec is None else (spec.section, spec.field_name)
+        changed.setdefault(section, {})[name] = value
+    replaced = {
+        section: tuple({**dict(study.rules), **values}.items())
+        if section == "rules"
+        else dataclasses.replace(getattr(study, section), **values)
+        for section, values in changed.items()
+    }
+    return dataclasses.replace(study, **replaced)
+
+
 def with_budget(study, name: str):
     """The study at one of its named budgets (`quick`): the settings that budget changes, applied."""
     budgets = dict(study.budgets)
     if name not in budgets:
         raise StudyError(f"study {study.name!r} has no budget {name!r}; it has: {', '.join(budgets) or 'none'}")
-    return dataclasses.replace(study.with_values(dict(budgets[name])), budget_name=name)
+    return dataclasses.replace(with_settings(study, dict(budgets[name])), budget_name=name)
 
 
 def budget_label(study) -> str:

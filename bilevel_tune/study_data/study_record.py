@@ -1,25 +1,27 @@
-"""A study as recorded (study.json, a Tune trial's config) → the fields of a `definition.Study`.
+"""A study as recorded by an earlier release (study.json, a Tune trial's config) → today's record.
 
-Records of every release load: 0.1's (before settings had sections), and
-any written before a setting existed (it takes its default: what that run
-ran). JSON's lists come back as the tuples the study holds.
+Today's record (`definition.Study.to_dict`) holds each section as a table of
+its fields; 0.2 held every setting in one list of (key, value)
+pairs, 0.1 had no sections at all. `current_record` brings any of them to
+today's shape; a setting added since a record was made is absent from it
+and takes its default in `Study.from_dict` (what that run ran). JSON's lists
+come back as the tuples the study holds.
 """
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
-from bilevel_tune.study_data.settings import DEFAULTS, LEGACY_BUDGET_KEYS
+from bilevel_tune.study_data.settings import BY_KEY, DEFAULTS, LEGACY_BUDGET_KEYS, SECTION_CLASSES
 
 
-def recorded_fields(data: Mapping[str, Any]) -> dict[str, Any]:
-    """`Study`'s fields from its record; `full_budget` stays a dict of `definition.Budget`'s fields."""
+def current_record(data: Mapping[str, Any]) -> dict[str, Any]:
+    """`Study`'s fields from its record, sections still tables of fields; `full_budget` a table of `Budget`'s."""
     data = dict(data)
-    if "values" not in data:
+    if "values" not in data and not isinstance(data.get("appo"), Mapping):
         data = _from_release_0_1(data)
-    data["generations"] = frozen(data["generations"])
-    recorded = {k: frozen(v) for k, v in data["values"]}
-    data["values"] = tuple((k, recorded.get(k, DEFAULTS[k])) for k in DEFAULTS)
+    if "values" in data:
+        data = _from_settings_list(data)
     data["axes"] = tuple((k, tuple(frozen(x) for x in v)) for k, v in data.get("axes", ()))
     data["budgets"] = tuple(
         (name, tuple((k, frozen(v)) for k, v in changes)) for name, changes in data.get("budgets", ())
@@ -32,6 +34,21 @@ def recorded_fields(data: Mapping[str, Any]) -> dict[str, Any]:
     data["optimize_params"] = tuple(tuple(p) for p in data["optimize_params"])
     data["overrides"] = tuple((k, frozen(v)) for k, v in data.get("overrides", ()))
     return data
+
+
+def _from_settings_list(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A 0.2 record: every setting in one list of (key, value), the generations beside it."""
+    data = dict(data)
+    sections: dict[str, Any] = {section: {} for section in SECTION_CLASSES}
+    rules = []
+    for key, value in data.pop("values"):
+        spec = BY_KEY[key]
+        if spec.section == "rules":
+            rules.append((spec.name, value))
+        else:
+            sections[spec.section][spec.field_name] = value
+    sections["budget"]["generations"] = data.pop("generations")
+    return {**data, **sections, "rules": rules}
 
 
 def _from_release_0_1(data: Mapping[str, Any]) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from ray import tune
 
 from bilevel_tune.core import es, scan
 from bilevel_tune.core import metrics as M
-from bilevel_tune.inner import GenerationResult, InnerLoopConfig, ShardedInnerLoop
+from bilevel_tune.inner import GenerationResult, ShardedInnerLoop
 from bilevel_tune.runtime import ray_compat
 from bilevel_tune.study_data.definition import Study
 from bilevel_tune.study_data.run_folder import (
@@ -220,21 +220,20 @@ def run_trial(config: dict[str, Any], study: dict[str, Any], run_dir: str) -> No
     study = grid.for_cell(cell)  # its further axes' values set: what this trial runs
     seeds = Seeds(cell.seed, study.budget.eval_episodes, study.budget.final_eval_seeds)
     record = TrialRecord(run_dir, study, cell)
-    config = InnerLoopConfig.from_study(study)
-    with ShardedInnerLoop(study.inner, config, granted_shards(cell.population), stop_requested) as inner:
+    with ShardedInnerLoop.for_study(study, granted_shards(cell.population), stop_requested) as inner:
         (run_scan if cell.scan else run_es)(study, cell, seeds, record, inner)
 
 
 def run_es(study: Study, cell: Cell, seeds: Seeds, record: TrialRecord, inner: ShardedInnerLoop) -> None:
     """The ES run: per generation ask, train and evaluate, tell, record, report; then the final re-evaluation."""
-    params, inner_iters = cell.optimize_params, study.budget.inner_iters
+    params = cell.optimize_params
     state, extra = restore(study, cell)
     all_failed_run = int(extra.get("all_failed_run", 0))
     while state.generation < cell.generations:
         start = time.perf_counter()
         candidates = es.ask(state)
         rules = candidate_rules(study, params, candidates)
-        result = inner.run(rules, seeds.generation(state.generation), seeds.evaluation, inner_iters)
+        result = inner.run(rules, seeds.generation(state.generation), seeds.evaluation)
         state, es_metrics = es.tell(state, candidates, result.objectives)
         metrics = generation_metrics(study, cell, es_metrics, candidates, result, time.perf_counter() - start)
         record.generation(metrics, candidates, result)
@@ -263,7 +262,7 @@ def run_scan(study: Study, cell: Cell, seeds: Seeds, record: TrialRecord, inner:
     first = int(checkpointed().get("scan_pass", 0))
     for p in range(first, len(passes)):
         start = time.perf_counter()
-        result = inner.run(rules, *passes[p], study.budget.inner_iters)
+        result = inner.run(rules, *passes[p])
         metrics = scan_pass_metrics(p, result, record.recorded_scan_best(), time.perf_counter() - start)
         record.generation(metrics, grid, result)
         report(metrics, None, {"scan_pass": p + 1})
@@ -325,9 +324,7 @@ def final_reevaluation(
     if not seeds.final or state.best_candidate is None:
         return {}
     rules = candidate_rules(study, params, np.array([state.best_candidate, state.mean]))
-    values = np.array(
-        [inner.run(rules, seed, [seed], study.budget.inner_iters).objectives for seed in seeds.final], dtype=float
-    )
+    values = np.array([inner.run(rules, seed, [seed]).objectives for seed in seeds.final], dtype=float)
     out = {}
     for j, (mean_key, std_key) in enumerate(((M.FINAL_BEST, M.FINAL_BEST_STD), (M.FINAL_MEAN, M.FINAL_MEAN_STD))):
         finite = np.isfinite(values[:, j])
