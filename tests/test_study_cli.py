@@ -44,7 +44,9 @@ def test_dry_run_applies_overrides_and_cpus_per_trial(capsys):
 
 def test_list(capsys):
     assert main(["--list"]) == 0
-    assert "weekend" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "weekend" in out and "world fresh-water" in out
+    assert out.splitlines()[-1].startswith("worlds: fresh-water, fishery, or your own as [world] kind")
 
 
 @pytest.fixture

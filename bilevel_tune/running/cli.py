@@ -20,15 +20,18 @@ import sys
 from bilevel_tune.running.options import UsageError, build_parser, options_from
 from bilevel_tune.runtime.lifecycle import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from bilevel_tune.study_data.definition import StudyError, available_studies, load_study
+from bilevel_tune.worlds import BUILTIN_WORLDS
 
 PROG = "python -m bilevel_tune.study"
 
 
 def list_studies() -> None:
+    """The built-in studies, then the worlds a study can name (`[world] kind`)."""
     for name in available_studies():
         s = load_study(name)
         budgets = "".join(", " + b for b, _ in s.budgets)
-        print(f"{name:<16} {len(s.cells())} trials; budgets: full{budgets} — {s.description}")
+        print(f"{name:<16} {len(s.cells())} trials; budgets: full{budgets}; world {s.world_kind} — {s.description}")
+    print(f'worlds: {", ".join(BUILTIN_WORLDS)}, or your own as [world] kind = "module:Class" (docs/worlds.md)')
 
 
 def main(argv: list[str] | None = None) -> int:

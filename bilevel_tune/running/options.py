@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from bilevel_tune.study_data.definition import Study, StudyError, load_study
+from bilevel_tune.study_data.settings import FRESH_WATER
 from bilevel_tune.study_data.study_overrides import overridden, with_budget
 from bilevel_tune.tune_edge.tracking import WANDB_MODES
 
@@ -327,7 +328,13 @@ def resolve_study(options: RunOptions) -> Study:
         for f in fields_of(type(options), STUDY)
         if f.metadata["override"] not in (None, "budget") and getattr(options, f.name) not in (None, ())
     }
-    return overridden(study, **overrides)
+    study = overridden(study, **overrides)
+    if study.world_kind != FRESH_WATER.world:  # docs/worlds.md, "Where the study stands"
+        raise StudyError(
+            f"world {study.world_kind!r}: its study file reads and checks, but the inner loops run fresh water only "
+            "until they run on the world contract (docs/worlds.md)"
+        )
+    return study
 
 
 def changed_on_resume(options: RunOptions, recorded: Study) -> list[str]:

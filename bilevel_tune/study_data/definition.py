@@ -26,13 +26,7 @@ from bilevel_tune.study_data.sections import (
     ObjectiveSettings,
     SummarySettings,
 )
-from bilevel_tune.study_data.settings import (
-    BY_KEY,
-    SECTION_CLASSES,
-    SETTINGS,
-    section_value,
-    setting,
-)
+from bilevel_tune.study_data.settings import FRESH_WATER, SettingsTable, section_value, settings_table
 from bilevel_tune.study_data.study_checks import StudyError, check_study
 from bilevel_tune.study_data.study_file import available_studies
 from bilevel_tune.study_data.study_record import current_record, frozen
@@ -53,7 +47,7 @@ class Study:
     optimize_params: tuple[tuple[str, ...], ...]
     seeds: tuple[int, ...]
     budget: Budget  # [budget] as run, with its generations
-    world: WorldConfig = dataclasses.field(default_factory=WorldConfig)
+    world: Any = dataclasses.field(default_factory=WorldConfig)  # the world's settings class: fresh water's here
     network: NetworkSettings = dataclasses.field(default_factory=NetworkSettings)
     appo: AppoSettings = dataclasses.field(default_factory=AppoSettings)
     es: ESSettings = dataclasses.field(default_factory=ESSettings)
@@ -69,6 +63,7 @@ class Study:
     overrides: tuple[tuple[str, Any], ...] = ()  # what the command line changed, in order
     scan: int | None = None  # grid points per searched rule of the rules scan (bilevel_tune.core.scan); None: no scan
     source: str = ""
+    world_kind: str = FRESH_WATER.world  # the world it runs on: a built-in name or "module:Class"
 
     # -- where a study comes from, and its record ---------------------------
     @classmethod
@@ -84,10 +79,11 @@ class Study:
     def from_dict(cls, data: Mapping[str, Any]) -> "Study":
         """From study.json or a trial's config (`to_dict`); an earlier release's record is brought up to date first."""
         fields = current_record(data)
-        for name, section in SECTION_CLASSES.items():  # a setting added since the record was made: its default
+        table = settings_table(fields.setdefault("world_kind", FRESH_WATER.world))
+        for name, section in table.section_classes.items():  # a setting added since the record was made: its default
             fields[name] = section(**frozen_values(fields[name]))
         rules = dict(fields["rules"])
-        fields["rules"] = tuple((r.name, rules.get(r.name, r.default)) for r in RULE_SPECS)
+        fields["rules"] = tuple((r.name, rules.get(r.name, r.default)) for r in table.rule_specs)
         full = fields.get("full_budget")
         return cls(**{**fields, "full_budget": Budget(**frozen_values(full)) if full is not None else None})
 
@@ -106,12 +102,17 @@ class Study:
 
     # -- settings, as run ---------------------------------------------------------------
     @property
+    def table(self) -> SettingsTable:
+        """Its world's settings: which keys it has, their ranges and sections."""
+        return settings_table(self.world_kind)
+
+    @property
     def settings(self) -> dict[str, Any]:
         """Every setting as run, by key; a further axis's setting holds its file (or --set) value, each trial its own."""
-        return {s.key: section_value(self, s) for s in SETTINGS}
+        return {s.key: section_value(self, s) for s in self.table.settings}
 
     def get(self, key: str) -> Any:
-        return section_value(self, setting(key))
+        return section_value(self, self.table.setting(key))
 
     def es_config(self, population: int) -> ESConfig:
         return ESConfig(population=population, **dataclasses.asdict(self.es))
@@ -152,7 +153,7 @@ class Study:
     # -- the grid -----------------------------------------------------------------
     def _extras(self, inner_only: bool = False) -> list[tuple[tuple[str, Any], ...]]:
         """Each combination of the further axes as a trial's `extra` (sorted by key); scans cross only the inner loop's."""
-        axes = sorted((k, v) for k, v in self.axes if BY_KEY[k].inner or not inner_only)
+        axes = sorted((k, v) for k, v in self.axes if self.table.by_key[k].inner or not inner_only)
         return [tuple(zip((k for k, _ in axes), values)) for values in itertools.product(*(v for _, v in axes))]
 
     def cells(self) -> list[Cell]:

@@ -1,8 +1,12 @@
 """Every setting of a study: the table of keys, derived from the sections that declare them.
 
 Each setting is declared once, as a `declared.knob` field of the config that
-holds it (`sections`, and the world's `WorldConfig`); this module lists
-them under their study-file keys. A setting is named `section.name` — its study file section and key:
+holds it (`sections`, and the world's settings class); this module lists
+them under their study-file keys, one `SettingsTable` per world: [world],
+[objective] and [rules] are the world's (`settings_table("fishery")`), the
+other sections the runner's. Fresh water's table keeps its long-standing
+names (`SETTINGS`, `BY_KEY`, `setting`, …). A setting is named
+`section.name` — its study file section and key; for fresh water:
 
     [world]     farms, horizon, smoothing,              the fresh-water world (docs/world.md)
                 release_share, rain_probability, rain_mean_mm, farm_area_km2
@@ -24,71 +28,106 @@ APPO loops read. Plain Python: no Ray, no numpy arrays.
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from typing import Any, Sequence
 
 from bilevel_tune.study_data.declared import Setting, SettingError, section_settings
 from bilevel_tune.study_data.hints import unknown_name
 from bilevel_tune.study_data.sections import (
     AppoSettings,
     Budget,
-    BudgetSettings,
     ESSettings,
     NetworkSettings,
-    ObjectiveSettings,
     SummarySettings,
 )
-from bilevel_tune.world.basin import WorldConfig
-from bilevel_tune.world.rules import RULE_SPECS
+from bilevel_tune.world.fresh_water import FreshWater
 
-SETTINGS: tuple[Setting, ...] = (
-    *section_settings("world", WorldConfig),
-    *section_settings("network", NetworkSettings),
-    *section_settings("appo", AppoSettings),
-    *section_settings("es", ESSettings),
-    *section_settings("objective", ObjectiveSettings),
-    *(
-        Setting(
-            r.meaning + " (fixed value, physical)",
-            r.low,
-            r.high,
-            key=f"rules.{r.name}",
-            default=r.default,
-            kind="float",
-        )
-        for r in RULE_SPECS
-    ),
-    *section_settings("budget", BudgetSettings),
-    *section_settings("summary", SummarySettings),
-)
-BY_KEY = {s.key: s for s in SETTINGS}
-SECTIONS = tuple(dict.fromkeys(s.section for s in SETTINGS))
-DEFAULTS = {s.key: s.default for s in SETTINGS}
-RULE_ALIASES = {
-    r.name: f"rules.{r.name}" for r in RULE_SPECS
-}  # `--set fixed_quota=0.9` = `--set rules.fixed_quota=0.9`
-SECTION_CLASSES = {
-    "world": WorldConfig,
-    "network": NetworkSettings,
-    "appo": AppoSettings,
-    "es": ESSettings,
-    "objective": ObjectiveSettings,
-    "budget": Budget,
-    "summary": SummarySettings,
-}  # each section's typed dataclass; [rules] is held as (name, physical value) pairs
 GENERATIONS = "budget.generations"  # [budget]'s one value that is not a knob: a count, or one per population
 LEGACY_BUDGET_KEYS = {"horizon": "world.horizon", "num_farms": "world.farms", "hidden": "network.hidden"}  # before 0.2
 
 
-def setting(key: str, where: str = "") -> Setting:
-    """The setting named `key` (a bare rule name is its rules.* alias); SettingError with a "did you mean"."""
-    key = RULE_ALIASES.get(key, key)
-    if key not in BY_KEY:
-        section = key.partition(".")[0]
-        allowed = [k for k in BY_KEY if k.startswith(section + ".")]  # its section's, if it names one
-        if not allowed:
-            allowed = [*BY_KEY, *RULE_ALIASES]  # a bare name: perhaps a rule's
-        raise SettingError(unknown_name("setting", key, allowed, where))
-    return BY_KEY[key]
+class SettingsTable:
+    """The settings of a study on one world: [world], [objective] and [rules] are the world's, the rest the runner's.
+
+    `world` is the world's spec as a study names it (`fresh-water`, `fishery`, `module:Class`);
+    `section_classes` each section's typed dataclass ([rules] is held as (name, physical value) pairs).
+    """
+
+    def __init__(self, world: str, world_class: type):
+        self.world = world
+        self.rule_specs = tuple(world_class.rule_specs)
+        self.section_classes: dict[str, type] = {
+            "world": world_class.settings_class,
+            "network": NetworkSettings,
+            "appo": AppoSettings,
+            "es": ESSettings,
+            "objective": world_class.objective_class,
+            "budget": Budget,
+            "summary": SummarySettings,
+        }
+        rules = tuple(
+            Setting(r.meaning + " (fixed value, physical)", r.low, r.high, key=f"rules.{r.name}", default=r.default,
+                    kind="float")
+            for r in self.rule_specs
+        )  # fmt: skip
+        self.settings: tuple[Setting, ...] = (
+            *(s for name in ("world", "network", "appo", "es", "objective") for s in self._section(name)),
+            *rules,
+            *self._section("budget"),
+            *self._section("summary"),
+        )
+        self.by_key = {s.key: s for s in self.settings}
+        self.sections = tuple(dict.fromkeys(s.section for s in self.settings))
+        self.defaults = {s.key: s.default for s in self.settings}
+        self.rule_aliases = {
+            r.name: f"rules.{r.name}" for r in self.rule_specs
+        }  # `--set fine=1` = `--set rules.fine=1`
+
+    def _section(self, name: str) -> tuple[Setting, ...]:
+        return section_settings(name, self.section_classes[name])
+
+    def setting(self, key: str, where: str = "") -> Setting:
+        """The setting named `key` (a bare rule name is its rules.* alias); SettingError with a "did you mean"."""
+        key = self.rule_aliases.get(key, key)
+        if key not in self.by_key:
+            section = key.partition(".")[0]
+            allowed = [k for k in self.by_key if k.startswith(section + ".")]  # its section's, if it names one
+            if not allowed:
+                allowed = [*self.by_key, *self.rule_aliases]  # a bare name: perhaps a rule's
+            raise SettingError(unknown_name("setting", key, allowed, where))
+        return self.by_key[key]
+
+    def check_params(self, names: Sequence[str]) -> tuple[str, ...]:
+        """One mechanism, the rules it searches (order kept): known, non-empty, no repeats; SettingError otherwise."""
+        names, known = tuple(names), [r.name for r in self.rule_specs]
+        if not names:
+            raise SettingError(f"optimize_params is empty; choose from: {', '.join(known)}")
+        for name in names:
+            if name not in known:
+                raise SettingError(unknown_name("rule", name, known))
+        if len(set(names)) != len(names):
+            raise SettingError(f"optimize_params {list(names)} repeats a rule")
+        return names
+
+
+@functools.lru_cache(maxsize=None)
+def settings_table(world: str = FreshWater.name) -> SettingsTable:
+    """The settings table of a study on this world (a built-in name or `module:Class`); WorldError if it is none."""
+    if world == FreshWater.name:
+        return FRESH_WATER
+    from bilevel_tune.worlds import load_world  # a user's world is imported only when a study names it
+
+    return SettingsTable(world, load_world(world))
+
+
+FRESH_WATER = SettingsTable(FreshWater.name, FreshWater)
+# fresh water's table under its long-standing names: a study names no world unless it runs another
+SETTINGS = FRESH_WATER.settings
+BY_KEY = FRESH_WATER.by_key
+SECTIONS = FRESH_WATER.sections
+DEFAULTS = FRESH_WATER.defaults
+RULE_ALIASES = FRESH_WATER.rule_aliases
+setting = FRESH_WATER.setting
 
 
 def section_value(sections, spec: Setting) -> Any:

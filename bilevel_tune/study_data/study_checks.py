@@ -15,8 +15,7 @@ from bilevel_tune.inner import InnerLoopError, check_loop_spec
 from bilevel_tune.study_data.declared import StudyError, section_kwargs
 from bilevel_tune.study_data.hints import unknown_name
 from bilevel_tune.study_data.sections import ESSettings
-from bilevel_tune.study_data.settings import plain, setting
-from bilevel_tune.world.rules import check_optimize_params
+from bilevel_tune.study_data.settings import FRESH_WATER, SettingsTable, plain
 
 __all__ = ["StudyError"]  # declared where a setting is checked: a setting's error is a study's
 
@@ -54,29 +53,28 @@ def check_scan(value, where: str = "--scan") -> int:
     return value
 
 
-def check_params(value) -> tuple[str, ...]:
-    """One mechanism: a list of rule names to search."""
+def check_params(value, table: SettingsTable = FRESH_WATER) -> tuple[str, ...]:
+    """One mechanism: a list of the world's rule names to search."""
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
         raise StudyError(f"[grid].optimize_params entry {value!r} must be a list of rule names")
-    try:
-        return check_optimize_params(value)
-    except ValueError as err:
-        raise StudyError(str(err)) from None
+    return table.check_params(value)
 
 
-def check_setting(key: str, value: Any, where: str, text: bool = False) -> tuple[str, Any]:
+def check_setting(
+    key: str, value: Any, where: str, text: bool = False, table: SettingsTable = FRESH_WATER
+) -> tuple[str, Any]:
     """(the setting's full key, its value typed and in range); StudyError otherwise. `text`: a command line's value."""
-    spec = setting(key, where)
+    spec = table.setting(key, where)
     return spec.key, spec.parse(value, where) if text else spec.check(value, where)
 
 
-def check_axis(key: str, values, where: str) -> tuple[str, tuple]:
+def check_axis(key: str, values, where: str, table: SettingsTable = FRESH_WATER) -> tuple[str, tuple]:
     """A further grid axis: a setting and its values (a non-empty list, each checked)."""
     text = isinstance(values, str)  # a command line's "a,b,c"
     values = [v for v in values.split(",") if v.strip()] if text else values
     if not isinstance(values, (list, tuple)) or not values:
         raise StudyError(f"{where} {key}={values!r} must be a non-empty list of values")
-    checked = [check_setting(key, v, f"{where} {key}", text=text) for v in values]
+    checked = [check_setting(key, v, f"{where} {key}", text=text, table=table) for v in values]
     full = checked[0][0]
     if full == "budget.generations":
         raise StudyError(f"{where} {key}: budget.generations is set per population, not crossed")
@@ -92,7 +90,7 @@ def check_study(study):
             ESConfig(population=study.populations[0], **section_kwargs(values, "es", ESSettings))
         except ValueError as err:
             raise StudyError(f"[es]: {err}") from None
-        if values["objective.econ_weight"] == 0 and values["objective.sus_weight"] == 0:
+        if values.get("objective.econ_weight") == 0 and values.get("objective.sus_weight") == 0:  # fresh water's
             raise StudyError("[objective] econ_weight and sus_weight are both 0; at least one must be > 0")
     for axis in ("populations", "seeds", "optimize_params"):
         values = getattr(study, axis)

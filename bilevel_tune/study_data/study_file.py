@@ -20,12 +20,12 @@ from typing import Any, Mapping
 
 from bilevel_tune.study_data.hints import unknown_name
 from bilevel_tune.study_data.settings import (
-    BY_KEY,
+    FRESH_WATER,
     GENERATIONS,
     LEGACY_BUDGET_KEYS,
-    SECTION_CLASSES,
     SECTIONS,
-    setting,
+    SettingsTable,
+    settings_table,
 )
 from bilevel_tune.study_data.study_checks import (
     StudyError,
@@ -37,10 +37,10 @@ from bilevel_tune.study_data.study_checks import (
     check_population,
     check_scan,
 )
-from bilevel_tune.world.rules import RULE_SPECS
 
 STUDIES_PACKAGE = "bilevel_tune.studies"  # the built-in studies ship inside the package
 GRID_AXES = ("population", "optimize_params", "seed")
+WORLD_KIND = "kind"  # [world] kind = "fishery" (or "module:Class"): the world a study runs on; fresh water's by default
 TOP_KEYS = (
     "name",
     "description",
@@ -69,29 +69,35 @@ def study_fields(data: Mapping[str, Any], source: str = "") -> dict[str, Any]:
     name = data.get("name")
     if not isinstance(name, str) or not name.replace("-", "").replace("_", "").isalnum():
         raise StudyError(f"{file}: name={name!r} must be a non-empty string of letters, digits, '-' and '_'")
+    for section in SECTIONS:
+        if not isinstance(data.get(section, {}), Mapping):
+            raise StudyError(f"{file}: [{section}] must be a table")
+    world = data.get("world", {}).get(WORLD_KIND, FRESH_WATER.world)
+    if not isinstance(world, str):
+        raise StudyError(f"{file} [world] {WORLD_KIND}={world!r} must be a world's name or 'module:Class'")
+    try:
+        settings = settings_table(world)
+    except ValueError as err:  # the world does not import, or is no world
+        raise StudyError(f"{file} [world] {WORLD_KIND}: {err}") from None
     values = {}
     for section in SECTIONS:
-        if section == "budget":
-            continue
-        table = data.get(section, {})
-        if not isinstance(table, Mapping):
-            raise StudyError(f"{file}: [{section}] must be a table")
-        for key, value in table.items():
-            if f"{section}.{key}" not in BY_KEY:
-                _unknown_key(file, section, key)
-            values[f"{section}.{key}"] = setting(f"{section}.{key}").check(value, f"{file} [{section}]")
-    generations, budget_values = budget_section(data.get("budget", {}), f"{file} [budget]")
+        table = {k: v for k, v in data.get(section, {}).items() if (section, k) != ("world", WORLD_KIND)}
+        for key, value in table.items() if section != "budget" else ():
+            if f"{section}.{key}" not in settings.by_key:
+                _unknown_key(file, section, key, settings)
+            values[f"{section}.{key}"] = settings.setting(f"{section}.{key}").check(value, f"{file} [{section}]")
+    generations, budget_values = budget_section(data.get("budget", {}), f"{file} [budget]", settings)
     if generations is None:
         raise StudyError(f"{file} [budget] needs 'generations' (an integer, or a table keyed by population)")
     values.update(budget_values, **{GENERATIONS: generations})
     budgets = []
     for bname, table in data.get("budgets", {}).items():
-        gens, changes = budget_section(table, f"{file} [budgets.{bname}]")
+        gens, changes = budget_section(table, f"{file} [budgets.{bname}]", settings)
         if gens is not None:
             changes = {GENERATIONS: gens, **changes}
         budgets.append((bname, tuple(changes.items())))
     grid = _dotted(data.get("grid", {}))
-    check_known([k for k in grid if k not in BY_KEY], GRID_AXES, f"{file} [grid]")
+    check_known([k for k in grid if k not in settings.by_key], GRID_AXES, f"{file} [grid]")
     for key in GRID_AXES:
         if not isinstance(grid.get(key), list) or not grid[key]:
             raise StudyError(f"{file} [grid].{key} must be a non-empty list")
@@ -102,27 +108,28 @@ def study_fields(data: Mapping[str, Any], source: str = "") -> dict[str, Any]:
         description=str(data.get("description", "")),
         inner=check_inner(data.get("inner", "appo"), "inner"),
         populations=tuple(check_population(p, "[grid].population") for p in grid["population"]),
-        optimize_params=tuple(check_params(p) for p in grid["optimize_params"]),
+        optimize_params=tuple(check_params(p, settings) for p in grid["optimize_params"]),
         seeds=tuple(check_int(s, "[grid].seed", 0) for s in grid["seed"]),
-        **_typed_sections(values),
-        axes=tuple(check_axis(k, v, f"{file} [grid]") for k, v in grid.items() if k not in GRID_AXES),
+        world_kind=world,
+        **_typed_sections(values, settings),
+        axes=tuple(check_axis(k, v, f"{file} [grid]", settings) for k, v in grid.items() if k not in GRID_AXES),
         budgets=tuple(budgets),
         scan=check_scan(scan["points"], "[scan].points") if "points" in scan else None,
         source=source,
     )
 
 
-def _typed_sections(values: Mapping[str, Any]) -> dict[str, Any]:
+def _typed_sections(values: Mapping[str, Any], settings: SettingsTable) -> dict[str, Any]:
     """{section: its typed dataclass} from `section.key` values, each at its default where not given.
 
-    [rules] comes back as (name, physical value) pairs in `RULE_SPECS` order; `budget.generations` is required.
+    [rules] comes back as (name, physical value) pairs in the world's order; `budget.generations` is required.
     """
     given: dict[str, dict[str, Any]] = {section: {} for section in SECTIONS}  # by field name
     for key, value in values.items():
-        spec = setting(key) if key != GENERATIONS else None
+        spec = settings.setting(key) if key != GENERATIONS else None
         given["budget" if spec is None else spec.section]["generations" if spec is None else spec.field_name] = value
-    sections: dict[str, Any] = {name: cls(**given[name]) for name, cls in SECTION_CLASSES.items()}
-    sections["rules"] = tuple((r.name, given["rules"].get(r.name, r.default)) for r in RULE_SPECS)
+    sections: dict[str, Any] = {name: cls(**given[name]) for name, cls in settings.section_classes.items()}
+    sections["rules"] = tuple((r.name, given["rules"].get(r.name, r.default)) for r in settings.rule_specs)
     return sections
 
 
@@ -140,7 +147,9 @@ def parse_generations(value, where: str):
     return check_int(value, where, 1)
 
 
-def budget_section(data: Mapping[str, Any], where: str) -> tuple[Any, dict[str, Any]]:
+def budget_section(
+    data: Mapping[str, Any], where: str, settings: SettingsTable = FRESH_WATER
+) -> tuple[Any, dict[str, Any]]:
     """([budget]'s or a named budget's generations (None if absent), its other settings as dotted keys).
 
     Its own keys are budget settings; before 0.2 it also held the world's and network's
@@ -152,11 +161,11 @@ def budget_section(data: Mapping[str, Any], where: str) -> tuple[Any, dict[str, 
             generations = parse_generations(value, f"{where}.generations")
             continue
         full = LEGACY_BUDGET_KEYS.get(key, key if "." in key else f"budget.{key}")
-        if full not in BY_KEY:
+        if full not in settings.by_key:
             section, _, name = full.partition(".")
-            allowed = ("generations", *(k.partition(".")[2] for k in BY_KEY if k.startswith("budget.")))
+            allowed = ("generations", *(k.partition(".")[2] for k in settings.by_key if k.startswith("budget.")))
             raise StudyError(unknown_name("key", name if section == "budget" else full, allowed, where))
-        values[full] = setting(full).check(value, where)
+        values[full] = settings.setting(full).check(value, where)
     return generations, values
 
 
@@ -172,8 +181,9 @@ def _dotted(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def _unknown_key(file: str, section: str, key: str):
-    allowed = [k.partition(".")[2] for k in BY_KEY if k.startswith(section + ".")]
+def _unknown_key(file: str, section: str, key: str, settings: SettingsTable):
+    allowed = [k.partition(".")[2] for k in settings.by_key if k.startswith(section + ".")]
+    allowed += [WORLD_KIND] if section == "world" else []
     kind = "rule" if section == "rules" else "key"
     raise StudyError(unknown_name(kind, key, allowed, f"{file} [{section}]"))
 

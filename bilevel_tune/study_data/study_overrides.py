@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping, Sequence
 
-from bilevel_tune.study_data.settings import BY_KEY, GENERATIONS, plain, setting
+from bilevel_tune.study_data.settings import GENERATIONS, plain
 from bilevel_tune.study_data.study_checks import (
     StudyError,
     check_axis,
@@ -22,7 +22,6 @@ from bilevel_tune.study_data.study_checks import (
     check_scan,
     check_setting,
 )
-from bilevel_tune.world.rules import RULE_NAMES
 
 BUDGET_OVERRIDES = ("outer_iters", "inner_iters")
 GRID_OVERRIDE = "grid "  # prefix of a --grid change in `overrides`
@@ -48,7 +47,7 @@ def overridden(
         study = replace(study, populations=tuple(check_population(p, "--population") for p in populations))
         changed.append(("population", study.populations))
     if optimize_params is not None:
-        study = replace(study, optimize_params=(check_params(list(optimize_params)),))
+        study = replace(study, optimize_params=(check_params(list(optimize_params), study.table),))
         changed.append(("optimize_params", study.optimize_params[0]))
     if seeds is not None:
         study = replace(study, seeds=tuple(check_int(s, "--seed", 0) for s in seeds))
@@ -57,19 +56,19 @@ def overridden(
         study = with_settings(study, {GENERATIONS: check_int(outer_iters, "--outer-iters", 1)})
         changed.append(("outer_iters", outer_iters))
     if inner_iters is not None:  # a spelling of --set budget.inner_iters=K, checked by that setting's knob
-        inner_iters = setting("budget.inner_iters").parse(str(inner_iters), flag="--inner-iters")
+        inner_iters = study.table.setting("budget.inner_iters").parse(str(inner_iters), flag="--inner-iters")
         study = with_settings(study, {"budget.inner_iters": inner_iters})
         changed.append(("inner_iters", inner_iters))
-    fixed = [(f"rules.{k}" if k in RULE_NAMES else k, v) for k, v in dict(rules or {}).items()]
+    fixed = [(study.table.rule_aliases.get(k, k), v) for k, v in dict(rules or {}).items()]
     fixed += list(dict(settings or {}).items())
     for key, value in fixed:
         if key == GENERATIONS:
             raise StudyError("--set budget.generations: use --outer-iters N (one count for every cell)")
-        full, typed = check_setting(key, value, "--set", text=isinstance(value, str))
+        full, typed = check_setting(key, value, "--set", text=isinstance(value, str), table=study.table)
         study = with_settings(study, {full: typed})
         changed.append((full, typed))
     for key, values in dict(grid or {}).items():
-        axis = check_axis(key, values, "--grid")
+        axis = check_axis(key, values, "--grid", study.table)
         study = replace(study, axes=tuple((k, v) for k, v in study.axes if k != axis[0]) + (axis,))
         changed.append((GRID_OVERRIDE + axis[0], axis[1]))
     if inner is not None:
@@ -85,7 +84,7 @@ def with_settings(study, changes: Mapping[str, Any]):
     """The study with these settings changed (by key), e.g. one trial's further axes: checked where they entered."""
     changed: dict[str, dict[str, Any]] = {}
     for key, value in changes.items():
-        spec = None if key == GENERATIONS else BY_KEY[key]
+        spec = None if key == GENERATIONS else study.table.by_key[key]
         section, name = ("budget", "generations") if spec is None else (spec.section, spec.field_name)
         changed.setdefault(section, {})[name] = value
     replaced = {

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from bilevel_tune.study_data.settings import BY_KEY, DEFAULTS, LEGACY_BUDGET_KEYS, SECTION_CLASSES
+from bilevel_tune.study_data.settings import BY_KEY, DEFAULTS, FRESH_WATER, LEGACY_BUDGET_KEYS
 
 
 def current_record(data: Mapping[str, Any]) -> dict[str, Any]:
@@ -37,9 +37,10 @@ def current_record(data: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _from_settings_list(data: Mapping[str, Any]) -> dict[str, Any]:
-    """A 0.2 record: every setting in one list of (key, value), the generations beside it."""
+    """A 0.2 record (fresh water's: the only world then): every setting in one list of (key, value), the generations
+    beside it."""
     data = dict(data)
-    sections: dict[str, Any] = {section: {} for section in SECTION_CLASSES}
+    sections: dict[str, Any] = {section: {} for section in FRESH_WATER.section_classes}
     rules = []
     for key, value in data.pop("values"):
         spec = BY_KEY[key]

@@ -1,0 +1,89 @@
+"""A study names its world; its [world], [objective] and [rules] are that world's, checked by the world's own knobs."""
+
+import json
+
+import pytest
+
+from bilevel_tune.running.options import RunOptions, resolve_study
+from bilevel_tune.study_data.definition import Study, StudyError, load_study
+from bilevel_tune.study_data.settings import FRESH_WATER, settings_table
+from bilevel_tune.worlds.fishery import FisheryObjective, FisherySettings
+
+FISHERY = """
+name = "fish"
+inner = "analytic"
+
+[world]
+kind = "fishery"
+fishers = 4
+
+[objective]
+stock_weight = 1.0
+
+[rules]
+quota_max = 0.5
+
+[grid]
+population = [1, 4]
+optimize_params = [["quota_max"], ["quota_max", "fine"]]
+seed = [1]
+rules.restoration_subsidy = [0.0, 0.2]
+
+[budget]
+generations = 2
+
+[budgets.quick]
+generations = 1
+world.horizon = 20
+"""
+
+
+def write(tmp_path, text: str, name: str = "fish.toml"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_a_study_on_the_fishery_holds_the_fishery_s_sections_and_rules(tmp_path):
+    study = Study.from_toml(write(tmp_path, FISHERY.replace("rules.restoration_subsidy = [0.0, 0.2]\n", "")))
+    assert study.world_kind == "fishery" and study.table is settings_table("fishery")
+    assert study.world == FisherySettings(fishers=4) and study.objective == FisheryObjective(stock_weight=1.0)
+    assert study.fixed_rules == {"quota_max": 0.5, "quota_trigger": 0.5, "fine": 1.5, "restoration_subsidy": 0.0}
+    assert study.get("world.fishers") == 4 and study.get("quota_max") == 0.5  # a bare rule name is its alias
+    assert study.with_budget("quick").world.horizon == 20 and study.world.horizon == 100
+    changed = study.with_overrides(settings={"world.initial_stock": "3000", "fine": "0.5"}, grid={"fine": "0,1"})
+    assert (changed.world.initial_stock, changed.fixed_rules["fine"]) == (3000.0, 0.5)
+    assert [c.extra for c in changed.cells()][:2] == [(("rules.fine", 0.0),), (("rules.fine", 1.0),)]
+    assert Study.from_dict(json.loads(json.dumps(changed.to_dict()))) == changed  # study.json: the same study back
+    assert "world.farms" not in study.settings and "world.fishers" in study.settings
+
+
+def test_a_study_file_naming_no_world_is_fresh_water_as_before():
+    weekend = load_study("weekend")
+    assert weekend.world_kind == "fresh-water" and weekend.table is FRESH_WATER
+    assert "kind" not in json.dumps(weekend.to_dict()["world"])  # the world's name is not one of its settings
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (("fishers = 4", "farms = 4"), r"unknown key 'farms' in fish.toml \[world\]; allowed: fishers, horizon, .*, kind"),
+        (('kind = "fishery"', 'kind = "fishy"'), r"fish.toml \[world\] kind: world 'fishy' is unknown; allowed: "
+                                                  r"fresh-water, fishery, or module:Class"),
+        (('kind = "fishery"', 'kind = "nowhere:Lake"'), r"world 'nowhere:Lake' cannot be imported"),
+        (('kind = "fishery"', "kind = 3"), r"kind=3 must be a world's name or 'module:Class'"),
+        (('["quota_max", "fine"]', '["min_demand_frac"]'), r"unknown rule 'min_demand_frac'"),
+        (("quota_max = 0.5", "quota_max = 3"), r"rules.quota_max=3 must be a number in \[0.1, 1\]"),
+        (("stock_weight = 1.0", "econ_weight = 1.0"), r"unknown key 'econ_weight' in fish.toml \[objective\] \(did you mean 'stock_weight'\?\)"),
+    ],
+)  # fmt: skip
+def test_a_world_s_study_file_fails_in_one_line_naming_the_world_s_own_keys(tmp_path, change, message):
+    with pytest.raises(StudyError, match=message) as err:
+        Study.from_toml(write(tmp_path, FISHERY.replace(*change)))
+    assert "\n" not in str(err.value)
+
+
+def test_a_world_the_loops_do_not_run_yet_is_refused_before_anything_runs(tmp_path):
+    path = write(tmp_path, FISHERY)
+    with pytest.raises(StudyError, match=r"world 'fishery': .* run fresh water only"):
+        resolve_study(RunOptions(study=str(path)))
