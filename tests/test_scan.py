@@ -20,6 +20,7 @@ from bilevel_tune.running.cli import main
 from bilevel_tune.study_data.definition import Study, StudyError, load_study
 from bilevel_tune.study_data.run_folder import SCAN_CSV
 from bilevel_tune.tune_edge.trainable import Seeds, candidate_rules
+from bilevel_tune.world.rules import rule_spec
 
 from .study_helpers import kill_inner_actor_after, study_args, trial_records
 
@@ -50,7 +51,7 @@ def test_the_grid_holds_both_ends_and_the_centre_and_runs_row_major():
     assert scan.scan_grid(1, 5)[:, 0].tolist() == [0.0, 0.25, 0.5, 0.75, 1.0]
     two = scan.scan_grid(2, 3)
     assert two.shape == (9, 2) and two[1].tolist() == [0.0, 0.5] and two[3].tolist() == [0.5, 0.0]
-    assert scan.grid_spacing(["min_demand_frac", "fixed_quota"], 5) == {
+    assert scan.grid_spacing([rule_spec("min_demand_frac"), rule_spec("fixed_quota")], 5) == {
         "min_demand_frac": 0.0875,
         "fixed_quota": 0.0875,
     }

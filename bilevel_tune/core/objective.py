@@ -23,6 +23,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from bilevel_tune.core.metrics import DIAGNOSTICS
 from bilevel_tune.world import law
 from bilevel_tune.world.hydrology import CAPACITY_M3
 from bilevel_tune.world.rules import RULE_SPECS, Rules
@@ -109,6 +110,10 @@ class CandidateOutcome:
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    def shown(self) -> dict[str, float]:
+        """What the live view and the summary show beside the objective (`metrics.DIAGNOSTICS`)."""
+        return {key: getattr(self, key) for key in DIAGNOSTICS}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "CandidateOutcome":

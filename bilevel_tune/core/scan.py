@@ -16,7 +16,7 @@ from typing import Sequence
 
 import numpy as np
 
-from bilevel_tune.world.rules import rule_spec
+from bilevel_tune.worlds.contract import RuleSpec
 
 MIN_POINTS = 2  # a grid needs both ends of every searched rule
 
@@ -27,14 +27,14 @@ def scan_grid(dims: int, points: int) -> np.ndarray:
     return np.array(list(itertools.product(axis, repeat=dims)), dtype=float).reshape(-1, dims)
 
 
-def grid_spacing(params: Sequence[str], points: int) -> dict[str, float]:
-    """The distance between neighbouring grid points, per searched rule, physical units."""
-    return {name: rule_spec(name).span / (points - 1) for name in params}
+def grid_spacing(specs: Sequence[RuleSpec], points: int) -> dict[str, float]:
+    """The distance between neighbouring grid points, per searched rule (its `RuleSpec`), physical units."""
+    return {spec.name: spec.span / (points - 1) for spec in specs}
 
 
-def spacing_label(params: Sequence[str], points: int) -> str:
+def spacing_label(specs: Sequence[RuleSpec], points: int) -> str:
     """e.g. 'min_demand_frac 0.0175, fixed_quota 0.0175'."""
-    return ", ".join(f"{name} {step:.4g}" for name, step in grid_spacing(params, points).items())
+    return ", ".join(f"{name} {step:.4g}" for name, step in grid_spacing(specs, points).items())
 
 
 def passes(

@@ -15,29 +15,36 @@ from typing import Sequence
 
 from bilevel_tune.core.objective import CandidateOutcome
 from bilevel_tune.inner import InnerLoopConfig
-from bilevel_tune.inner.evaluation import evaluate_policy
+from bilevel_tune.inner.evaluation import evaluate_on_world, evaluate_policy
 from bilevel_tune.world import Rules
 from bilevel_tune.world.fresh_water import myopic_best_response
+from bilevel_tune.worlds.contract import Assessment
 
 
 class AnalyticLoop:
-    """The inner loop's contract without RL: deterministic given rules and seeds."""
+    """The inner loop's contract without RL: deterministic given rules and seeds.
+
+    On fresh water it is the basin's own myopic best response (the path every analytic summary was made
+    with); on another world, the world's `myopic_actions` hook, played through the contract.
+    """
 
     def __init__(self, config: InnerLoopConfig):
         self.config = config
-        self.rules: list[Rules] = []
+        self.rules: list[dict[str, float]] = []
 
     def reset(self, rules: Sequence[dict[str, float]], seed: int, candidates: Sequence[int]) -> bool:
-        self.rules = [Rules.from_physical(r) for r in rules]
+        self.rules = [dict(r) for r in rules]
         return True
 
     def train(self) -> None:
         """Nothing to learn: the myopic best response is already the policy."""
 
-    def evaluate(self, seeds: Sequence[int]) -> list[CandidateOutcome]:
-        return evaluate_policy(
-            self.config.world, self.config.weights, self.rules, seeds, myopic_best_response(self.rules)
-        )
+    def evaluate(self, seeds: Sequence[int]) -> list[CandidateOutcome | Assessment]:
+        if self.config.fresh_water:
+            rules = [Rules.from_physical(r) for r in self.rules]
+            return evaluate_policy(self.config.world, self.config.weights, rules, seeds, myopic_best_response(rules))
+        world = self.config.build_world(self.rules)
+        return evaluate_on_world(world, seeds, world.myopic_actions, self.config.objective_section)
 
     def stop(self) -> bool:
         return True

@@ -40,6 +40,7 @@ from bilevel_tune.study_data.declared import check_knobs
 from bilevel_tune.study_data.sections import AppoSettings, NetworkSettings, ObjectiveSettings
 from bilevel_tune.world import WorldConfig
 
+FRESH_WATER_KIND = "fresh-water"  # the world a config names unless it names another
 BUILTIN_LOOPS = {
     "appo": "bilevel_tune.appo:PopulationPolicyLoop",
     "appo-multiagent": "bilevel_tune.appo.multiagent:MultiAgentPolicyLoop",
@@ -69,6 +70,11 @@ class InnerLoopConfig(ObjectiveSettings, AppoSettings, NetworkSettings, WorldCon
     # "none" skips the stop and keeps old algorithms referenced, as Ray < 2.56 effectively
     # did: the leaking "before" of benchmarks/leak.py and the test that proves the census can fail.
     stop_mode: str = "leak-free"
+    # The world the loop runs on (docs/worlds.md): fresh water's [world] and [objective] are this config's own
+    # fields above; another world's sections are carried whole.
+    world_kind: str = FRESH_WATER_KIND
+    world_settings: Any = None
+    objective_settings: Any = None
 
     def __post_init__(self):
         check_knobs(self)
@@ -79,12 +85,36 @@ class InnerLoopConfig(ObjectiveSettings, AppoSettings, NetworkSettings, WorldCon
     @classmethod
     def from_study(cls, study) -> "InnerLoopConfig":
         """The config of a `definition.Study`'s trials: its [world], [network], [appo] and [objective] sections."""
+        if study.world_kind != FRESH_WATER_KIND:
+            flat = {k: v for section in (study.network, study.appo) for k, v in dataclasses.asdict(section).items()}
+            return cls(
+                **flat, world_kind=study.world_kind, world_settings=study.world, objective_settings=study.objective
+            )
         sections = (study.world, study.network, study.appo, study.objective)
         return cls(**{k: v for section in sections for k, v in dataclasses.asdict(section).items()})
 
     @property
+    def fresh_water(self) -> bool:
+        return self.world_kind == FRESH_WATER_KIND
+
+    @property
     def world(self) -> WorldConfig:
         return WorldConfig(**{f.name: getattr(self, f.name) for f in dataclasses.fields(WorldConfig)})
+
+    def build_world(self, rules: Sequence[Mapping[str, float]]):
+        """The world's copies under these rules (physical), as the contract builds them: `World(settings, rules)`."""
+        from bilevel_tune.worlds import load_world
+
+        if self.fresh_water:
+            return load_world(FRESH_WATER_KIND)(self.world, rules)
+        return load_world(self.world_kind)(self.world_settings, rules)
+
+    @property
+    def objective_section(self):
+        """The world's [objective], as its `assess` takes it."""
+        return ObjectiveSettings(econ_weight=self.econ_weight, sus_weight=self.sus_weight) if self.fresh_water else (
+            self.objective_settings
+        )  # fmt: skip
 
     @property
     def weights(self) -> ObjectiveWeights:

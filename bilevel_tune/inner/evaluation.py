@@ -1,4 +1,4 @@
-"""Evaluating a policy on the basin: one season per seed, per-candidate outcomes.
+"""Evaluating a policy on the basin (or any world on the contract): one season per seed, per-candidate outcomes.
 
 Shared by the real inner loop (bilevel_tune.appo) and its analytic
 stand-in (bilevel_tune.inner.analytic); plain numpy, no Ray.
@@ -12,6 +12,7 @@ import numpy as np
 
 from bilevel_tune.core.objective import CandidateOutcome, ObjectiveWeights, candidate_outcomes
 from bilevel_tune.world import Basin, Rules, WorldConfig, stack_days
+from bilevel_tune.worlds.contract import play_seasons
 
 Policy = Callable[[np.ndarray], np.ndarray]  # obs (N, 11) -> requested fraction (N,)
 
@@ -36,3 +37,9 @@ def evaluate_policy(
         episodes.append(stack_days(days))
         failed |= basin.failed
     return candidate_outcomes(episodes, rules, weights, failed, world.smoothing)
+
+
+def evaluate_on_world(world, seeds: Sequence[int], act: Callable[[np.ndarray], np.ndarray], objective) -> list:
+    """Any world (docs/worlds.md): one season per seed, every agent acting `act(observation)`; an `Assessment` per copy."""
+    seasons, failed = play_seasons(world, seeds, act)
+    return world.assess(seasons, failed, objective)

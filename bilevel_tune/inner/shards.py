@@ -67,7 +67,7 @@ class Shard:
             self.loop.train()
         t2 = time.perf_counter()
         outcomes = tuple(
-            o if isinstance(o, CandidateOutcome) else CandidateOutcome.from_dict(o)
+            o if hasattr(o, "as_dict") else CandidateOutcome.from_dict(o)  # a CandidateOutcome, a world's Assessment
             for o in self.loop.evaluate(eval_seeds)
         )
         t3 = time.perf_counter()

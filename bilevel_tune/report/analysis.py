@@ -23,7 +23,7 @@ from bilevel_tune.core import metrics as M
 from bilevel_tune.report import landscape
 from bilevel_tune.study_data.definition import Study
 from bilevel_tune.study_data.run_folder import GENERATIONS_FILE, STUDY_FILE, Cell, num, read_study_file, trial_records
-from bilevel_tune.study_data.settings import BY_KEY, DEFAULTS
+from bilevel_tune.study_data.settings import DEFAULTS, is_setting_key
 from bilevel_tune.study_data.study_overrides import budget_label
 
 ROBUST, NOISE, FEW = "robust", "within seed noise", "not enough seeds"
@@ -128,7 +128,7 @@ def _cell_value(value):
 def factors(table: pd.DataFrame) -> list[str]:
     """The grid's factors a table has: population, the mechanism (dims, or the searched rules where two
     mechanisms share a dimensionality), and a column per further axis (a setting's key)."""
-    return ["population", mechanism_factor(table), *(c for c in table.columns if c in BY_KEY)]
+    return ["population", mechanism_factor(table), *(c for c in table.columns if is_setting_key(c))]
 
 
 def mechanism_factor(table: pd.DataFrame) -> str:
@@ -357,7 +357,7 @@ def _ceiling_cell(
     cell = {k: int(row[k]) for k in ("population", "dims", "seed")}
     cell["optimize_params"] = row.get("optimize_params", "")
     cell[MECHANISM] = row.get(MECHANISM, f"{cell['dims']}-D")
-    cell.update({k: row[k] for k in row.index if k in BY_KEY})  # the further axes' values
+    cell.update({k: row[k] for k in row.index if is_setting_key(k)})  # the further axes' values
     cell[BEST] = float(row[BEST])
     for key in ("best_generation", M.UPPER_BOUND, *[f"diag_{k}" for k in M.DIAGNOSTICS]):
         if key in row and pd.notna(row[key]):
@@ -388,7 +388,7 @@ def _cap_rules(row: pd.Series, tol: float) -> dict[str, float] | None:
 def _searching(table: pd.DataFrame, row: pd.Series, rules: dict[str, float]) -> list[dict[str, Any]]:
     """The runs of the same population, seed and further axes that search one of `rules`: their best objectives."""
     same = np.logical_and.reduce(
-        [table[k] == row[k] for k in ("population", "seed", *(c for c in table.columns if c in BY_KEY))]
+        [table[k] == row[k] for k in ("population", "seed", *(c for c in table.columns if is_setting_key(c)))]
     )
     out = []
     for _, other in table[same].iterrows():
@@ -414,7 +414,7 @@ def _cap_sentence(c: dict[str, Any]) -> str:
 
 
 def _ceiling_part(c: dict[str, Any]) -> str:
-    axes = "".join(f", {k} {_shown(v)}" for k, v in c.items() if k in BY_KEY)
+    axes = "".join(f", {k} {_shown(v)}" for k, v in c.items() if is_setting_key(k))
     where = f"population {c['population']}, {c[MECHANISM]}, seed {c['seed']}{axes}"
     when = f" from generation {int(c['best_generation'])}" if "best_generation" in c else ""
     if M.UPPER_BOUND not in c:

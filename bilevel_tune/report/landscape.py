@@ -26,8 +26,8 @@ import pandas as pd
 from bilevel_tune.core import metrics as M
 from bilevel_tune.core.scan import spacing_label
 from bilevel_tune.study_data.run_folder import num
-from bilevel_tune.study_data.settings import BY_KEY
-from bilevel_tune.world.rules import mechanism_label, rule_spec
+from bilevel_tune.study_data.settings import is_setting_key
+from bilevel_tune.world.rules import mechanism_label
 
 SCAN_TERMS = (M.OBJECTIVE, "mean_reward", "sustainability", M.UPPER_BOUND)
 KEY = ["optimize_params", "seed"]  # what a trial shares with its scan, with the inner loop's further axes
@@ -35,7 +35,7 @@ KEY = ["optimize_params", "seed"]  # what a trial shares with its scan, with the
 
 def _key(table: pd.DataFrame) -> list[str]:
     """A scan's identity: its searched rules, seed, and the further axes the inner loop reads (setting keys)."""
-    return [*KEY, *(c for c in table.columns if c in BY_KEY)]
+    return [*KEY, *(c for c in table.columns if is_setting_key(c))]
 
 
 def scan_table(study, trials: dict) -> pd.DataFrame:
@@ -49,7 +49,9 @@ def scan_table(study, trials: dict) -> pd.DataFrame:
         grid = np.atleast_2d(np.array(evaluation[M.CANDIDATES], dtype=float))
         final = np.array([[num(o[M.OBJECTIVE]) for o in p[M.OUTCOMES]] for p in finals]).reshape(len(finals), -1)
         for k, outcome in enumerate(evaluation[M.OUTCOMES]):
-            rules = {name: rule_spec(name).to_physical(grid[k, j]) for j, name in enumerate(cell.optimize_params)}
+            rules = {
+                name: study.table.rule(name).to_physical(grid[k, j]) for j, name in enumerate(cell.optimize_params)
+            }
             values = final[:, k][np.isfinite(final[:, k])] if final.size else np.array([])
             rows.append(
                 {
@@ -94,7 +96,7 @@ def scan_bests(scans: pd.DataFrame, study) -> pd.DataFrame:
                 "scan_best_final": float(best["final_objective"]),
                 "scan_best_upper_bound": float(best[M.UPPER_BOUND]),
                 "scan_best_rules": ", ".join(f"{n}={best[n]:.4g}" for n in names),
-                "grid_spacing": spacing_label(names, study.scan),
+                "grid_spacing": spacing_label([study.table.rule(n) for n in names], study.scan),
             }
         )
     return pd.DataFrame(rows)

@@ -23,8 +23,7 @@ import numpy as np
 from bilevel_tune.core import metrics as M
 from bilevel_tune.report.analysis import BOUND_TOL, Summary, TrialRecords, grid_table, load_run, summarise
 from bilevel_tune.study_data.run_folder import PLOTS_DIR, is_scan, num
-from bilevel_tune.study_data.settings import BY_KEY
-from bilevel_tune.world.rules import mechanism_label, mechanism_name, rule_spec
+from bilevel_tune.world.rules import mechanism_label, mechanism_name
 
 PLOT_NAMES = ("objective_over_generations", "es_population", "grid_heatmap")
 LANDSCAPE = (
@@ -62,8 +61,8 @@ def _objectives(row: dict) -> np.ndarray:
     return np.array([num(o[M.OBJECTIVE]) for o in row[M.OUTCOMES]])
 
 
-def _physical(params, candidates) -> np.ndarray:
-    """Candidates (u per searched rule) in the rules' physical units."""
+def _physical(rule_spec, params, candidates) -> np.ndarray:
+    """Candidates (u per searched rule) in the rules' physical units (`rule_spec`: the study's world's, by name)."""
     u = np.atleast_2d(np.array(candidates, dtype=float))
     return np.stack([[rule_spec(p).to_physical(x) for x in u[:, j]] for j, p in enumerate(params)], axis=1)
 
@@ -91,12 +90,13 @@ def plot_objective(run_dir: Path):
 
 def plot_population(run_dir: Path):
     """Where the search went, in physical units: 1-D rule vs objective; 2-D the rules' plane and the mean's path."""
+    rule_spec = load_run(run_dir)[0].table.rule
     trials = _trials(run_dir)
     fig, axes = _panels(len(trials))
     for ax, (key, t) in zip(axes.flat, trials):
         params = key[1]
         gens = t.generations
-        points = np.concatenate([_physical(params, g[M.CANDIDATES]) for g in gens])
+        points = np.concatenate([_physical(rule_spec, params, g[M.CANDIDATES]) for g in gens])
         objs = np.concatenate([_objectives(g) for g in gens])
         if len(params) == 1:
             when = np.concatenate([[g[M.GENERATION]] * len(g[M.OUTCOMES]) for g in gens])
@@ -131,7 +131,7 @@ def plot_grid(run_dir: Path, value: str = "best_objective", summary: Summary | N
     if grid.empty:
         ax.text(0.5, 0.5, "no data", ha="center")
         return fig
-    axes = {c: grid.pop(c) for c in list(grid.columns) if c in BY_KEY}  # the further axes label the rows
+    axes = {c: grid.pop(c) for c in list(grid.columns) if c in s.study.table.by_key}  # further axes label rows
     labels = [
         f"pop {p}, seed {seed}" + "".join(f", {k.split('.', 1)[-1]} {axes[k][i]}" for k in axes)
         for i, (p, seed) in enumerate(zip(grid.pop("population"), grid.pop("seed")))
@@ -148,7 +148,7 @@ def plot_grid(run_dir: Path, value: str = "best_objective", summary: Summary | N
     return fig
 
 
-def _es_path(params, trial: TrialRecords) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _es_path(rule_spec, params, trial: TrialRecords) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(the search mean per generation, each generation's best candidate, its objective), physical units."""
     gens = trial.generations
     means = np.array([[num(g[M.MEAN_RULE + p]) for p in params] for g in gens])
@@ -156,7 +156,7 @@ def _es_path(params, trial: TrialRecords) -> tuple[np.ndarray, np.ndarray, np.nd
     for g in gens:
         objectives = _objectives(g)
         k = int(np.nanargmax(objectives)) if np.isfinite(objectives).any() else 0
-        best.append(_physical(params, g[M.CANDIDATES])[k])
+        best.append(_physical(rule_spec, params, g[M.CANDIDATES])[k])
         value.append(objectives[k])
     return means, np.array(best), np.array(value)
 
@@ -171,12 +171,12 @@ def plot_landscape(run_dir: Path, mechanism: str | int, summary: Summary | None 
     2d-floor-risk; an integer is a dimensionality, all its mechanisms), with every ES run of the same rules
     and seed on top."""
     s = summary or summarise(run_dir)
-    scans = s.scans
+    scans, rule_spec = s.scans, s.study.table.rule
     if not scans.empty:
         names = scans["optimize_params"].map(lambda p: mechanism_name(p.split(",")))
         scans = scans[scans["dims"] == mechanism] if isinstance(mechanism, int) else scans[names == mechanism]
     dims = int(scans["dims"].iloc[0]) if not scans.empty else 1
-    axes = [c for c in scans.columns if c in BY_KEY]  # the inner loop's further axes a scan is crossed with
+    axes = [c for c in scans.columns if c in s.study.table.by_key]  # the inner loop's further axes a scan crosses
     groups = list(scans.groupby(["optimize_params", "seed", *axes], sort=False)) if not scans.empty else []
     fig, panels = _panels(len(groups))
     if not groups:
@@ -226,7 +226,7 @@ def plot_landscape(run_dir: Path, mechanism: str | int, summary: Summary | None 
             extra = dict(key[3])
             if any(str(extra.get(k)) != str(v) for k, v in fixed.items()):
                 continue  # another value of an axis the landscape itself depends on
-            means, best, value = _es_path(params, trial)
+            means, best, value = _es_path(rule_spec, params, trial)
             c = colour[key[0]]
             who = f"pop {key[0]}{_axes_label((k, v) for k, v in key[3] if k not in fixed)}"
             if dims == 1:

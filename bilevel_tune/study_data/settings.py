@@ -97,6 +97,10 @@ class SettingsTable:
             raise SettingError(unknown_name("setting", key, allowed, where))
         return self.by_key[key]
 
+    def rule(self, name: str):
+        """A rule's `RuleSpec` (its physical range and unit map), by name."""
+        return next(r for r in self.rule_specs if r.name == name)
+
     def check_params(self, names: Sequence[str]) -> tuple[str, ...]:
         """One mechanism, the rules it searches (order kept): known, non-empty, no repeats; SettingError otherwise."""
         names, known = tuple(names), [r.name for r in self.rule_specs]
@@ -128,6 +132,12 @@ SECTIONS = FRESH_WATER.sections
 DEFAULTS = FRESH_WATER.defaults
 RULE_ALIASES = FRESH_WATER.rule_aliases
 setting = FRESH_WATER.setting
+
+
+def is_setting_key(name: str) -> bool:
+    """Is this a setting's key (`section.name`) of any world's table: a column that holds a further axis."""
+    section, dot, rest = str(name).partition(".")
+    return bool(dot and rest) and section in SECTIONS  # every world's table has the same sections
 
 
 def section_value(sections, spec: Setting) -> Any:

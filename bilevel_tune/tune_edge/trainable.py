@@ -41,7 +41,7 @@ from bilevel_tune.study_data.run_folder import (
     read_records,
     trial_dirname,
 )
-from bilevel_tune.world import Rules
+from bilevel_tune.worlds.contract import searched_rules
 
 logger = logging.getLogger(__name__)
 STATE_FILE = "es_state.json"
@@ -88,14 +88,14 @@ class Seeds:
 
 def candidate_rules(study: Study, params: Sequence[str], candidates) -> list[dict[str, float]]:
     """Every rule of each candidate, physical: its searched values from u, the rest fixed by the study."""
-    base = Rules.from_physical(study.fixed_rules)
-    return [Rules.from_search(params, u, base).as_dict() for u in np.atleast_2d(candidates)]
+    specs = study.table.rule_specs
+    return [searched_rules(specs, params, u, study.fixed_rules) for u in np.atleast_2d(candidates)]
 
 
 def searched_values(study: Study, params: Sequence[str], u) -> dict[str, float]:
     """The searched rules' physical values at u."""
-    rules = Rules.from_search(params, u, Rules.from_physical(study.fixed_rules))
-    return {name: getattr(rules, name) for name in params}
+    rules = searched_rules(study.table.rule_specs, params, u, study.fixed_rules)
+    return {name: rules[name] for name in params}
 
 
 def generation_metrics(study: Study, cell: Cell, es_metrics, candidates, result: GenerationResult, sec: float):
@@ -117,7 +117,7 @@ def generation_metrics(study: Study, cell: Cell, es_metrics, candidates, result:
         M.OBJECTIVE_STD: es_metrics[M.OBJECTIVE_STD],
         M.BEST_GENERATION: es_metrics[M.BEST_GENERATION],
         M.FAILED: es_metrics[M.FAILED],
-        M.UPPER_BOUND: best.upper_bound,
+        M.UPPER_BOUND: float("nan") if best.upper_bound is None else best.upper_bound,  # None: no bound known
         M.SHARDS: len(result.shards),
         **census,
         **result.timing,
@@ -128,8 +128,8 @@ def generation_metrics(study: Study, cell: Cell, es_metrics, candidates, result:
     if es_metrics[M.BEST_CANDIDATE] is not None:
         for rule, value in searched_values(study, params, es_metrics[M.BEST_CANDIDATE]).items():
             out[M.BEST_RULE + rule] = value
-    for key in M.DIAGNOSTICS:
-        out[M.BEST_DIAG + key] = getattr(best, key)
+    for key, value in best.shown().items():
+        out[M.BEST_DIAG + key] = value
     for k, (u, outcome) in enumerate(zip(candidates, result.outcomes)):
         out[f"{M.CANDIDATE}{k}/{M.OBJECTIVE}"] = outcome.objective
         for rule, value in searched_values(study, params, u).items():
@@ -289,7 +289,7 @@ def scan_pass_metrics(p: int, result: GenerationResult, evaluation_best: float |
         M.OBJECTIVE_MEAN: float(finite.mean()) if finite.size else float("nan"),
         M.OBJECTIVE_STD: float(finite.std()) if finite.size else float("nan"),
         M.FAILED: int(objectives.size - finite.size),
-        M.UPPER_BOUND: best.upper_bound,
+        M.UPPER_BOUND: float("nan") if best.upper_bound is None else best.upper_bound,  # None: no bound known
         M.SHARDS: len(result.shards),
         **census,
         **result.timing,

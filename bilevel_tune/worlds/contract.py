@@ -104,6 +104,21 @@ class Assessment:
     failed: bool
     bound_by_rule: Mapping[str, float] = field(default_factory=dict)  # per rule: the bound with it at its best
 
+    def shown(self) -> dict[str, float]:
+        """What the live view and the summary show beside the objective: its terms, then the diagnostics."""
+        return {**self.terms, **self.diagnostics}
+
+    def as_dict(self) -> dict[str, Any]:
+        """Flat, as a generation's record holds an outcome (no bound known: None, JSON's null)."""
+        return {
+            "objective": self.objective,
+            **self.terms,
+            "upper_bound": self.upper_bound,
+            **self.diagnostics,
+            "failed": self.failed,
+            "bound_by_rule": dict(self.bound_by_rule),
+        }
+
 
 class World(Protocol):
     name: ClassVar[str]
@@ -169,6 +184,22 @@ def rule_values(specs: Sequence[RuleSpec], given: Mapping[str, float] | None = N
     if unknown:
         raise WorldError(f"rule {unknown[0]!r} is unknown; allowed: {', '.join(by_name)}")
     return {s.name: s.check_physical(given[s.name]) if s.name in given else s.default for s in specs}
+
+
+def searched_rules(
+    specs: Sequence[RuleSpec], params: Sequence[str], u: Sequence[float], fixed: Mapping[str, float]
+) -> dict[str, float]:
+    """One candidate's every rule, physical: `u[i]` in [0, 1] sets `params[i]`, the others are `fixed`."""
+    by_name = {s.name: s for s in specs}
+    u = np.asarray(u, dtype=float).reshape(-1)
+    if u.shape[0] != len(params):
+        raise WorldError(f"candidate has {u.shape[0]} values for {len(params)} searched rules {list(params)}")
+    rules = {s.name: float(fixed.get(s.name, s.default)) for s in specs}
+    for name, x in zip(params, u):
+        if not 0.0 <= float(x) <= 1.0:  # also rejects NaN
+            raise WorldError(f"rule {name!r}: u={float(x)!r} is outside [0, 1]")
+        rules[name] = by_name[name].to_physical(x)
+    return rules
 
 
 def rule_columns(specs: Sequence[RuleSpec], rules: Sequence[Mapping[str, float]]) -> dict[str, np.ndarray]:
