@@ -4,7 +4,6 @@ import json
 
 import pytest
 
-from bilevel_tune.running.options import RunOptions, resolve_study
 from bilevel_tune.study_data.definition import Study, StudyError, load_study
 from bilevel_tune.study_data.settings import FRESH_WATER, settings_table
 from bilevel_tune.worlds.fishery import FisheryObjective, FisherySettings
@@ -83,7 +82,40 @@ def test_a_world_s_study_file_fails_in_one_line_naming_the_world_s_own_keys(tmp_
     assert "\n" not in str(err.value)
 
 
-def test_a_world_the_loops_do_not_run_yet_is_refused_before_anything_runs(tmp_path):
-    path = write(tmp_path, FISHERY)
-    with pytest.raises(StudyError, match=r"world 'fishery': .* run fresh water only"):
-        resolve_study(RunOptions(study=str(path)))
+# -- a study on another world, end to end ---------------------------------------------------------------
+def test_the_appo_loops_refuse_a_world_they_cannot_step_yet_in_one_line(capsys):
+    from bilevel_tune.running.cli import main
+
+    assert main(["fishery", "--dry-run", "--inner", "appo"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "world 'fishery': the appo loop steps fresh water only" in err
+
+
+def test_a_broken_world_named_by_a_study_is_refused_before_anything_runs(tmp_path, capsys):
+    from bilevel_tune.running.cli import main
+
+    path = write(tmp_path, FISHERY.replace('kind = "fishery"', 'kind = "tests.test_worlds:NaNRewards"'))
+    assert main([str(path), "--dry-run", "--results", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "breaks its contract" in err and "non-finite rewards" in err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.ray
+def test_the_fishery_study_runs_the_analytic_loop_with_a_scan_and_a_summary(ray_cluster, tmp_path):
+    import pandas as pd
+
+    from bilevel_tune.running.cli import main
+
+    args = ["fishery", "--quick", "--population", "8", "--seed", "42", "--scan", "3", "--wandb", "disabled"]
+    assert main([*args, "--optimize-params", "quota_max,restoration_subsidy", "--results", str(tmp_path)]) == 0
+    (run,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    scans, trials = pd.read_csv(run / "scan.csv"), pd.read_csv(run / "trials.csv")
+    assert len(scans) == 9 and sorted(set(scans["quota_max"])) == pytest.approx([0.1, 0.55, 1.0])  # physical
+    assert sorted(set(scans["restoration_subsidy"])) == pytest.approx([0.0, 0.25, 0.5])
+    assert (trials["final_objective"] > 0).all() and (trials["generations"] == 3).all()
+    assert (run / "plots" / "landscape_2d-quota_max-restoration_subsidy.png").stat().st_size > 10_000
+    summary = (run / "summary.md").read_text()
+    assert "[world] fishers 5, horizon 30" in summary and "[rules] quota_max 1.0" in summary
+    assert "[objective] harvest_weight 1.0, stock_weight 2.0, stock_threshold 0.2\n" in summary
+    assert Study.from_dict(json.loads((run / "study.json").read_text())["study"]).world_kind == "fishery"

@@ -13,6 +13,7 @@ from bilevel_tune.inner.contract import (
     InnerLoopError,
     InnerLoopStopped,
     candidate_seed,
+    check_loop_on_world,
     check_loop_spec,
     load_loop_class,
     loop_path,
@@ -30,5 +31,5 @@ from bilevel_tune.inner.shards import (
 __all__ = [
     "BUILTIN_LOOPS", "LOOP_METHODS", "RESET_PARAMETERS", "STOP_MODES", "SHARD_STOP_TIMEOUT_S", "STOP_POLL_S",
     "InnerLoop", "InnerLoopConfig", "InnerLoopError", "InnerLoopStopped", "GenerationResult", "Shard",
-    "ShardedInnerLoop", "ShardReport", "blocks", "candidate_seed", "check_loop_spec", "load_loop_class", "loop_path",
+    "ShardedInnerLoop", "ShardReport", "blocks", "candidate_seed", "check_loop_on_world", "check_loop_spec", "load_loop_class", "loop_path",
 ]  # fmt: skip

@@ -158,6 +158,23 @@ def loop_path(spec: str) -> str:
     return BUILTIN_LOOPS.get(spec, spec)
 
 
+def check_loop_on_world(spec: str, world_kind: str) -> None:
+    """InnerLoopError naming the world when this loop cannot run it: the analytic loop needs the world's myopic
+    best response; the APPO loops step fresh water only until their env runner steps any world (docs/worlds.md)."""
+    if world_kind == FRESH_WATER_KIND:
+        return
+    from bilevel_tune.worlds import load_world
+
+    world = load_world(world_kind)
+    if spec == "analytic" and not callable(getattr(world, "myopic_actions", None)):
+        raise InnerLoopError(f"world {world_kind!r} offers no myopic_actions: --inner analytic cannot run it")
+    if spec in ("appo", "appo-multiagent"):
+        raise InnerLoopError(
+            f"world {world_kind!r}: the {spec} loop steps fresh water only until its env runner steps any world "
+            "(docs/worlds.md); --inner analytic runs it"
+        )
+
+
 def check_loop_spec(spec: str) -> str:
     """The spec if it names a built-in loop or a loadable class that meets the contract."""
     if spec in BUILTIN_LOOPS:

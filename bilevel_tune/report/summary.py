@@ -179,7 +179,7 @@ def render(s: Summary) -> str:
     lines += [f"## Verdicts (effects on the {basis}){label}", ""]
     lines += [f"- {line}" for line in verdict_lines(s)]
     lines += ["", "## Settings (as run; a further axis's values are in the trials' columns)", ""]
-    lines += [line.strip() for line in describe_settings(study.settings, appo_loop=study.inner.startswith("appo"))]
+    lines += [line.strip() for line in describe_settings(study.settings, study.inner.startswith("appo"), study.table)]
     return "\n".join(lines)
 
 

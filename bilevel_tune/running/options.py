@@ -329,12 +329,21 @@ def resolve_study(options: RunOptions) -> Study:
         if f.metadata["override"] not in (None, "budget") and getattr(options, f.name) not in (None, ())
     }
     study = overridden(study, **overrides)
-    if study.world_kind != FRESH_WATER.world:  # docs/worlds.md, "Where the study stands"
-        raise StudyError(
-            f"world {study.world_kind!r}: its study file reads and checks, but the inner loops run fresh water only "
-            "until they run on the world contract (docs/worlds.md)"
-        )
+    check_study_world(study)
     return study
+
+
+def check_study_world(study: Study) -> None:
+    """A world other than fresh water keeps its contract (`worlds.check`) before anything runs; one line if not."""
+    if study.world_kind == FRESH_WATER.world:
+        return  # the built-in basin: its design checks are the tests'
+    from bilevel_tune.worlds import WorldError, load_world
+    from bilevel_tune.worlds.check import check_world
+
+    try:
+        check_world(load_world(study.world_kind))
+    except WorldError as err:
+        raise StudyError(f"world {study.world_kind!r} breaks its contract: {err}") from None
 
 
 def changed_on_resume(options: RunOptions, recorded: Study) -> list[str]:

@@ -177,7 +177,7 @@ def dry_run(options: RunOptions, out: Callable[[str], None] = print) -> Plan:
         )
     out("settings:")
     values = {"budget.generations": dict(b.generations) if not isinstance(b.generations, int) else b.generations}
-    for line in describe_settings({**study.settings, **values}, appo_loop=study.inner.startswith("appo")):
+    for line in describe_settings({**study.settings, **values}, study.inner.startswith("appo"), study.table):
         out(line)
     out(f"W&B {mode}")
     plan = plan_run(study, options, cpus, mode)

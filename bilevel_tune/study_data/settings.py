@@ -165,15 +165,15 @@ def shown(value: Any) -> str:
     return repr(value) if isinstance(value, float) else str(value)
 
 
-def describe(values: dict[str, Any], appo_loop: bool) -> list[str]:
+def describe(values: dict[str, Any], appo_loop: bool, table: SettingsTable = FRESH_WATER) -> list[str]:
     """One line per section: its settings as run; a loop that is not APPO is told it ignores the APPO ones."""
-    lines = []
+    lines, by_key = [], table.by_key
     for section in SECTIONS:
         items = [(k, v) for k, v in values.items() if k.startswith(section + ".")]
         if not items:
             continue
         text = ", ".join(f"{k.partition('.')[2]} {shown(v)}" for k, v in items)
-        ignored = not appo_loop and all(BY_KEY[k].appo for k, _ in items if k in BY_KEY)
+        ignored = not appo_loop and all(by_key[k].appo for k, _ in items if k in by_key)
         lines.append(f"  [{section}] {text}{' (not read by this inner loop)' if ignored else ''}")
     return lines
 

@@ -70,7 +70,7 @@ def mechanism_name(optimize_params: Sequence[str]) -> str:
     dims = f"{len(optimize_params)}d"
     if _is_campaigns(optimize_params):
         return dims
-    return "-".join([dims, *(rule_spec(name).short for name in optimize_params)])
+    return "-".join([dims, *(_short(name) for name in optimize_params)])
 
 
 def mechanism_label(optimize_params: Sequence[str]) -> str:
@@ -78,7 +78,12 @@ def mechanism_label(optimize_params: Sequence[str]) -> str:
     dims = f"{len(optimize_params)}-D"
     if _is_campaigns(optimize_params):
         return dims
-    return f"{dims} " + "+".join(rule_spec(name).short for name in optimize_params)
+    return f"{dims} " + "+".join(_short(name) for name in optimize_params)
+
+
+def _short(name: str) -> str:
+    """A rule's short name; another world's rule (docs/worlds.md) goes by its own name."""
+    return _SPEC_BY_NAME[name].short if name in _SPEC_BY_NAME else name
 
 
 @dataclass(frozen=True)
