@@ -114,6 +114,7 @@ def test_the_fishery_study_runs_the_analytic_loop_with_a_scan_and_a_summary(ray_
     assert len(scans) == 9 and sorted(set(scans["quota_max"])) == pytest.approx([0.1, 0.55, 1.0])  # physical
     assert sorted(set(scans["restoration_subsidy"])) == pytest.approx([0.0, 0.25, 0.5])
     assert (trials["final_objective"] > 0).all() and (trials["generations"] == 3).all()
+    assert (trials["diag_harvest_over_msy"] > 0).all() and "diag_pressure" not in trials  # the world's own terms
     assert (run / "plots" / "landscape_2d-quota_max-restoration_subsidy.png").stat().st_size > 10_000
     summary = (run / "summary.md").read_text()
     assert "[world] fishers 5, horizon 30" in summary and "[rules] quota_max 1.0" in summary

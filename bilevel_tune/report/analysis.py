@@ -115,10 +115,19 @@ def _trial_row(cell: Cell, trial: TrialRecords | None) -> dict[str, Any]:
         "failed_candidates": sum(g[M.FAILED] for g in gens),
         M.UPPER_BOUND: num(best.get(M.UPPER_BOUND)),
         M.STOP_REASON: final.get(M.STOP_REASON, ""),
-        **{f"diag_{k}": num(best.get(k)) for k in M.DIAGNOSTICS},
+        **{f"diag_{k}": num(best.get(k)) for k in _diagnostic_keys(best)},
         **{BOUND_BY + rule: num(value) for rule, value in (best.get("bound_by_rule") or {}).items()},
         **{k: v for k, v in last.items() if k.startswith(M.BEST_RULE)},
     }
+
+
+def _diagnostic_keys(outcome: dict[str, Any]) -> list[str]:
+    """Fresh water's diagnostics (`metrics.DIAGNOSTICS`), or another world's terms and diagnostics: every number
+    its recorded outcome holds beside the objective and its bound."""
+    if not outcome or all(k in outcome for k in M.DIAGNOSTICS):
+        return list(M.DIAGNOSTICS)
+    skip = (M.OBJECTIVE, M.UPPER_BOUND, "failed", "bound_by_rule")
+    return [k for k, v in outcome.items() if k not in skip and isinstance(v, (int, float)) and not isinstance(v, bool)]
 
 
 def _cell_value(value):
@@ -359,7 +368,7 @@ def _ceiling_cell(
     cell[MECHANISM] = row.get(MECHANISM, f"{cell['dims']}-D")
     cell.update({k: row[k] for k in row.index if is_setting_key(k)})  # the further axes' values
     cell[BEST] = float(row[BEST])
-    for key in ("best_generation", M.UPPER_BOUND, *[f"diag_{k}" for k in M.DIAGNOSTICS]):
+    for key in ("best_generation", M.UPPER_BOUND, *[k for k in row.index if str(k).startswith("diag_")]):
         if key in row and pd.notna(row[key]):
             cell[key] = float(row[key])
     cell["capped_by"] = _capped_by(cell)
