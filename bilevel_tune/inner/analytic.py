@@ -30,10 +30,10 @@ class AnalyticLoop:
 
     def __init__(self, config: InnerLoopConfig):
         self.config = config
-        self.rules: list[dict[str, float]] = []
+        self.rules: list = []  # fresh water's `Rules`, another world's physical rule values
 
     def reset(self, rules: Sequence[dict[str, float]], seed: int, candidates: Sequence[int]) -> bool:
-        self.rules = [dict(r) for r in rules]
+        self.rules = [Rules.from_physical(r) if self.config.fresh_water else dict(r) for r in rules]
         return True
 
     def train(self) -> None:
@@ -41,8 +41,8 @@ class AnalyticLoop:
 
     def evaluate(self, seeds: Sequence[int]) -> list[CandidateOutcome | Assessment]:
         if self.config.fresh_water:
-            rules = [Rules.from_physical(r) for r in self.rules]
-            return evaluate_policy(self.config.world, self.config.weights, rules, seeds, myopic_best_response(rules))
+            policy = myopic_best_response(self.rules)
+            return evaluate_policy(self.config.world, self.config.weights, self.rules, seeds, policy)
         world = self.config.build_world(self.rules)
         return evaluate_on_world(world, seeds, world.myopic_actions, self.config.objective_section)
 
