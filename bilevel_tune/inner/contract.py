@@ -93,6 +93,27 @@ class InnerLoopConfig(ObjectiveSettings, AppoSettings, NetworkSettings, WorldCon
         sections = (study.world, study.network, study.appo, study.objective)
         return cls(**{k: v for section in sections for k, v in dataclasses.asdict(section).items()})
 
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> "InnerLoopConfig":
+        """The config back from `dataclasses.asdict` through JSON (the CPU plan's probe takes it so)."""
+        fields = {**record, "hidden": tuple(record["hidden"])}
+        if fields.get("world_kind", FRESH_WATER_KIND) != FRESH_WATER_KIND:
+            from bilevel_tune.worlds import load_world
+
+            world = load_world(fields["world_kind"])
+            fields["world_settings"] = world.settings_class(**fields["world_settings"])
+            fields["objective_settings"] = world.objective_class(**fields["objective_settings"])
+        return cls(**fields)
+
+    def probe_rules(self, n: int) -> list[dict[str, float]]:
+        """n rule sets spread over the world's first searched rule (u = (k + ½)/n), the others at their defaults."""
+        from bilevel_tune.worlds import load_world
+        from bilevel_tune.worlds.contract import searched_rules
+
+        world = load_world(self.world_kind)
+        first = world.searched_by_default[0]
+        return [searched_rules(world.rule_specs, [first], [(k + 0.5) / n], {}) for k in range(n)]
+
     @property
     def fresh_water(self) -> bool:
         return self.world_kind == FRESH_WATER_KIND

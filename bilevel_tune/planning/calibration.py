@@ -131,12 +131,6 @@ def probe_sizes(populations: Sequence[int]) -> tuple[int, int]:
     return 1, max(2, min(PROBE_LARGEST_BLOCK, max(populations)))
 
 
-def _rules(n: int) -> list[dict[str, float]]:
-    from bilevel_tune.world import Rules
-
-    return [Rules.from_unit({"min_demand_frac": (k + 0.5) / n}).as_dict() for k in range(n)]
-
-
 def run_probe(spec: str, config: dict[str, Any], sizes: Sequence[int], thread_cap: int, parallel: int) -> dict:
     """In this (fresh) process: `parallel` real shards, timed generation by generation.
 
@@ -153,7 +147,8 @@ def run_probe(spec: str, config: dict[str, Any], sizes: Sequence[int], thread_ca
     from bilevel_tune.inner import InnerLoopConfig, Shard
     from bilevel_tune.runtime.ray_init import cap_threads
 
-    config = InnerLoopConfig(**{**config, "hidden": tuple(config["hidden"])})
+    config = InnerLoopConfig.from_record(config)
+    _rules = config.probe_rules  # n rule sets over the world's first searched rule
     if spec in IN_PROCESS_LOOPS:
         cap_threads(thread_cap)
         shard = Shard(spec, config)
