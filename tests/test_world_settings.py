@@ -120,3 +120,4 @@ def test_the_fishery_study_runs_the_analytic_loop_with_a_scan_and_a_summary(ray_
     assert "[world] fishers 5, horizon 30" in summary and "[rules] quota_max 1.0" in summary
     assert "[objective] harvest_weight 1.0, stock_weight 2.0, stock_threshold 0.2\n" in summary
     assert Study.from_dict(json.loads((run / "study.json").read_text())["study"]).world_kind == "fishery"
+    assert "No upper bound of the objective is known in this world" in summary

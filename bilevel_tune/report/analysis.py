@@ -354,6 +354,8 @@ def ceiling_verdict(
     if not cells:
         top = float(table[BEST].max()) if BEST in table and table[BEST].notna().any() else float("nan")
         sentence = f"ceiling: no cell's best sits at {ceiling:.4f} (± {tol:g}); the highest best is {top:.4f}."
+        if M.UPPER_BOUND in table and len(table) and table[M.UPPER_BOUND].isna().all():
+            sentence += " No upper bound of the objective is known in this world: the rules scan is the ground truth."
         return {**result, "verdict": NO_CEILING, "sentence": sentence}
     parts = "; ".join(_ceiling_part(c) for c in cells)
     sentence = f"ceiling: {len(cells)} run(s) pinned at {ceiling:.4f} — {parts}."
