@@ -194,7 +194,7 @@ def searched_rules(
     u = np.asarray(u, dtype=float).reshape(-1)
     if u.shape[0] != len(params):
         raise WorldError(f"candidate has {u.shape[0]} values for {len(params)} searched rules {list(params)}")
-    rules = {s.name: float(fixed.get(s.name, s.default)) for s in specs}
+    rules = rule_values(specs, fixed)
     for name, x in zip(params, u):
         if not 0.0 <= float(x) <= 1.0:  # also rejects NaN
             raise WorldError(f"rule {name!r}: u={float(x)!r} is outside [0, 1]")
