@@ -1,6 +1,7 @@
 """The package outside the checkout: a wheel, installed into a fresh virtualenv, runs the built-in studies from any folder."""
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -64,3 +65,19 @@ def test_a_wheel_lists_and_plans_the_weekend_study_from_another_folder(tmp_path)
     )
     plan = run([study, str(mine), "--dry-run", "--inner", "analytic"], cwd=tmp_path, env=env)
     assert "mine_pop2_1d-quota_seed1" in plan
+
+    # docs/worlds.md's example world and study file, copied into an empty folder, run as they are with real APPO
+    page = (REPO / "docs" / "worlds.md").read_text()
+    example = tmp_path / "example"
+    example.mkdir()
+    (example / "tragedy.py").write_text(re.search(r"```python\n(.*?)```", page, re.S).group(1))
+    (example / "tragedy.toml").write_text(re.search(r"```toml\n(.*?)```", page, re.S).group(1))
+    out = run([study, "tragedy.toml", "--quick", "--wandb", "disabled"], cwd=example, env=env)
+    assert "2 finished, 0 errored, 0 interrupted of 2 trials" in out, out
+    (run_folder,) = (example / "results").iterdir()
+    assert "[world] herders 3, horizon 20" in (run_folder / "summary.md").read_text()
+    refused = subprocess.run(
+        [study, "tragedy.toml", "--quick", "--inner", "analytic"], cwd=example, capture_output=True, text=True
+    )
+    assert refused.returncode == 2 and "offers no myopic_actions" in refused.stderr, refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1

@@ -83,12 +83,14 @@ def test_a_world_s_study_file_fails_in_one_line_naming_the_world_s_own_keys(tmp_
 
 
 # -- a study on another world, end to end ---------------------------------------------------------------
-def test_the_appo_loops_refuse_a_world_they_cannot_step_yet_in_one_line(capsys):
+def test_the_analytic_loop_refuses_a_world_without_a_myopic_best_response_in_one_line(tmp_path, capsys):
     from bilevel_tune.running.cli import main
 
-    assert main(["fishery", "--dry-run", "--inner", "appo"]) == 2
+    path = write(tmp_path, FISHERY.replace('kind = "fishery"', 'kind = "tests.test_worlds:NoMyopicResponse"'))
+    assert main([str(path), "--dry-run", "--inner", "analytic"]) == 2
     err = capsys.readouterr().err.strip()
-    assert "\n" not in err and "world 'fishery': the appo loop steps fresh water only" in err
+    assert "\n" not in err and "world 'tests.test_worlds:NoMyopicResponse' offers no myopic_actions" in err
+    assert main([str(path), "--dry-run", "--inner", "appo"]) == 0  # the APPO loops need no more than the contract
 
 
 def test_a_broken_world_named_by_a_study_is_refused_before_anything_runs(tmp_path, capsys):

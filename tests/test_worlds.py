@@ -82,6 +82,10 @@ class EndsEarly(Fishery):
         return self.t >= self.horizon - 1
 
 
+class NoMyopicResponse(Fishery):
+    myopic_actions = None  # the optional hook not offered
+
+
 class NotABound(Fishery):
     def reward_bound(self, season):
         return super().reward_bound(season) - 0.5

@@ -1,13 +1,15 @@
 """A population's season as sampled (`PopulationFragment`) and as APPO's learner reads it (`population_rows`).
 
-The env runner writes one fragment per season in bulk: each lake's
-observation per day, and each farm's raw action, its log-probability and
-its reward. The learner connector `PopulationBatch` lays it out exactly as
+The env runner writes one fragment per season in bulk: each copy's
+observation per step (or each agent's, in a world whose agents see
+different ones), and each agent's raw action, its log-probability and its
+reward. (Fresh water's words: a copy is a lake, an agent a farm, a step a
+day.) The learner connector `PopulationBatch` lays it out exactly as
 RLlib's default pipeline lays out the per-agent loop's episodes for one
 module per candidate, so APPO's loss sees the same rows:
 
-* one episode per (fragment, farm) of each candidate, in that order, each
-  of T + 1 rows — the T days, then RLlib's appended bootstrap step
+* one episode per (fragment, agent) of each candidate, in that order, each
+  of T + 1 rows — the T steps, then RLlib's appended bootstrap step
   (`AddOneTsToEpisodesAndTruncate`: the last observation, action and
   log-probability repeated, reward 0). Its per-row flags (loss mask,
   terminated, truncated) are read off that connector itself, run once on
@@ -21,8 +23,10 @@ module per candidate, so APPO's loss sees the same rows:
   masked out of every loss term and cannot reach a real row (the appended
   step before it has discount 0).
 
-`LAKE_ROW` names, for each row, the row of the same lake and day in the
-candidate's first episode of that fragment: the module encodes only those.
+Where every agent of a copy sees one observation, `LAKE_ROW` names, for
+each row, the row of the same copy and step in the candidate's first
+episode of that fragment: the module encodes only those. Where each agent
+sees its own, every row is encoded.
 """
 
 from __future__ import annotations
@@ -41,32 +45,37 @@ from bilevel_tune.appo.module import LAKE_ROW
 
 @dataclass
 class PopulationFragment:
-    """One season of a block of N candidate lakes with F farms each: what APPO learns from."""
+    """One season of a block of N candidates' copies of a world with F agents each: what APPO learns from."""
 
-    observations: (
-        np.ndarray
-    )  # [T + 1, N, D] float32: each lake's observation (all its farms see it), final one included
-    actions: np.ndarray  # [T, N, F] float32: each farm's raw Gaussian action
+    # [T + 1, N, D] float32: each copy's observation (all its agents see it), final one included;
+    # or [T + 1, N, F, D]: each agent's own
+    observations: np.ndarray
+    actions: np.ndarray  # [T, N, F, A] float32: each agent's raw Gaussian action
     action_logp: np.ndarray  # [T, N, F] float32: its log-probability under the sampling policy
     rewards: np.ndarray  # [T, N, F] float32
 
     def __len__(self) -> int:
-        """Env steps: one step advances every lake a day, as one step of the per-agent loop's env does."""
+        """Env steps: one step advances every copy, as one step of the per-agent loop's env does."""
         return self.actions.shape[0]
 
     def env_steps(self) -> int:
         return len(self)
 
     def agent_steps(self) -> int:
-        return int(self.actions.size)
+        return int(self.rewards.size)
 
     @property
     def population(self) -> int:
         return self.actions.shape[1]
 
     @property
-    def num_farms(self) -> int:
+    def agents(self) -> int:
+        """Agents per copy (fresh water's farms)."""
         return self.actions.shape[2]
+
+    @property
+    def shared_observation(self) -> bool:
+        return self.observations.ndim == 3
 
 
 def population_rows(fragments: Sequence[PopulationFragment], chunk: int) -> dict[str, np.ndarray]:
@@ -83,24 +92,29 @@ def population_rows(fragments: Sequence[PopulationFragment], chunk: int) -> dict
     }
     population, real = columns[Columns.LOSS_MASK].shape[:2]
     block = -(-real // chunk) * chunk
-    # Each row's lake row: the same day in the fragment's first farm, as an index into the padded block.
-    starts, lake = 0, []
-    for f in fragments:
-        days = len(f) + 1
-        first = starts + np.arange(days)
-        lake.append(np.tile(first, f.num_farms))
-        starts += f.num_farms * days
-    lake_in_block = np.concatenate(lake)
-    columns[LAKE_ROW] = np.broadcast_to(lake_in_block, (population, real))
+    shared = all(f.shared_observation for f in fragments)
+    if shared:
+        columns[LAKE_ROW] = np.broadcast_to(_lake_rows(fragments), (population, real))
     padded = {}
     for key, values in columns.items():
         pad = np.repeat(values[:, -1:], block - real, axis=1)  # copies of the last row: finite, and masked below
         padded[key] = np.concatenate([values, pad], axis=1)
-    padded[LAKE_ROW] = padded[LAKE_ROW] + (np.arange(population) * block)[:, None]
+    if shared:
+        padded[LAKE_ROW] = padded[LAKE_ROW] + (np.arange(population) * block)[:, None]
     for key in bootstrap_flags():  # padding is masked, and ends nothing: it cannot reach a real row
         padded[key][:, real:] = False
     padded[Columns.REWARDS][:, real:] = 0.0
     return {key: values.reshape(population * block, *values.shape[2:]) for key, values in padded.items()}
+
+
+def _lake_rows(fragments: Sequence[PopulationFragment]) -> np.ndarray:
+    """Each row's lake row: the same step in the fragment's first agent, as an index into a candidate's block."""
+    starts, lake = 0, []
+    for f in fragments:
+        steps = len(f) + 1
+        lake.append(np.tile(starts + np.arange(steps), f.agents))
+        starts += f.agents * steps
+    return np.concatenate(lake)
 
 
 @functools.lru_cache(maxsize=1)
@@ -134,24 +148,26 @@ def bootstrap_flags() -> dict[str, tuple[bool, bool, bool]]:
 
 
 def _episode_rows(f: PopulationFragment) -> dict[str, np.ndarray]:
-    """One fragment's rows per candidate and farm episode: column → [N, F, T + 1, ...] (RLlib's +1 bootstrap step)."""
-    days, population, farms = f.actions.shape
-    # [T, N, F] → [N, F, T]; then the appended step repeats the last action and log-probability
-    with_last = lambda x: np.concatenate([x, x[-1:]], axis=0).transpose(1, 2, 0)  # noqa: E731
-    obs = np.broadcast_to(
-        f.observations.transpose(1, 0, 2)[:, None], (population, farms, days + 1, f.observations.shape[-1])
-    )
+    """One fragment's rows per candidate and agent episode: column → [N, F, T + 1, ...] (RLlib's +1 bootstrap step)."""
+    steps, population, agents = f.action_logp.shape
+    # [T, N, F, ...] → [N, F, T, ...]; then the appended step repeats the last action and log-probability
+    with_last = lambda x: np.moveaxis(np.concatenate([x, x[-1:]], axis=0), 0, 2)  # noqa: E731
+    if f.shared_observation:  # [T + 1, N, D] → [N, F, T + 1, D]: every agent sees its copy's
+        size = f.observations.shape[-1]
+        obs = np.broadcast_to(f.observations.transpose(1, 0, 2)[:, None], (population, agents, steps + 1, size))
+    else:  # [T + 1, N, F, D] → [N, F, T + 1, D]
+        obs = np.moveaxis(f.observations, 0, 2)
     rows = {
         Columns.OBS: np.ascontiguousarray(obs, dtype=np.float32),
-        Columns.ACTIONS: with_last(f.actions)[..., None].astype(np.float32),
+        Columns.ACTIONS: with_last(f.actions).astype(np.float32),
         Columns.ACTION_LOGP: with_last(f.action_logp).astype(np.float32),
-        Columns.REWARDS: np.concatenate([f.rewards, np.zeros_like(f.rewards[:1])], axis=0)
-        .transpose(1, 2, 0)
-        .astype(np.float32),
+        Columns.REWARDS: np.moveaxis(np.concatenate([f.rewards, np.zeros_like(f.rewards[:1])], axis=0), 0, 2).astype(
+            np.float32
+        ),
     }
     for column, (inside, last, appended) in bootstrap_flags().items():  # seasons end by truncation
-        per_day = np.array([inside] * (days - 1) + [last, appended], dtype=bool)
-        rows[column] = np.broadcast_to(per_day, (population, farms, days + 1)).copy()
+        per_step = np.array([inside] * (steps - 1) + [last, appended], dtype=bool)
+        rows[column] = np.broadcast_to(per_step, (population, agents, steps + 1)).copy()
     return rows
 
 

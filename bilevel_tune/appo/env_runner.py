@@ -1,10 +1,12 @@
-"""PopulationEnvRunner: RLlib's env runner for a population, stepping the basin itself.
+"""PopulationEnvRunner: RLlib's env runner for a population, stepping the block's world itself.
 
-`sample()` plays one season of every candidate lake of the block: each day
-one forward of the population module on the N lake observations (all
-farms of a lake see the same one, `SamplingPolicy`), one draw of the
-Gaussian action per farm, one `Basin.step` — and writes the season as one
-`PopulationFragment` at the end, not per agent and step. Metrics are
+`sample()` plays one season of every candidate's copy of the world (any
+world on the contract, docs/worlds.md; fresh water's copies are lakes):
+each step one forward of the population module on the N copies'
+observations (once per copy where all its agents see one observation,
+`SamplingPolicy`), one draw of the Gaussian action per agent, one
+`world.step` — and writes the season as one `PopulationFragment` at the
+end, not per agent and step. Metrics are
 logged once per season. Season seeds follow the per-agent env's rule: one
 stream from (RLlib's seed, the env_config seed), one seed per season; the
 exploration noise has a generator of its own, seeded from the same pair.
@@ -40,24 +42,24 @@ from ray.rllib.utils.metrics import (
 )
 
 from bilevel_tune.appo.batch import PopulationFragment
-from bilevel_tune.appo.module import PopulationAPPOModule, farm_fraction
-from bilevel_tune.world import Basin
-from bilevel_tune.world.env import farm_spaces, parse_env_config
+from bilevel_tune.appo.module import PopulationAPPOModule
+from bilevel_tune.appo.world_io import agent_spaces, block_world, unsquash
 
 EXPLORATION_STREAM = 1  # appended to the seed pair: the exploration noise's own stream
 LOG_SQRT_2PI = math.log(math.sqrt(2 * math.pi))
 
 
 class SamplingPolicy:
-    """The module's actor as numpy views of its parameters: the env runner's forward, once a day.
+    """The module's actor as numpy views of its parameters: the env runner's forward, once a step.
 
-    A season is sequential (each day's observation follows from the last
-    day's requests), so a day's forward is small; numpy runs it at a
+    A season is sequential (each step's observation follows from the last
+    step's actions), so a step's forward is small; numpy runs it at a
     fraction of torch's per-op dispatch cost (measured: 17 µs against 83 µs
     at one candidate). The views share the parameters' memory, and RLlib
     loads new weights into those tensors in place; a policy is taken afresh
     each season all the same. Actions are RLlib's diagonal Gaussian: a draw
-    per farm from N(mean, exp(log std)), scored as torch's Normal.log_prob.
+    per agent and action dimension from N(mean, exp(log std)), scored as
+    torch's Normal.log_prob summed over the dimensions.
     """
 
     def __init__(self, module: PopulationAPPOModule):
@@ -66,35 +68,36 @@ class SamplingPolicy:
         self.biases = [layer.bias.detach().numpy()[:, None, :] for layer in layers]
         self.log_std_clip = module.log_std_clip
 
-    def _mean_and_log_std(self, lake_obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        x = lake_obs[:, None, :]
+    def _mean_and_log_std(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """[N, R, A] each: R = 1 for one observation per copy [N, D], R = agents for one per agent [N, agents, D]."""
+        x = obs[:, None, :] if obs.ndim == 2 else obs
         for weight, bias in zip(self.weights[:-1], self.biases[:-1]):
             x = np.tanh(np.matmul(x, weight) + bias)
-        out = (np.matmul(x, self.weights[-1]) + self.biases[-1])[:, 0]
-        return out[:, :1], np.clip(out[:, 1:], -self.log_std_clip, self.log_std_clip)
+        out = np.matmul(x, self.weights[-1]) + self.biases[-1]
+        size = out.shape[-1] // 2
+        return out[..., :size], np.clip(out[..., size:], -self.log_std_clip, self.log_std_clip)
 
-    def sample(self, lake_obs: np.ndarray, farms: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-        """Each farm's raw action [N, farms] (float32) and its log-probability, for the lakes' observations [N, D]."""
-        mean, log_std = self._mean_and_log_std(lake_obs)
+    def sample(self, obs: np.ndarray, agents: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """Each agent's raw action [N, agents, A] (float32) and its log-probability [N, agents]."""
+        mean, log_std = self._mean_and_log_std(obs)
         std = np.exp(log_std)
-        actions = (mean + std * rng.standard_normal((len(lake_obs), farms), dtype=np.float32)).astype(np.float32)
+        noise = rng.standard_normal((len(obs), agents, mean.shape[-1]), dtype=np.float32)
+        actions = (mean + std * noise).astype(np.float32)
         logp = -((actions - mean) ** 2) / (2 * std**2) - np.log(std) - LOG_SQRT_2PI
-        return actions, logp
+        return actions, logp.sum(axis=-1)
 
-    def greedy(self, lake_obs: np.ndarray, farms: int) -> np.ndarray:
-        """Explore off: every farm acts its lake's mean [N, farms]."""
-        mean, _ = self._mean_and_log_std(lake_obs)
-        return np.repeat(mean, farms, axis=1)
+    def greedy(self, obs: np.ndarray, agents: int) -> np.ndarray:
+        """Explore off: every agent acts its mean [N, agents, A]."""
+        mean, _ = self._mean_and_log_std(obs)
+        return np.broadcast_to(mean, (len(obs), agents, mean.shape[-1]))
 
 
 class PopulationEnvRunner(EnvRunner, Checkpointable):
-    """Samples whole seasons of a block of candidate lakes for one PopulationAPPOModule."""
+    """Samples whole seasons of a block of candidates' copies of the world for one PopulationAPPOModule."""
 
     def __init__(self, *, config, **kwargs):
         super().__init__(config=config, **kwargs)
-        world, rules, seed = parse_env_config(config.env_config)
-        self.basin = Basin(world, rules)
-        self.num_farms = world.num_farms
+        self.world, seed = block_world(config.env_config)
         # as FreshWaterEnv: RLlib's seed and env_config's seed together make the stream of season seeds
         entropy = [s for s in (self._seed, seed) if s is not None]
         self._season_seeds = np.random.default_rng(entropy or None)
@@ -109,16 +112,16 @@ class PopulationEnvRunner(EnvRunner, Checkpointable):
         self.module = spec.build()
 
     def get_spaces(self):
-        spaces = farm_spaces()
+        spaces = agent_spaces(self.world)
         return {INPUT_ENV_SPACES: spaces, DEFAULT_MODULE_ID: spaces}
 
     def assert_healthy(self):
-        assert self.basin is not None and self.module is not None
+        assert self.world is not None and self.module is not None
 
     def sample(
         self, *, explore: bool | None = None, random_actions: bool = False, **kwargs
     ) -> list[PopulationFragment]:
-        """One season of every lake of the block (the rollout fragment is the season)."""
+        """One season of every copy of the block (the rollout fragment is the season)."""
         explore = self.config.explore if explore is None else explore
         fragment = self._season(explore)
         self._log_season(fragment)
@@ -162,22 +165,23 @@ class PopulationEnvRunner(EnvRunner, Checkpointable):
 
     # -- one season -------------------------------------------------------------------------
     def _season(self, explore: bool) -> PopulationFragment:
-        basin, farms = self.basin, self.num_farms
-        days, population = basin.config.horizon, basin.population
-        obs = basin.reset(np.random.default_rng(self._season_seeds.integers(2**63)))
-        observations = np.empty((days + 1, population, obs.shape[1]), dtype=np.float32)
-        actions = np.empty((days, population, farms), dtype=np.float32)
-        logp = np.empty((days, population, farms), dtype=np.float32)
-        rewards = np.empty((days, population, farms), dtype=np.float32)
+        world = self.world
+        steps, agents, copies = world.horizon, world.agents, world.copies
+        obs = world.reset(np.random.default_rng(self._season_seeds.integers(2**63)))
+        observations = np.empty((steps + 1, *obs.shape), dtype=np.float32)
+        actions = np.empty((steps, copies, agents, world.action_size), dtype=np.float32)
+        logp = np.empty((steps, copies, agents), dtype=np.float32)
+        rewards = np.empty((steps, copies, agents), dtype=np.float32)
         observations[0] = obs
         policy = SamplingPolicy(self.module)
-        for day in range(days):
+        for t in range(steps):
             if explore:
-                actions[day], logp[day] = policy.sample(observations[day], farms, self._exploration)
+                actions[t], logp[t] = policy.sample(observations[t], agents, self._exploration)
             else:
-                actions[day], logp[day] = policy.greedy(observations[day], farms), 0.0
-            rewards[day] = basin.step(farm_fraction(actions[day])).reward
-            observations[day + 1] = basin.observe()
+                actions[t], logp[t] = policy.greedy(observations[t], agents), 0.0
+            # the runner maps raw actions into the world's bounds itself, as RLlib's normalize_actions would
+            rewards[t] = world.step(unsquash(actions[t], world.action_low, world.action_high)).rewards
+            observations[t + 1] = world.observe()
         return PopulationFragment(observations, actions, logp, rewards)
 
     def _log_season(self, fragment: PopulationFragment) -> None:
@@ -194,8 +198,8 @@ class PopulationEnvRunner(EnvRunner, Checkpointable):
         m.log_value(NUM_EPISODES_LIFETIME, 1, reduce="lifetime_sum")
         window = self.config.metrics_num_episodes_for_smoothing
         m.log_value(EPISODE_LEN_MEAN, steps, window=window)
-        # the episode's return as RLlib's multi-agent episode counts it: every farm's rewards summed
+        # the episode's return as RLlib's multi-agent episode counts it: every agent's rewards summed
         m.log_value(EPISODE_RETURN_MEAN, float(fragment.rewards.sum()), window=window)
 
     def stop(self):
-        self.basin = None
+        self.world = None

@@ -53,7 +53,6 @@ from bilevel_tune.appo.local_learner import local_learner, stop_algorithm
 from bilevel_tune.appo.multiagent import build_multiagent_algorithm
 from bilevel_tune.appo.population import build_population_algorithm
 from bilevel_tune.inner import InnerLoopConfig
-from bilevel_tune.world import Rules
 from bilevel_tune.world.env import module_for_agent, module_id
 
 RTOL = 1e-5
@@ -88,7 +87,7 @@ class EquivalenceReport:
         return len({c.clipped for c in self.candidates}) == 2
 
 
-def update_equivalence(config: InnerLoopConfig, rules: Sequence[Rules], seed: int) -> EquivalenceReport:
+def update_equivalence(config: InnerLoopConfig, rules: Sequence, seed: int) -> EquivalenceReport:
     """One update of both loops on one season of the per-agent loop; at least two candidates."""
     if len(rules) < 2:
         raise ValueError("the check needs at least two candidates (one clipped, one not)")
@@ -102,8 +101,8 @@ def update_equivalence(config: InnerLoopConfig, rules: Sequence[Rules], seed: in
             for j in range(len(rules))
         )
         season = reference.env_runner.sample()
-        fragment = fragment_of(season, len(rules), config.num_farms)
-        norms = gradient_norms(population, fragment, config.horizon)
+        fragment = fragment_of(season, len(rules), config.build_world(rules).agents)
+        norms = gradient_norms(population, fragment, config.season_length)
     finally:
         stop_algorithm(reference), stop_algorithm(population)
     grad_clip = float(np.sqrt(norms.min() * norms.max()))  # between them: some clipped, some not
@@ -123,7 +122,8 @@ def update_equivalence(config: InnerLoopConfig, rules: Sequence[Rules], seed: in
 
 @dataclass(frozen=True)
 class ParityReport:
-    """Mean farm reward over the evaluation seasons, per seed, before (K = 0) and after K iterations, per loop."""
+    """The evaluated score (fresh water: mean farm reward; another world: its objective), per seed, before (K = 0)
+    and after K iterations, per loop."""
 
     inner_iters: int
     before: dict[str, tuple[float, ...]]
@@ -157,13 +157,17 @@ class ParityReport:
 
 
 def learning_parity(
-    config: InnerLoopConfig, rules: Sequence[Rules], seeds: Sequence[int], inner_iters: int = 50, eval_seeds=(100, 101)
+    config: InnerLoopConfig, rules: Sequence, seeds: Sequence[int], inner_iters: int = 50, eval_seeds=(100, 101)
 ) -> ParityReport:
-    """Train both loops K iterations per seed at fixed rules; their farms' mean evaluated reward before and after."""
+    """Train both loops K iterations per seed at fixed rules; their evaluated score before and after.
+
+    The score: fresh water's farms' mean reward; another world's objective (its `Assessment` holds no reward).
+    """
     from bilevel_tune.appo.multiagent import MultiAgentPolicyLoop
     from bilevel_tune.appo.population import PopulationPolicyLoop
 
-    physical = [r.as_dict() for r in rules]
+    physical = [r.as_dict() if hasattr(r, "as_dict") else dict(r) for r in rules]
+    score = lambda outcome: outcome.mean_reward if config.fresh_water else outcome.objective  # noqa: E731
     before, after = {}, {}
     for name, loop_class in (("appo", PopulationPolicyLoop), ("appo-multiagent", MultiAgentPolicyLoop)):
         before[name], after[name] = [], []
@@ -171,10 +175,10 @@ def learning_parity(
             loop = loop_class(config)
             try:
                 loop.reset(physical, seed, range(len(rules)))
-                before[name].append(float(np.mean([o.mean_reward for o in loop.evaluate(eval_seeds)])))
+                before[name].append(float(np.mean([score(o) for o in loop.evaluate(eval_seeds)])))
                 for _ in range(inner_iters):
                     loop.train()
-                after[name].append(float(np.mean([o.mean_reward for o in loop.evaluate(eval_seeds)])))
+                after[name].append(float(np.mean([score(o) for o in loop.evaluate(eval_seeds)])))
             finally:
                 loop.stop()
     freeze = lambda d: {k: tuple(v) for k, v in d.items()}  # noqa: E731
@@ -223,30 +227,32 @@ def _first_moments(algo, mid: str, candidate: int | None) -> dict[str, torch.Ten
     return out
 
 
-def fragment_of(ma_episodes, population: int, farms: int) -> PopulationFragment:
+def fragment_of(ma_episodes, population: int, agents: int) -> PopulationFragment:
     """The per-agent loop's season as the population loop's fragment.
 
     RLlib's learner connectors walk a multi-agent episode's agents in the
     order of a set of agent ids (string hashes: it varies per process); the
-    farms of each lake are listed in that order, so both batches hold the
-    same rows in the same places. Farms are interchangeable in this world.
+    agents of each copy are listed in that order, so both batches hold the
+    same rows in the same places. Agents of one copy are interchangeable in
+    the built-in worlds. Where every agent of a copy sees one observation,
+    the fragment keeps one per copy.
     """
     (episode,) = ma_episodes
     order = list(episode.agent_ids)
-    agents = [
+    rows = [
         [episode.agent_episodes[a] for a in order if module_for_agent(a) == module_id(k)] for k in range(population)
     ]
-    if any(len(row) != farms for row in agents):
-        raise ValueError(f"the season does not hold {farms} farms for each of {population} candidates")
-    for row in agents:  # all farms of a lake see its observation: the fragment keeps one per lake
-        if not all(np.array_equal(a.get_observations(), row[0].get_observations()) for a in row):
-            raise ValueError("farms of one lake saw different observations")
-    per_farm = lambda get: np.stack([np.stack([get(a) for a in row], -1) for row in agents], 1)  # noqa: E731
+    if any(len(row) != agents for row in rows):
+        raise ValueError(f"the season does not hold {agents} agents for each of {population} candidates")
+    per_agent = lambda get: np.stack([np.stack([get(a) for a in row], 1) for row in rows], 1)  # noqa: E731
+    observations = per_agent(lambda a: a.get_observations())  # [T + 1, N, F, D]
+    if all(np.array_equal(observations[:, :, i], observations[:, :, 0]) for i in range(agents)):
+        observations = observations[:, :, 0]
     return PopulationFragment(
-        observations=np.stack([row[0].get_observations() for row in agents], 1).astype(np.float32),
-        actions=per_farm(lambda a: a.get_actions()[:, 0]).astype(np.float32),
-        action_logp=per_farm(lambda a: a.get_extra_model_outputs(Columns.ACTION_LOGP)).astype(np.float32),
-        rewards=per_farm(lambda a: np.asarray(a.get_rewards())).astype(np.float32),
+        observations=observations.astype(np.float32),
+        actions=per_agent(lambda a: a.get_actions()).astype(np.float32),
+        action_logp=per_agent(lambda a: a.get_extra_model_outputs(Columns.ACTION_LOGP)).astype(np.float32),
+        rewards=per_agent(lambda a: np.asarray(a.get_rewards())).astype(np.float32),
     )
 
 

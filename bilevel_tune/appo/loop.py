@@ -4,8 +4,8 @@ Per generation its shard calls `reset(rules, seed, candidates)` — a fresh
 APPO Algorithm for the block, each candidate's initial weights drawn from
 `candidate_seed(seed, k)` of its global index k —, `train()` K times, then
 `evaluate(seeds)` (explore off, fixed seeds, after every queued learner
-update is applied). A subclass says how to build the Algorithm and how to
-read its greedy policy.
+update is applied) through the block's world. A subclass says how to
+build the Algorithm and how to read its explore-off actions.
 """
 
 from __future__ import annotations
@@ -16,12 +16,15 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from bilevel_tune.appo.local_learner import drain_learner, learner_thread_class, stop_algorithm
+from bilevel_tune.appo.module import farm_fraction
 from bilevel_tune.appo.rllib_config import quiet_rllib
+from bilevel_tune.appo.world_io import acting_in
 from bilevel_tune.core.objective import CandidateOutcome
 from bilevel_tune.inner import InnerLoopConfig
 from bilevel_tune.inner.census import return_free_memory
-from bilevel_tune.inner.evaluation import evaluate_policy
+from bilevel_tune.inner.evaluation import evaluate_on_world, evaluate_policy
 from bilevel_tune.world import Rules
+from bilevel_tune.worlds.contract import Assessment
 
 
 class APPOLoop:
@@ -31,7 +34,7 @@ class APPOLoop:
         quiet_rllib()
         self.config = config
         self.algo = None
-        self.rules: list[Rules] = []
+        self.rules: list = []  # fresh water's `Rules`, another world's physical rule values
         self._kept: list[Any] = []  # stop_mode "none" only: old algorithms stay referenced
         self._frozen = False
         self.stop_confirmed = True
@@ -40,24 +43,30 @@ class APPOLoop:
         """The block's APPO Algorithm."""
         raise NotImplementedError
 
-    def greedy_policy(self) -> Callable[[np.ndarray], np.ndarray]:
-        """Each candidate's explore-off requested fraction for its lake's observation: [N, 11] → [N]."""
+    def greedy_actions(self) -> Callable[[np.ndarray], np.ndarray]:
+        """Each candidate's explore-off raw actions: [N, D] (one observation per copy) → [N, A], [N, agents, D] →
+        [N, agents, A]."""
         raise NotImplementedError
 
     def reset(self, rules: Sequence[dict[str, float]], seed: int, candidates: Sequence[int]) -> bool:
         """Fresh policies for these candidates' rules; False when the old learner's stop is unconfirmed."""
         self.stop_confirmed = self._release()
-        self.rules = [Rules.from_physical(r) for r in rules]
+        self.rules = [Rules.from_physical(r) if self.config.fresh_water else dict(r) for r in rules]
         self.algo = self.new_algorithm(self.rules, seed, list(candidates))
         return self.stop_confirmed
 
     def train(self) -> dict[str, Any]:
         return self.algo.train()
 
-    def evaluate(self, seeds: Sequence[int]) -> list[CandidateOutcome]:
+    def evaluate(self, seeds: Sequence[int]) -> list[CandidateOutcome | Assessment]:
         """Explore-off evaluation on fixed seeds, after every queued update is applied."""
         drain_learner(self.algo)
-        return evaluate_policy(self.config.world, self.config.weights, self.rules, seeds, self.greedy_policy())
+        raw = self.greedy_actions()
+        if self.config.fresh_water:  # the basin's own evaluation, with which every fresh-water result was made
+            fractions = lambda obs: farm_fraction(raw(obs)[:, 0].astype(np.float64))  # noqa: E731
+            return evaluate_policy(self.config.world, self.config.weights, self.rules, seeds, fractions)
+        world = self.config.build_world(self.rules)
+        return evaluate_on_world(world, seeds, acting_in(world, raw), self.config.objective_section)
 
     def learner_thread_class(self) -> type | None:
         """What the shard's census counts as learner threads."""

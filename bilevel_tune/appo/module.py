@@ -223,21 +223,19 @@ class PopulationAPPOModule(TorchRLModule, ValueFunctionAPI, TargetNetworkAPI, In
         return self.action_dist_cls
 
     # -- reading it ------------------------------------------------------------------------------
-    def greedy_actions(self, lake_obs: np.ndarray) -> np.ndarray:
-        """Explore-off raw action of each candidate's farms for its lake's observation [N, D] → [N].
+    def greedy_actions(self, obs: np.ndarray) -> np.ndarray:
+        """Explore-off raw actions of each candidate: [N, D] (one observation per copy) → [N, A], [N, agents, D] → [N, agents, A].
 
         Layer by layer per candidate (`each`): bit for bit what each candidate's own stock
         module acts, so evaluations of untrained policies match the per-agent loop's exactly.
         """
+        obs = np.asarray(obs, dtype=np.float32)
+        rows = obs[:, None, :] if obs.ndim == 2 else obs
         with torch.no_grad():
-            lakes = self._blocks(torch.from_numpy(np.asarray(lake_obs, dtype=np.float32)))
-            inputs = self._gaussian(self.pi, self.trunk(lakes, each=True), each=True).reshape(len(lake_obs), -1)
-            mean = self.action_dist_cls.from_logits(inputs).to_deterministic().sample()
-        return mean[:, 0].numpy()
-
-    def greedy_fractions(self, lake_obs: np.ndarray) -> np.ndarray:
-        """Explore-off requested fraction of each candidate's farms [N] (what evaluation plays)."""
-        return farm_fraction(self.greedy_actions(lake_obs).astype(np.float64))
+            inputs = self._gaussian(self.pi, self.trunk(torch.from_numpy(rows), each=True), each=True)
+            mean = self.action_dist_cls.from_logits(inputs.reshape(-1, inputs.shape[-1])).to_deterministic().sample()
+        mean = mean.reshape(*rows.shape[:2], -1).numpy()
+        return mean[:, 0] if obs.ndim == 2 else mean
 
     def candidate_parameters(self, k: int) -> dict[str, torch.Tensor]:
         """Candidate k's slice of every parameter, named as in its stock APPO module."""

@@ -1,9 +1,9 @@
 """The per-agent APPO loop (`appo-multiagent`): RLlib's multi-agent path, one module per candidate.
 
-The block's lakes live in one `FreshWaterEnv` (agents `c{j}/farm{i}`), all
-farms of candidate j share module `cand{j}` — a `SeededAPPOModule` — and
-RLlib's default connectors, episodes and metrics do the rest, agent by
-agent. It is the reference the population loop (`appo`) is checked
+The block's copies of the world live in one `WorldEnv` (fresh water's:
+`FreshWaterEnv`, agents `c{j}/farm{i}`), all agents of candidate j share
+module `cand{j}` — a `SeededAPPOModule` — and RLlib's default connectors,
+episodes, action unsquashing and metrics do the rest, agent by agent. It is the reference the population loop (`appo`) is checked
 against: same loss, same initial weights, same settings.
 """
 
@@ -15,17 +15,14 @@ import numpy as np
 
 from bilevel_tune.appo.local_learner import trained_module
 from bilevel_tune.appo.loop import APPOLoop
-from bilevel_tune.appo.module import farm_fraction
-from bilevel_tune.appo.rllib_config import algorithm_from, appo_config, env_config
+from bilevel_tune.appo.rllib_config import algorithm_from, appo_config
 from bilevel_tune.appo.seeded import INIT_SEED, seeded_module_class
+from bilevel_tune.appo.world_env import WorldEnv, module_for_agent, module_id
+from bilevel_tune.appo.world_io import block_env_config
 from bilevel_tune.inner import InnerLoopConfig, candidate_seed
-from bilevel_tune.world import Rules
-from bilevel_tune.world.env import FreshWaterEnv, module_for_agent, module_id
 
 
-def build_multiagent_algorithm(
-    config: InnerLoopConfig, rules: Sequence[Rules], seed: int, candidates: Sequence[int] = ()
-):
+def build_multiagent_algorithm(config: InnerLoopConfig, rules: Sequence, seed: int, candidates: Sequence[int] = ()):
     """APPO, multi-agent: one module per candidate (`candidates`, default 0, 1, …, seed each module's weights)."""
     from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
@@ -41,35 +38,46 @@ def build_multiagent_algorithm(
     }
     algo_config = (
         appo_config(config, seed)
-        .environment(FreshWaterEnv, env_config=env_config(config, rules, seed))
+        .environment(env_class(config), env_config=block_env_config(config, rules, seed))
         .multi_agent(policies=set(modules), policy_mapping_fn=module_for_agent)
         .rl_module(rl_module_spec=MultiRLModuleSpec(rl_module_specs=modules))
     )
     return algorithm_from(algo_config)
 
 
-def per_agent_greedy_fractions(modules, obs: np.ndarray) -> np.ndarray:
-    """Explore-off actions of each candidate's module for its (1, 11) observation, in [0, 1]."""
+def env_class(config: InnerLoopConfig) -> type[WorldEnv]:
+    """Fresh water's own shell (its agents named farms), else the contract's."""
+    if config.fresh_water:
+        from bilevel_tune.world.env import FreshWaterEnv
+
+        return FreshWaterEnv
+    return WorldEnv
+
+
+def per_agent_greedy_actions(modules, obs: np.ndarray) -> np.ndarray:
+    """Explore-off raw actions of each candidate's module: [N, D] (one observation per copy) → [N, A],
+    [N, agents, D] → [N, agents, A]."""
     import torch
     from ray.rllib.core.columns import Columns
 
-    out = np.empty(len(modules))
+    obs = np.asarray(obs, dtype=np.float32)
+    rows = obs[:, None, :] if obs.ndim == 2 else obs
+    out = []
     with torch.no_grad():
         for k, module in enumerate(modules):
-            dist_inputs = module.forward_inference({Columns.OBS: torch.from_numpy(obs[k : k + 1])})[
-                Columns.ACTION_DIST_INPUTS
-            ]
+            dist_inputs = module.forward_inference({Columns.OBS: torch.from_numpy(rows[k])})[Columns.ACTION_DIST_INPUTS]
             action = module.get_inference_action_dist_cls().from_logits(dist_inputs).to_deterministic().sample()
-            out[k] = farm_fraction(float(action.reshape(-1)[0]))
-    return out
+            out.append(action.numpy())
+    actions = np.stack(out)  # [N, R, A]
+    return actions[:, 0] if obs.ndim == 2 else actions
 
 
 class MultiAgentPolicyLoop(APPOLoop):
-    """The per-agent APPO loop: a FreshWaterEnv of the block's lakes, one RLlib module per candidate."""
+    """The per-agent APPO loop: a WorldEnv of the block's copies, one RLlib module per candidate."""
 
     def new_algorithm(self, rules, seed, candidates):
         return build_multiagent_algorithm(self.config, rules, seed, candidates)
 
-    def greedy_policy(self):
+    def greedy_actions(self):
         modules = [trained_module(self.algo, module_id(j)) for j in range(len(self.rules))]
-        return lambda obs: per_agent_greedy_fractions(modules, obs)
+        return lambda obs: per_agent_greedy_actions(modules, obs)

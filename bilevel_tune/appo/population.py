@@ -2,8 +2,8 @@
 
 RLlib's own extension points carry it (docs/inner-loop.md): the module is
 a `PopulationAPPOModule` (stacked per-candidate parameters, one batched
-forward per day), sampling is a `PopulationEnvRunner` (`env_runner_cls`:
-the basin stepped directly, a season written in bulk), the learner
+forward per step), sampling is a `PopulationEnvRunner` (`env_runner_cls`:
+the block's world stepped directly, a season written in bulk), the learner
 connector `PopulationBatch` lays the season out as the per-agent loop's
 episodes would be, and `PopulationAPPOLearner` (`learner_class`) sums the
 candidates' APPO losses and clips each candidate's gradient alone.
@@ -22,10 +22,9 @@ from bilevel_tune.appo.learner import PopulationAPPOLearner
 from bilevel_tune.appo.local_learner import trained_module
 from bilevel_tune.appo.loop import APPOLoop
 from bilevel_tune.appo.module import HIDDEN, INIT_SEEDS, POPULATION, PopulationAPPOModule
-from bilevel_tune.appo.rllib_config import algorithm_from, appo_config, env_config
+from bilevel_tune.appo.rllib_config import algorithm_from, appo_config
+from bilevel_tune.appo.world_io import agent_spaces, block_env_config
 from bilevel_tune.inner import InnerLoopConfig, candidate_seed
-from bilevel_tune.world import Rules
-from bilevel_tune.world.env import farm_spaces
 
 
 class CouplingSettingError(ValueError):
@@ -56,14 +55,12 @@ def refuse_coupling_settings(algo_config) -> None:
         )
 
 
-def build_population_algorithm(
-    config: InnerLoopConfig, rules: Sequence[Rules], seed: int, candidates: Sequence[int] = ()
-):
+def build_population_algorithm(config: InnerLoopConfig, rules: Sequence, seed: int, candidates: Sequence[int] = ()):
     """APPO over one PopulationAPPOModule for the block (`candidates`, default 0, 1, …, seed its initial weights)."""
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
     candidates = list(candidates) or list(range(len(rules)))
-    observation_space, action_space = farm_spaces()
+    observation_space, action_space = agent_spaces(config.build_world(rules))
     module = RLModuleSpec(
         module_class=PopulationAPPOModule,
         observation_space=observation_space,
@@ -77,17 +74,17 @@ def build_population_algorithm(
     algo_config = (
         appo_config(config, seed)
         .environment(
-            env_config=env_config(config, rules, seed),
+            env_config=block_env_config(config, rules, seed),
             observation_space=observation_space,
             action_space=action_space,
-            # the runner maps raw actions to fractions itself (module.farm_fraction)
+            # the runner maps raw actions into the world's bounds itself (world_io.unsquash)
             normalize_actions=False,
             clip_actions=False,
         )
         .env_runners(env_runner_cls=PopulationEnvRunner)
         .learners(
             learner_class=PopulationAPPOLearner,
-            learner_connector=partial(PopulationBatch, chunk=config.horizon),
+            learner_connector=partial(PopulationBatch, chunk=config.season_length),
             add_default_connectors_to_learner_pipeline=False,
         )
         .rl_module(rl_module_spec=module)
@@ -102,7 +99,7 @@ class PopulationPolicyLoop(APPOLoop):
     def new_algorithm(self, rules, seed, candidates):
         return build_population_algorithm(self.config, rules, seed, candidates)
 
-    def greedy_policy(self):
+    def greedy_actions(self):
         from ray.rllib.core import DEFAULT_MODULE_ID
 
-        return trained_module(self.algo, DEFAULT_MODULE_ID).unwrapped().greedy_fractions
+        return trained_module(self.algo, DEFAULT_MODULE_ID).unwrapped().greedy_actions

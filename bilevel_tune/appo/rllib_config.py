@@ -1,10 +1,8 @@
-"""RLlib's side of an APPO loop's build: APPO's settings from the study's, the block's world, a quiet build."""
+"""RLlib's side of an APPO loop's build: APPO's settings from the study's, a quiet build (the block's world: `world_io`)."""
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-from typing import Any
 
 from bilevel_tune.inner import InnerLoopConfig
 
@@ -21,8 +19,8 @@ def appo_config(config: InnerLoopConfig, seed: int):
         vtrace=True,
         vtrace_clip_rho_threshold=config.vtrace_clip_rho_threshold,
         vtrace_clip_pg_rho_threshold=config.vtrace_clip_pg_rho_threshold,
-        # fragments (seasons) of the whole block per batch, in env steps: one step advances every lake a day
-        train_batch_size_per_learner=config.horizon * config.fragments_per_batch,
+        # fragments (seasons) of the whole block per batch, in env steps: one step advances every copy of the block
+        train_batch_size_per_learner=config.season_length * config.fragments_per_batch,
         num_epochs=1,
     )
     appo = APPOConfig()
@@ -32,7 +30,7 @@ def appo_config(config: InnerLoopConfig, seed: int):
     return (
         appo.api_stack(enable_rl_module_and_learner=True, enable_env_runner_and_connector_v2=True)
         .framework("torch")
-        .env_runners(num_env_runners=0, num_envs_per_env_runner=1, rollout_fragment_length=config.horizon)
+        .env_runners(num_env_runners=0, num_envs_per_env_runner=1, rollout_fragment_length=config.season_length)
         .learners(num_learners=0)
         .training(**training)
         .reporting(min_time_s_per_iteration=0, metrics_num_episodes_for_smoothing=1)
@@ -44,15 +42,6 @@ def appo_config(config: InnerLoopConfig, seed: int):
 def algorithm_from(algo_config):
     """The Algorithm of a config: `build_algo` where RLlib has it, `build` in the releases before it."""
     return algo_config.build_algo() if hasattr(algo_config, "build_algo") else algo_config.build()
-
-
-def env_config(config: InnerLoopConfig, rules, seed: int) -> dict[str, Any]:
-    """The world of a block: one lake per candidate's rules (`world.env.parse_env_config` reads it)."""
-    return {
-        **dataclasses.asdict(config.world),
-        "rules": [r.as_dict() for r in rules],
-        "seed": int(seed),
-    }
 
 
 def quiet_rllib() -> None:

@@ -115,6 +115,11 @@ class InnerLoopConfig(ObjectiveSettings, AppoSettings, NetworkSettings, WorldCon
         return [searched_rules(world.rule_specs, [first], [(k + 0.5) / n], {}) for k in range(n)]
 
     @property
+    def season_length(self) -> int:
+        """Steps in one season of the config's world (fresh water's `horizon` days)."""
+        return self.horizon if self.fresh_water else int(self.build_world([{}]).horizon)
+
+    @property
     def fresh_water(self) -> bool:
         return self.world_kind == FRESH_WATER_KIND
 
@@ -181,19 +186,13 @@ def loop_path(spec: str) -> str:
 
 def check_loop_on_world(spec: str, world_kind: str) -> None:
     """InnerLoopError naming the world when this loop cannot run it: the analytic loop needs the world's myopic
-    best response; the APPO loops step fresh water only until their env runner steps any world (docs/worlds.md)."""
-    if world_kind == FRESH_WATER_KIND:
+    best response (the APPO loops run any world on the contract)."""
+    if world_kind == FRESH_WATER_KIND or spec != "analytic":
         return
     from bilevel_tune.worlds import load_world
 
-    world = load_world(world_kind)
-    if spec == "analytic" and not callable(getattr(world, "myopic_actions", None)):
+    if not callable(getattr(load_world(world_kind), "myopic_actions", None)):
         raise InnerLoopError(f"world {world_kind!r} offers no myopic_actions: --inner analytic cannot run it")
-    if spec in ("appo", "appo-multiagent"):
-        raise InnerLoopError(
-            f"world {world_kind!r}: the {spec} loop steps fresh water only until its env runner steps any world "
-            "(docs/worlds.md); --inner analytic runs it"
-        )
 
 
 def check_loop_spec(spec: str) -> str:

@@ -15,6 +15,7 @@ statuses of a run. The options are declared once, in bilevel_tune.running.option
 
 from __future__ import annotations
 
+import os
 import sys
 
 from bilevel_tune.running.options import UsageError, build_parser, options_from
@@ -34,9 +35,19 @@ def list_studies() -> None:
     print(f'worlds: {", ".join(BUILTIN_WORLDS)}, or your own as [world] kind = "module:Class" (docs/worlds.md)')
 
 
+def find_plugins_here() -> None:
+    """A study's `module:Class` (a world, an inner loop) is found from the folder the study runs in, as `python -m`
+    finds it, under the `bilevel-study` script too (whose sys.path starts at its own folder); Ray's workers are
+    started with the driver's sys.path, so they find it as well."""
+    here = os.getcwd()
+    if here not in sys.path and "" not in sys.path:
+        sys.path.insert(0, here)
+
+
 def main(argv: list[str] | None = None) -> int:
     from bilevel_tune.running.runner import default_command, dry_run, run_study
 
+    find_plugins_here()
     try:
         args = build_parser(PROG, __doc__.splitlines()[0]).parse_args(argv)
         if args.list:

@@ -334,9 +334,11 @@ def resolve_study(options: RunOptions) -> Study:
 
 
 def check_study_world(study: Study) -> None:
-    """A world other than fresh water keeps its contract (`worlds.check`) before anything runs; one line if not."""
+    """A world other than fresh water keeps its contract (`worlds.check`) and the study's loop can run it, before
+    anything runs; one line if not."""
     if study.world_kind == FRESH_WATER.world:
         return  # the built-in basin: its design checks are the tests'
+    from bilevel_tune.inner import InnerLoopError, check_loop_on_world
     from bilevel_tune.worlds import WorldError, load_world
     from bilevel_tune.worlds.check import check_world
 
@@ -344,6 +346,10 @@ def check_study_world(study: Study) -> None:
         check_world(load_world(study.world_kind))
     except WorldError as err:
         raise StudyError(f"world {study.world_kind!r} breaks its contract: {err}") from None
+    try:
+        check_loop_on_world(study.inner, study.world_kind)
+    except InnerLoopError as err:
+        raise StudyError(str(err)) from None
 
 
 def changed_on_resume(options: RunOptions, recorded: Study) -> list[str]:

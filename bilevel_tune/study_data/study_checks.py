@@ -11,7 +11,7 @@ from typing import Any, Iterable
 
 from bilevel_tune.core.es import ESConfig
 from bilevel_tune.core.scan import MIN_POINTS
-from bilevel_tune.inner import InnerLoopError, check_loop_on_world, check_loop_spec
+from bilevel_tune.inner import InnerLoopError, check_loop_spec
 from bilevel_tune.study_data.declared import StudyError, section_kwargs
 from bilevel_tune.study_data.hints import unknown_name
 from bilevel_tune.study_data.sections import ESSettings
@@ -82,12 +82,9 @@ def check_axis(key: str, values, where: str, table: SettingsTable = FRESH_WATER)
 
 
 def check_study(study):
-    """What spans settings: a loop that runs the world, a budget for every population, each trial's ES and objective
-    sound, no axis repeating a value."""
-    try:
-        check_loop_on_world(study.inner, study.world_kind)
-    except InnerLoopError as err:
-        raise StudyError(str(err)) from None
+    """What spans settings: a budget for every population, each trial's ES and objective sound, no axis repeating a
+    value. (Whether the loop runs the world is the resolved study's check, `options.check_study_world`: `--inner`
+    may replace the file's loop.)"""
     for population in study.populations:
         study.budget.generations_for(population)
     for values in study.trial_values():

@@ -1,4 +1,4 @@
-"""FreshWaterEnv — the RLlib multi-agent shell over `Basin`.
+"""FreshWaterEnv — the RLlib multi-agent shell over `Basin`: the contract's `WorldEnv` (appo/world_env.py) on fresh water.
 
 Card
 ----
@@ -28,17 +28,16 @@ Version      fresh-water v1
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any, Mapping
+from types import SimpleNamespace
 
 import gymnasium as gym
 import numpy as np
-from ray.rllib.env.multi_agent_env import MultiAgentEnv
 
-from bilevel_tune.world.basin import OBSERVATION_SIZE, Basin, WorldConfig
-from bilevel_tune.world.rules import Rules
+from bilevel_tune.appo.world_env import WorldEnv, module_for_agent, module_id
+from bilevel_tune.appo.world_env import agent_id as world_agent_id
+from bilevel_tune.world.basin import OBSERVATION_SIZE, Basin
 
-ENV_CONFIG_KEYS = (*(f.name for f in dataclasses.fields(WorldConfig)), "rules", "seed")
+__all__ = ["FreshWaterEnv", "agent_id", "farm_spaces", "module_for_agent", "module_id"]
 
 
 def farm_spaces() -> tuple[gym.Space, gym.Space]:
@@ -47,64 +46,22 @@ def farm_spaces() -> tuple[gym.Space, gym.Space]:
 
 
 def agent_id(candidate: int, farm: int) -> str:
-    return f"c{candidate}/farm{farm}"
+    return world_agent_id(candidate, farm, FreshWaterEnv.agent_word)
 
 
-def module_id(candidate: int) -> str:
-    return f"cand{candidate}"
+class FreshWaterEnv(WorldEnv):
+    agent_word = "farm"
 
+    @property
+    def basin(self) -> Basin:
+        return self.world.basin
 
-def module_for_agent(agent: str, *args, **kwargs) -> str:
-    """RLlib policy mapping: every farm of candidate k shares module `cand{k}`."""
-    return module_id(int(agent.split("/", 1)[0][1:]))
+    @property
+    def num_farms(self) -> int:
+        return self.world.agents
 
-
-def parse_env_config(env_config: Mapping[str, Any] | None) -> tuple[WorldConfig, list[Rules], int | None]:
-    env_config = dict(env_config or {})
-    unknown = sorted(set(env_config) - set(ENV_CONFIG_KEYS))
-    if unknown:
-        raise ValueError(f"unknown env_config key(s) {unknown}; allowed: {', '.join(ENV_CONFIG_KEYS)}")
-    world = WorldConfig(**{k: v for k, v in env_config.items() if k not in ("rules", "seed")})
-    rules = [Rules.from_physical(r) for r in env_config.get("rules") or [{}]]
-    return world, rules, env_config.get("seed")
-
-
-class FreshWaterEnv(MultiAgentEnv):
-    def __init__(self, config: Mapping[str, Any] | None = None):
-        super().__init__()
-        world, rules, seed = parse_env_config(config)
-        self.basin = Basin(world, rules)
-        self._base_seed = seed
-        self._seed_rng = np.random.default_rng(seed)
-        self.population, self.num_farms = self.basin.population, world.num_farms
-        self.agents = self.possible_agents = [
-            agent_id(k, i) for k in range(self.population) for i in range(self.num_farms)
-        ]
-        obs_space, act_space = farm_spaces()
-        self.observation_spaces = {a: obs_space for a in self.agents}
-        self.action_spaces = {a: act_space for a in self.agents}
-        self.last_day = None
-
-    def _per_agent(self, per_candidate: np.ndarray) -> dict[str, Any]:
-        return {agent_id(k, i): per_candidate[k] for k in range(self.population) for i in range(self.num_farms)}
-
-    def reset(self, *, seed: int | None = None, options: dict | None = None):
-        if seed is not None:  # RLlib seeds the first reset; mix in env_config's seed so both count
-            entropy = [seed] if self._base_seed is None else [seed, self._base_seed]
-            self._seed_rng = np.random.default_rng(entropy)
-        obs = self.basin.reset(np.random.default_rng(self._seed_rng.integers(2**63)))
-        self.last_day = None
-        return self._per_agent(obs), {}
-
-    def step(self, action_dict: Mapping[str, Any]):
-        fractions = np.zeros((self.population, self.num_farms))
-        for agent, action in action_dict.items():
-            k, farm = agent.split("/", 1)
-            fractions[int(k[1:]), int(farm[4:])] = np.asarray(action, dtype=float).reshape(-1)[0]
-        day = self.last_day = self.basin.step(fractions)
-        obs = self._per_agent(self.basin.observe())
-        rewards = {
-            agent_id(k, i): float(day.reward[k, i]) for k in range(self.population) for i in range(self.num_farms)
-        }
-        truncated = self.basin.done
-        return obs, rewards, {"__all__": False}, {"__all__": truncated}, {}
+    @property
+    def last_day(self):
+        """The last day's reward and `DayLog` fields as attributes (None before the first step)."""
+        step = self.last_step
+        return None if step is None else SimpleNamespace(reward=step.rewards, **step.diagnostics)

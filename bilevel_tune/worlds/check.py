@@ -154,7 +154,7 @@ def check_world(world: type, copies: int = 4, seed: int = 0) -> None:
             f"{label}: copy {broken[0]}'s objective is {assessed[broken[0]].objective} for actions within the bounds"
         )
 
-    if hasattr(instance, "reward_bound"):
+    if callable(getattr(instance, "reward_bound", None)):
         bound = np.asarray(instance.reward_bound(seasons[0]))
         if bound.shape != (instance.horizon, copies):
             raise WorldError(
@@ -163,7 +163,7 @@ def check_world(world: type, copies: int = 4, seed: int = 0) -> None:
         earned = seasons[0]["reward"].max(axis=2)
         if (earned > bound + 1e-9).any():
             raise WorldError(f"{label}: reward_bound() lies below a reward an agent earned: it is not an upper bound")
-    if hasattr(instance, "myopic_actions"):
+    if callable(getattr(instance, "myopic_actions", None)):
         actions = np.asarray(instance.myopic_actions(instance.reset(np.random.default_rng(seed))))
         if actions.shape != (copies, instance.agents, instance.action_size):
             raise WorldError(f"{label}: myopic_actions() has shape {actions.shape}")

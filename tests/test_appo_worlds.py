@@ -1,0 +1,135 @@
+"""Both APPO loops on any world on the contract: the fishery (two actions, one observation per copy) and the docs'
+example world (written for one copy, an observation per agent) — the stacked update is still RLlib's per-agent one,
+untrained policies act alike, and a study on the fishery runs end to end with real APPO."""
+
+import sys
+
+import numpy as np
+import pytest
+
+from bilevel_tune.inner import InnerLoopConfig
+from bilevel_tune.worlds import load_world
+
+from .test_worlds import docs_example
+
+pytestmark = pytest.mark.rllib  # RLlib is imported by the tests, not at collection
+
+
+def tiny_config(kind: str, **settings) -> InnerLoopConfig:
+    world = load_world(kind)
+    return InnerLoopConfig(
+        hidden=(8,),
+        world_kind=kind,
+        world_settings=world.settings_class(**settings),
+        objective_settings=world.objective_class(),
+    )
+
+
+@pytest.fixture(params=["fishery", "example"])
+def kind(request, tmp_path, monkeypatch):
+    """The fishery, or the docs' example world importable as `tragedy:Tragedy` (as a study run from its folder)."""
+    if request.param == "fishery":
+        yield "fishery"
+        return
+    docs_example(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield "tragedy:Tragedy"
+    sys.modules.pop("tragedy", None)
+
+
+def far_apart(world) -> list[dict[str, float]]:
+    """Three rule sets far apart (the first rule at its default, high and low end): one clipped, one not."""
+    first = world.rule_specs[0]
+    return [{}, {first.name: first.high}, {first.name: first.low}]
+
+
+# -- the batch: per-agent observations, vector actions --------------------------------------------------
+def test_a_season_of_observations_per_agent_is_encoded_row_by_row_with_its_actions_whole():
+    from ray.rllib.core.columns import Columns
+
+    from bilevel_tune.appo.batch import PopulationFragment, population_rows
+    from bilevel_tune.appo.module import LAKE_ROW
+
+    steps, copies, agents, size, actions = 3, 2, 2, 4, 2
+    rng = np.random.default_rng(0)
+    fragment = PopulationFragment(
+        observations=rng.random((steps + 1, copies, agents, size), dtype=np.float32),
+        actions=rng.random((steps, copies, agents, actions), dtype=np.float32),
+        action_logp=rng.random((steps, copies, agents), dtype=np.float32),
+        rewards=rng.random((steps, copies, agents), dtype=np.float32),
+    )
+    rows = population_rows([fragment], chunk=steps + 1)
+    assert LAKE_ROW not in rows and not fragment.shared_observation
+    block = agents * (steps + 1)  # candidate-major: candidate 1's rows start here
+    # candidate 1, agent 1, step 2: its own observation and its whole action vector
+    assert np.array_equal(rows[Columns.OBS][block + (steps + 1) + 2], fragment.observations[2, 1, 1])
+    assert np.array_equal(rows[Columns.ACTIONS][block + (steps + 1) + 2], fragment.actions[2, 1, 1])
+    assert rows[Columns.ACTIONS].shape == (copies * block, actions)
+
+
+def test_a_raw_action_lands_in_the_world_s_bounds_as_rllib_unsquashes_it():
+    import gymnasium as gym
+    from ray.rllib.utils.spaces.space_utils import unsquash_action
+
+    from bilevel_tune.appo.module import farm_fraction
+    from bilevel_tune.appo.world_io import unsquash
+
+    raw = np.random.default_rng(1).normal(0, 2, (50, 2)).astype(np.float32)
+    low, high = np.array([0.0, -1.0], np.float32), np.array([1.0, 3.0], np.float32)
+    assert np.array_equal(unsquash(raw, low, high), unsquash_action(raw, gym.spaces.Box(low, high)))
+    assert np.array_equal(unsquash(raw[:, :1], 0.0, 1.0), farm_fraction(raw[:, :1]))  # fresh water's, bit for bit
+
+
+# -- both loops on both worlds -------------------------------------------------------------------------
+@pytest.mark.ray
+@pytest.mark.slow
+def test_one_update_equals_separate_stock_updates_on_another_world(ray_cluster, kind):
+    from bilevel_tune.appo.equivalence import update_equivalence
+
+    report = update_equivalence(tiny_config(kind, horizon=12), far_apart(load_world(kind)), seed=3)
+    assert report.initial_weights_identical and report.clipped_and_not, report
+    assert report.equivalent, report
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_untrained_policies_act_alike_in_both_loops_and_training_runs_on_another_world(ray_cluster, kind):
+    from bilevel_tune.appo.multiagent import MultiAgentPolicyLoop
+    from bilevel_tune.appo.population import PopulationPolicyLoop
+
+    config = tiny_config(kind, horizon=10)
+    rules = far_apart(load_world(kind))
+    untrained, trained = {}, {}
+    for loop_class in (MultiAgentPolicyLoop, PopulationPolicyLoop):
+        loop = loop_class(config)
+        try:
+            loop.reset(rules, seed=11, candidates=range(len(rules)))
+            untrained[loop_class] = loop.evaluate([4, 5])
+            for _ in range(2):
+                loop.train()
+            trained[loop_class] = loop.evaluate([4, 5])
+        finally:
+            loop.stop()
+    assert untrained[PopulationPolicyLoop] == untrained[MultiAgentPolicyLoop]  # Assessments, every term
+    assert len({a.objective for a in untrained[PopulationPolicyLoop]}) == len(rules)
+    for outcomes in trained.values():
+        assert all(np.isfinite(a.objective) and not a.failed for a in outcomes)
+        assert set(outcomes[0].terms) == set(untrained[PopulationPolicyLoop][0].terms)
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_the_fishery_study_runs_with_real_appo_and_a_summary(ray_cluster, tmp_path):
+    import pandas as pd
+
+    from bilevel_tune.running.cli import main
+
+    args = ["fishery", "--quick", "--population", "2", "--seed", "42", "--optimize-params", "quota_max"]
+    assert main([*args, "--set", "world.horizon=10", "--wandb", "disabled", "--results", str(tmp_path)]) == 0
+    (run,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    (trial,) = pd.read_csv(run / "trials.csv").to_dict("records")
+    assert trial["status"] == "complete" and trial["generations"] == 3 and trial["final_objective"] > 0
+    assert trial["diag_harvest_over_msy"] > 0
+    summary = (run / "summary.md").read_text()
+    assert summary.startswith("# Study fishery (budget quick, inner loop appo)")
+    assert "[world] fishers 5, horizon 10" in summary
