@@ -81,3 +81,23 @@ def test_the_simulation_starts_trials_in_order_as_cpus_free():
     assert simulate([10, 5, 5], [2, 1, 1], cpus=2, max_concurrent=None) == [0, 10, 10]
     assert simulate([10, 10], [1, 1], cpus=4, max_concurrent=1) == [0, 10]
     assert math.isclose(simulate([3.0, 1.0, 1.0], [1, 1, 1], cpus=2, max_concurrent=None)[2], 1.0)
+
+
+def test_a_scan_s_pass_is_planned_in_the_blocks_it_runs_in_not_as_one_block_of_its_grid():
+    from bilevel_tune.core import scan
+
+    budget = load_study("weekend").budget
+    grid = Cell(441, ("min_demand_frac", "fixed_quota"), 1, generations=4, scan=True)
+    turns = math.ceil(441 / scan.BLOCK)  # 28 turns of 15 or 16 candidates
+    per_pass = turns * MODEL.generation_s(math.ceil(441 / turns), budget.inner_iters, 1, report=False)
+    expected = MODEL.trial_overhead_s + (1 + budget.final_eval_seeds) * (per_pass + MODEL.report_s)
+    assert MODEL.trial_s(grid, 1, budget) == pytest.approx(expected)
+    assert MODEL.trial_s(grid, 2, budget) < 0.6 * MODEL.trial_s(grid, 1, budget)  # two shards share the turns
+
+
+def test_a_shard_s_block_runs_in_near_equal_turns_of_at_most_the_largest_block():
+    from bilevel_tune.inner.shards import in_turns
+
+    assert in_turns(0, 441, 16) == [(f, 16 if f < 16 * 21 else 15) for f in [*range(0, 336, 16), *range(336, 441, 15)]]
+    assert in_turns(5, 16, 16) == [(5, 16)] and in_turns(5, 17, None) == [(5, 17)]
+    assert in_turns(3, 17, 16) == [(3, 9), (12, 8)]

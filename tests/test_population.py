@@ -56,6 +56,9 @@ def test_untrained_evaluation_equals_the_per_agent_loop_for_any_sharding(ray_clu
             assert inner.run(rules, seed=11, eval_seeds=[4, 5], inner_iters=0).outcomes == tuple(
                 outcomes["PopulationPolicyLoop"]
             )
+            # a scan's pass: each shard's block in turns of at most one candidate, each keeping its index
+            in_turns = inner.run(rules, seed=11, eval_seeds=[4, 5], inner_iters=0, max_block=1)
+            assert in_turns.outcomes == tuple(outcomes["PopulationPolicyLoop"]) and len(in_turns.shards) == shards
 
 
 @pytest.mark.ray

@@ -52,8 +52,8 @@ from bilevel_tune.appo.learner import clip_per_candidate
 from bilevel_tune.appo.local_learner import local_learner, stop_algorithm
 from bilevel_tune.appo.multiagent import build_multiagent_algorithm
 from bilevel_tune.appo.population import build_population_algorithm
+from bilevel_tune.appo.world_env import module_for_agent, module_id
 from bilevel_tune.inner import InnerLoopConfig
-from bilevel_tune.world.env import module_for_agent, module_id
 
 RTOL = 1e-5
 STEP_SHARE = 0.1  # parameters may differ by this share of one Adam step (lr), see above

@@ -1,7 +1,7 @@
 """The per-agent APPO loop (`appo-multiagent`): RLlib's multi-agent path, one module per candidate.
 
-The block's copies of the world live in one `WorldEnv` (fresh water's:
-`FreshWaterEnv`, agents `c{j}/farm{i}`), all agents of candidate j share
+The block's copies of the world live in one `WorldEnv` (agents
+`c{j}/agent{i}`), all agents of candidate j share
 module `cand{j}` — a `SeededAPPOModule` — and RLlib's default connectors,
 episodes, action unsquashing and metrics do the rest, agent by agent. It is the reference the population loop (`appo`) is checked
 against: same loss, same initial weights, same settings.
@@ -38,20 +38,11 @@ def build_multiagent_algorithm(config: InnerLoopConfig, rules: Sequence, seed: i
     }
     algo_config = (
         appo_config(config, seed)
-        .environment(env_class(config), env_config=block_env_config(config, rules, seed))
+        .environment(WorldEnv, env_config=block_env_config(config, rules, seed))
         .multi_agent(policies=set(modules), policy_mapping_fn=module_for_agent)
         .rl_module(rl_module_spec=MultiRLModuleSpec(rl_module_specs=modules))
     )
     return algorithm_from(algo_config)
-
-
-def env_class(config: InnerLoopConfig) -> type[WorldEnv]:
-    """Fresh water's own shell (its agents named farms), else the contract's."""
-    if config.fresh_water:
-        from bilevel_tune.world.env import FreshWaterEnv
-
-        return FreshWaterEnv
-    return WorldEnv
 
 
 def per_agent_greedy_actions(modules, obs: np.ndarray) -> np.ndarray:

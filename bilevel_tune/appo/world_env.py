@@ -1,8 +1,8 @@
 """WorldEnv — the RLlib multi-agent shell over any world on the contract (docs/worlds.md): the per-agent loop's env.
 
 One env hosts a whole block: one copy of the world per candidate rule set,
-each with the world's agents, `c{k}/{word}{i}` (fresh water's word:
-"farm"). Every agent of candidate k maps to RLModule `cand{k}`
+each with the world's agents, `c{k}/{word}{i}` (the world's optional
+`agent_word`, else "agent"; fresh water's: "farm"). Every agent of candidate k maps to RLModule `cand{k}`
 (`module_for_agent`). An agent observes its copy's observation (a world
 whose agents share one) or its own; it acts in the world's action Box
 (RLlib's `normalize_actions` unsquashes the Gaussian into it); its reward
@@ -39,16 +39,14 @@ def module_for_agent(agent: str, *args, **kwargs) -> str:
 
 
 class WorldEnv(MultiAgentEnv):
-    agent_word = "agent"
-
     def __init__(self, config: Mapping[str, Any] | None = None):
         super().__init__()
         self.world, self._base_seed = block_world(config)
         self._seed_rng = np.random.default_rng(self._base_seed)
         self.population, self.num_agents_per_copy = self.world.copies, self.world.agents
-        where = {
-            agent_id(k, i, self.agent_word): (k, i) for k in range(self.population) for i in range(self.world.agents)
-        }
+        # the world may name its agents (fresh water: "farm"); RLlib's sampling order follows the ids' spelling
+        word = getattr(self.world, "agent_word", "agent")
+        where = {agent_id(k, i, word): (k, i) for k in range(self.population) for i in range(self.world.agents)}
         self._where = where
         self.agents = self.possible_agents = list(where)
         obs_space, act_space = agent_spaces(self.world)

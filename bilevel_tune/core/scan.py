@@ -6,7 +6,12 @@ rule varies slowest), the other rules at the study's fixed values. Each
 grid point is a candidate of one population trial with no ES, run with the
 study's inner loop, budget K, evaluation seeds and final re-evaluation:
 pass 0 evaluates every point on the trials' evaluation seeds, passes
-1 … M retrain and evaluate it on each final re-evaluation seed. Plain numpy.
+1 … M retrain and evaluate it on each final re-evaluation seed. A pass runs
+the grid in blocks of at most `BLOCK` candidates, one after another (each
+point keeping its index, so its seeds): a 21 × 21 grid in one block of 441
+held 2.4 GB in its shard and ran 3× slower per candidate than blocks of 16
+(docs/results/weekend-appo/run.md), a size the CPU plan never probed.
+Plain numpy.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import numpy as np
 from bilevel_tune.worlds.contract import RuleSpec
 
 MIN_POINTS = 2  # a grid needs both ends of every searched rule
+BLOCK = 16  # candidates per inner-loop call in a pass: the CPU plan's largest probed block
 
 
 def scan_grid(dims: int, points: int) -> np.ndarray:

@@ -38,6 +38,23 @@ class ShardReport:
     sec_evaluate: float
     stop_confirmed: bool
 
+    @classmethod
+    def in_turn(cls, parts: Sequence["ShardReport"]) -> "ShardReport":
+        """One shard's report of the blocks it ran one after another: their outcomes in order, their seconds
+        summed, the census after the last, confirmed when every stop was."""
+        if len(parts) == 1:
+            return parts[0]
+        return cls(
+            first=parts[0].first,
+            outcomes=tuple(o for part in parts for o in part.outcomes),
+            census=parts[-1].census,
+            node=parts[-1].node,
+            sec_reset=sum(part.sec_reset for part in parts),
+            sec_train=sum(part.sec_train for part in parts),
+            sec_evaluate=sum(part.sec_evaluate for part in parts),
+            stop_confirmed=all(part.stop_confirmed for part in parts),
+        )
+
     def detail(self) -> dict[str, Any]:
         """The shard's entry in a generation record."""
         return {
@@ -108,6 +125,14 @@ def blocks(population: int, shards: int) -> list[tuple[int, int]]:
         out.append((first, size))
         first += size
     return out
+
+
+def in_turns(first: int, size: int, max_block: int | None) -> list[tuple[int, int]]:
+    """A shard's block as the (first, size) calls it runs one after another: itself, or — larger than `max_block` —
+    the fewest near-equal parts of at most `max_block` candidates."""
+    if max_block is None or size <= max_block:
+        return [(first, size)]
+    return [(first + f, s) for f, s in blocks(size, -(-size // max_block))]
 
 
 @dataclass(frozen=True)
@@ -184,17 +209,29 @@ class ShardedInnerLoop:
         return len(self.actors)
 
     def run(
-        self, rules: Sequence[Mapping[str, float]], seed: int, eval_seeds: Sequence[int], inner_iters: int | None = None
+        self,
+        rules: Sequence[Mapping[str, float]],
+        seed: int,
+        eval_seeds: Sequence[int],
+        inner_iters: int | None = None,
+        max_block: int | None = None,
     ) -> GenerationResult:
-        """reset → K × train → evaluate on every shard at once, one remote call each (K: this loop's, unless given)."""
+        """reset → K × train → evaluate on every shard at once (K: this loop's, unless given).
+
+        One remote call per shard; with `max_block` (a scan's grid), a shard's block larger than that runs as
+        several calls, one after another in its actor, each candidate keeping its global index (its seeds).
+        """
         import ray
 
         inner_iters = self.inner_iters if inner_iters is None else inner_iters
-        work = blocks(len(rules), self.shards)
-        futures = [
-            actor.generation.remote(list(rules[first : first + size]), seed, first, list(eval_seeds), inner_iters)
-            for actor, (first, size) in zip(self.actors, work)
+        calls = [
+            [
+                actor.generation.remote(list(rules[first : first + size]), seed, first, list(eval_seeds), inner_iters)
+                for first, size in in_turns(block_first, block_size, max_block)
+            ]
+            for actor, (block_first, block_size) in zip(self.actors, blocks(len(rules), self.shards))
         ]
+        futures = [future for per_shard in calls for future in per_shard]
         pending = futures
         while pending:
             _, pending = ray.wait(pending, num_returns=len(pending), timeout=STOP_POLL_S)
@@ -203,7 +240,7 @@ class ShardedInnerLoop:
                 # this process under them (a shard whose caller vanished mid-call crashes loudly).
                 self.close(timeout=0)
                 raise InnerLoopStopped("the trial was stopped during a generation")
-        reports = ray.get(futures)
+        reports = [ShardReport.in_turn(ray.get(per_shard)) for per_shard in calls]
         for i, report in enumerate(reports):
             if not report.stop_confirmed:
                 self._replace(i)

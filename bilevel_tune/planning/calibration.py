@@ -35,6 +35,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from bilevel_tune.core import scan
 from bilevel_tune.planning.plan import CostModel
 from bilevel_tune.runtime.lifecycle import Scratch
 from bilevel_tune.study_data.run_folder import write_json
@@ -60,7 +61,7 @@ OVERHEAD_HISTORY = 7  # runs kept per key: the ETA uses their median, not the la
 # cost is a few ms per train(), lost in two calls' noise (a probe of K = 1 vs 3 fitted it at 0 and planned a
 # population-16 weekend trial at 17 min; it ran 51. Ten calls apart: 0.055 + 0.008·n s, planned at 49 min).
 PROBE_ITERS = (1, 11)
-PROBE_LARGEST_BLOCK = 16  # the larger probed block: up to the study's largest population
+PROBE_LARGEST_BLOCK = scan.BLOCK  # the larger probed block: the study's largest population, or a scan's block
 # A probe taken while other work holds the CPUs measures contention, not the loop (on the 2-core machine a
 # ceiling probe beside a running study read train() 3× too slow and planned 46 h for a 4-h study). It is
 # labelled busy, and the next probe on a quiet machine replaces it; the gap between the two thresholds
@@ -126,9 +127,10 @@ def _versions() -> dict[str, str]:
 
 
 # -- the probe ------------------------------------------------------------------------
-def probe_sizes(populations: Sequence[int]) -> tuple[int, int]:
-    """Two block sizes to fit train(n) = fixed + per_candidate · n: 1, and up to PROBE_LARGEST_BLOCK."""
-    return 1, max(2, min(PROBE_LARGEST_BLOCK, max(populations)))
+def probe_sizes(populations: Sequence[int], scans: bool = False) -> tuple[int, int]:
+    """Two block sizes to fit train(n) = fixed + per_candidate · n: 1, and up to PROBE_LARGEST_BLOCK (a study
+    that scans: that block, the one its scans run in)."""
+    return 1, max(2, PROBE_LARGEST_BLOCK if scans else min(PROBE_LARGEST_BLOCK, max(populations)))
 
 
 def run_probe(spec: str, config: dict[str, Any], sizes: Sequence[int], thread_cap: int, parallel: int) -> dict:
@@ -316,7 +318,7 @@ def inner_loop_figures(
 
     config = dataclasses.asdict(InnerLoopConfig.from_study(study))
     parallel = 1 if study.inner in IN_PROCESS_LOOPS else max(1, min(busy_cpus, os.cpu_count() or 1))
-    sizes = probe_sizes(study.populations)
+    sizes = probe_sizes(study.populations, scans=bool(study.scan))
     key = _key("probe", machine(), _versions(), study.inner, config, sizes, PROBE_ITERS, thread_cap, parallel)
     store = _load_store()
     cached = store.get("probes", {}).get(key)

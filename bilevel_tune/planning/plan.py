@@ -24,6 +24,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from bilevel_tune.core import scan
 from bilevel_tune.study_data.run_folder import Cell, trial_name
 
 IMPROVEMENT = 1e-3  # a move must shorten the makespan by this share to count
@@ -78,15 +79,17 @@ class CostModel:
     def trial_s(self, cell: Cell, shards: int, budget) -> float:
         """One trial, start to finish: overheads, its generations, the final re-evaluation of two finalists.
 
-        A scan trial: its grid in one pass on the evaluation seeds, then one pass per final seed.
+        A scan trial: its grid in one pass on the evaluation seeds, then one pass per final seed; a shard runs
+        its block in turns of at most `scan.BLOCK` candidates.
         """
         block = math.ceil(cell.population / shards)
         if cell.scan:
-            evaluation = self.generation_s(block, budget.inner_iters, budget.eval_episodes)
-            return (
-                self.trial_overhead_s
-                + evaluation
-                + budget.final_eval_seeds * self.generation_s(block, budget.inner_iters, 1)
+            turns = math.ceil(block / scan.BLOCK)
+            turn = math.ceil(block / turns)
+            evaluation = turns * self.generation_s(turn, budget.inner_iters, budget.eval_episodes, report=False)
+            final = turns * self.generation_s(turn, budget.inner_iters, 1, report=False)
+            return self.trial_overhead_s + evaluation + budget.final_eval_seeds * final + self.report_s * (
+                1 + budget.final_eval_seeds
             )
         finalists = math.ceil(2 / min(shards, 2))  # the best-so-far and the final mean, on up to two shards
         final = budget.final_eval_seeds * self.generation_s(finalists, budget.inner_iters, 1, report=False)

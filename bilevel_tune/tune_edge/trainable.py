@@ -262,7 +262,7 @@ def run_scan(study: Study, cell: Cell, seeds: Seeds, record: TrialRecord, inner:
     first = int(checkpointed().get("scan_pass", 0))
     for p in range(first, len(passes)):
         start = time.perf_counter()
-        result = inner.run(rules, *passes[p])
+        result = inner.run(rules, *passes[p], max_block=scan.BLOCK)
         metrics = scan_pass_metrics(p, result, record.recorded_scan_best(), time.perf_counter() - start)
         record.generation(metrics, grid, result)
         report(metrics, None, {"scan_pass": p + 1})

@@ -36,6 +36,7 @@ import numpy as np
 from bilevel_tune.appo.world_env import WorldEnv, module_for_agent, module_id
 from bilevel_tune.appo.world_env import agent_id as world_agent_id
 from bilevel_tune.world.basin import OBSERVATION_SIZE, Basin
+from bilevel_tune.world.fresh_water import FreshWater
 
 __all__ = ["FreshWaterEnv", "agent_id", "farm_spaces", "module_for_agent", "module_id"]
 
@@ -46,11 +47,10 @@ def farm_spaces() -> tuple[gym.Space, gym.Space]:
 
 
 def agent_id(candidate: int, farm: int) -> str:
-    return world_agent_id(candidate, farm, FreshWaterEnv.agent_word)
+    return world_agent_id(candidate, farm, FreshWater.agent_word)
 
 
 class FreshWaterEnv(WorldEnv):
-    agent_word = "farm"
 
     @property
     def basin(self) -> Basin:

@@ -56,6 +56,7 @@ class FreshWater:
     action_high = np.ones(1)
     observation_size = OBSERVATION_SIZE
     observation_low, observation_high = 0.0, 1.0  # every entry is a share (the RLlib shell's Box)
+    agent_word = "farm"  # agent ids in the RLlib shell: c{k}/farm{i}
 
     def __init__(self, settings: WorldConfig, rules: Sequence[Mapping[str, float] | Rules]):
         self.settings = settings
