@@ -10,7 +10,7 @@ process, no extra env runners or learners:
 1. train() seconds of both loops at population 16 and 1 (median of the
    timed calls after two warm-up calls), their ratio, and where a
    population-16 train() of the new loop goes (RLlib's own timers);
-2. a weekend-budget generation (K = 50, one evaluation season) of the new
+2. a generation at the weekend's budget (K = 50, one evaluation season) of the new
    loop in a shard actor, population 16 and 1: the share of its wall time
    spent outside its K train() calls and evaluation (the Algorithm's
    rebuild, the census, the call);
@@ -125,7 +125,7 @@ def main() -> int:
                 f"learner update {timers.get('learner_update_timer', float('nan')):.3f} s)",
                 flush=True,
             )
-        print("a weekend-budget generation (K = 50) of appo in a shard actor:", flush=True)
+        print("a generation of K = 50 (the weekend's budget) of appo in a shard actor:", flush=True)
         for n in TIMED_CALLS:
             share = generation_share(n)
             out[f"outside_share_pop{n}"] = share["outside_share"]

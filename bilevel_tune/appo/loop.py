@@ -23,7 +23,6 @@ from bilevel_tune.core.objective import CandidateOutcome
 from bilevel_tune.inner import InnerLoopConfig
 from bilevel_tune.inner.census import return_free_memory
 from bilevel_tune.inner.evaluation import evaluate_on_world, evaluate_policy
-from bilevel_tune.world import Rules
 from bilevel_tune.worlds.contract import Assessment
 
 
@@ -34,12 +33,12 @@ class APPOLoop:
         quiet_rllib()
         self.config = config
         self.algo = None
-        self.rules: list = []  # fresh water's `Rules`, another world's physical rule values
+        self.rules: list[dict[str, float]] = []  # the block's rules, physical
         self._kept: list[Any] = []  # stop_mode "none" only: old algorithms stay referenced
         self._frozen = False
         self.stop_confirmed = True
 
-    def new_algorithm(self, rules: Sequence[Rules], seed: int, candidates: Sequence[int]):
+    def new_algorithm(self, rules: Sequence[dict[str, float]], seed: int, candidates: Sequence[int]):
         """The block's APPO Algorithm."""
         raise NotImplementedError
 
@@ -51,7 +50,7 @@ class APPOLoop:
     def reset(self, rules: Sequence[dict[str, float]], seed: int, candidates: Sequence[int]) -> bool:
         """Fresh policies for these candidates' rules; False when the old learner's stop is unconfirmed."""
         self.stop_confirmed = self._release()
-        self.rules = [Rules.from_physical(r) if self.config.fresh_water else dict(r) for r in rules]
+        self.rules = [dict(r) for r in rules]
         self.algo = self.new_algorithm(self.rules, seed, list(candidates))
         return self.stop_confirmed
 

@@ -18,13 +18,14 @@ Policy = Callable[[np.ndarray], np.ndarray]  # obs (N, 11) -> requested fraction
 
 
 def evaluate_policy(
-    world: WorldConfig, weights: ObjectiveWeights, rules: Sequence[Rules], seeds: Sequence[int], policy: Policy
+    world: WorldConfig, weights: ObjectiveWeights, rules: Sequence, seeds: Sequence[int], policy: Policy
 ) -> list[CandidateOutcome]:
     """Roll one season per seed, every farm of candidate k acting `policy(obs)[k]`; outcomes per candidate.
 
-    Candidate k's lake depends only on its own rules, its policy and the
+    Candidate k's lake depends only on its own rules (`Rules`, or physical values), its policy and the
     seed's weather, never on which other candidates share the basin.
     """
+    rules = [r if isinstance(r, Rules) else Rules.from_physical(r) for r in rules]
     basin = Basin(world, rules)
     episodes, failed = [], np.zeros(len(rules), dtype=bool)
     for seed in seeds:

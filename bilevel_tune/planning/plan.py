@@ -88,8 +88,11 @@ class CostModel:
             turn = math.ceil(block / turns)
             evaluation = turns * self.generation_s(turn, budget.inner_iters, budget.eval_episodes, report=False)
             final = turns * self.generation_s(turn, budget.inner_iters, 1, report=False)
-            return self.trial_overhead_s + evaluation + budget.final_eval_seeds * final + self.report_s * (
-                1 + budget.final_eval_seeds
+            return (
+                self.trial_overhead_s
+                + evaluation
+                + budget.final_eval_seeds * final
+                + self.report_s * (1 + budget.final_eval_seeds)
             )
         finalists = math.ceil(2 / min(shards, 2))  # the best-so-far and the final mean, on up to two shards
         final = budget.final_eval_seeds * self.generation_s(finalists, budget.inner_iters, 1, report=False)

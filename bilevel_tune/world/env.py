@@ -51,7 +51,6 @@ def agent_id(candidate: int, farm: int) -> str:
 
 
 class FreshWaterEnv(WorldEnv):
-
     @property
     def basin(self) -> Basin:
         return self.world.basin
