@@ -27,6 +27,20 @@ def test_a_probe_is_measured_once_then_read_from_the_store(store):
     assert calibration.inner_loop_figures(other, 1, 2, probe_if_missing=False)[0] is None
 
 
+def test_a_probe_that_runs_past_its_time_leaves_the_plan_to_work_alone_and_says_why(store, monkeypatch, capsys):
+    from bilevel_tune.running.cli import main
+
+    monkeypatch.setattr(calibration, "PROBE_TIMEOUT_S", 0.01)  # a machine so busy the probe cannot finish
+    study = load_study("weekend").with_budget("quick").with_overrides(inner="analytic")
+    figures, how = calibration.inner_loop_figures(study, thread_cap=1, busy_cpus=2)
+    assert figures is None and how.startswith("not calibrated: the calibration probe took over 0.01 s")
+    assert not store.is_file()  # nothing cached: the next dry run probes again
+    assert main(["weekend", "--quick", "--inner", "analytic", "--dry-run"]) == 0  # a plan, no traceback
+    out = capsys.readouterr().out
+    assert "by work alone: not calibrated: the calibration probe took over" in out and "\nETA " not in out
+    assert out.strip().splitlines()[-1] == "no ETA: this machine has no figures for these settings"
+
+
 def test_overheads_come_from_the_real_runs_of_this_machine_with_these_settings(store):
     quick = load_study("weekend").with_budget("quick")
     assert calibration.overheads("offline", quick)[1] == "overheads of the 2-core reference machine"

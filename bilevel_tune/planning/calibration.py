@@ -196,6 +196,10 @@ def run_probe(spec: str, config: dict[str, Any], sizes: Sequence[int], thread_ca
     return out
 
 
+class ProbeError(RuntimeError):
+    """The probe gave no figures (it failed, or ran past its time); the message is one line."""
+
+
 def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values)
 
@@ -212,16 +216,22 @@ def probe(spec: str, config: dict[str, Any], sizes: Sequence[int], thread_cap: i
     ]
     started = time.perf_counter()
     with Scratch():  # the probe's temporary files (torch's, Ray workers') go where they are removed
-        done = subprocess.run(
-            argv,
-            capture_output=True,
-            text=True,
-            timeout=PROBE_TIMEOUT_S,
-            env={**os.environ, "PYTHONWARNINGS": "ignore"},
-        )
+        try:
+            done = subprocess.run(
+                argv,
+                capture_output=True,
+                text=True,
+                timeout=PROBE_TIMEOUT_S,
+                env={**os.environ, "PYTHONWARNINGS": "ignore"},
+            )
+        except subprocess.TimeoutExpired:
+            raise ProbeError(
+                f"the calibration probe took over {PROBE_TIMEOUT_S} s (load {machine_load():.1f} per CPU); "
+                "`--dry-run --recalibrate` on a quieter machine measures it"
+            ) from None
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise RuntimeError(f"the calibration probe failed: {last}")
+        raise ProbeError(f"the calibration probe failed: {last}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
     (n_small, n_large), sizes_ = sizes, result["sizes"]
     small, large = sizes_[str(n_small)], sizes_[str(n_large)]
@@ -328,7 +338,10 @@ def inner_loop_figures(
         return cached, f"cached probe of {cached['measured']} ({store_path()}){_busy_note(cached)}"
     if not probe_if_missing:
         return None, "not calibrated on this machine for these settings yet (`--dry-run` calibrates)"
-    figures = probe(study.inner, config, sizes, thread_cap, parallel)
+    try:
+        figures = probe(study.inner, config, sizes, thread_cap, parallel)
+    except ProbeError as err:  # no figures: the plan follows each trial's work alone, and says why
+        return None, f"not calibrated: {err}"
     figures["measured"] = time.strftime("%Y-%m-%d %H:%M")
     figures["load"] = load
     figures["busy"] = load > BUSY_LOAD

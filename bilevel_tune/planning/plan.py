@@ -245,10 +245,12 @@ def hms(seconds: float) -> str:
 
 def describe_plan(study_name: str, plan: Plan, out: Callable[[str], None] = print) -> None:
     """The plan's table — shards, start, duration per trial —, which trials run together, and its ETA (last)."""
+    timed = plan.model.calibrated  # by work alone, the plan's "seconds" are units of work: no times to show
+    when = (lambda s: hms(s)) if timed else (lambda s: "–")  # noqa: E731
     out(f"{'trial':<34} {'gens':>5} {'shards':>6} {'starts':>9} {'~time':>9}")
     for t in plan.trials:
         out(
-            f"{trial_name(study_name, t.cell):<34} {t.cell.generations:>5} {t.shards:>6} {hms(t.start_s):>9} {hms(t.seconds):>9}"
+            f"{trial_name(study_name, t.cell):<34} {t.cell.generations:>5} {t.shards:>6} {when(t.start_s):>9} {when(t.seconds):>9}"
         )
     waves = plan.waves
     together = "all trials at once" if len(waves) == 1 else f"{len(waves)} waves as CPUs free up"
@@ -258,6 +260,10 @@ def describe_plan(study_name: str, plan: Plan, out: Callable[[str], None] = prin
         f"resources: {plan.cpus} CPUs; per trial an empty head bundle + one CPU per shard ({how}); {together}, {used} CPUs busy at first"
     )
     m = plan.model
+    if not timed:
+        out(f"assumed: shards in proportion to each trial's work alone ({m.source})")
+        out("no ETA: this machine has no figures for these settings")
+        return
     out(
         f"assumed per busy CPU: train() of n candidates {m.train_fixed_s:.3f} + {m.train_per_candidate_s:.3f}·n s, "
         f"evaluation {m.evaluate_fixed_s:.3f} + {m.evaluate_per_candidate_s:.3f}·n s, "
