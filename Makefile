@@ -29,7 +29,7 @@ study: $(STAMP)
 test: $(STAMP)
 	WANDB_MODE=offline $(BIN)/python -m pytest
 
-## The APPO loops' tests (leak-free stop, exactness, parity) on Ray 2.53, in a separate small virtualenv.
+## The APPO loops' tests (leak-free stop, exactness, parity; on any world, less the fishery's whole study) on Ray 2.53, in a separate small virtualenv.
 $(STAMP253): pyproject.toml
 	$(PYTHON) -m venv $(VENV253)
 	$(VENV253)/bin/python -m pip install -q --upgrade pip
@@ -38,7 +38,8 @@ $(STAMP253): pyproject.toml
 	touch $(STAMP253)
 
 test-ray253: $(STAMP253)
-	RAY_AUTH_MODE=disabled $(VENV253)/bin/python -m pytest -p no:cacheprovider tests/test_appo.py tests/test_population.py tests/test_ray_compat.py
+	RAY_AUTH_MODE=disabled $(VENV253)/bin/python -m pytest -p no:cacheprovider tests/test_appo.py tests/test_population.py tests/test_ray_compat.py \
+		tests/test_appo_worlds.py -k "not fishery_study"
 
 ## The fast tier only.
 test-fast: $(STAMP)
