@@ -247,11 +247,11 @@ def describe_plan(study_name: str, plan: Plan, out: Callable[[str], None] = prin
     """The plan's table — shards, start, duration per trial —, which trials run together, and its ETA (last)."""
     timed = plan.model.calibrated  # by work alone, the plan's "seconds" are units of work: no times to show
     when = (lambda s: hms(s)) if timed else (lambda s: "–")  # noqa: E731
-    out(f"{'trial':<34} {'gens':>5} {'shards':>6} {'starts':>9} {'~time':>9}")
-    for t in plan.trials:
-        out(
-            f"{trial_name(study_name, t.cell):<34} {t.cell.generations:>5} {t.shards:>6} {when(t.start_s):>9} {when(t.seconds):>9}"
-        )
+    names = [trial_name(study_name, t.cell) for t in plan.trials]
+    width = max([34, *map(len, names)])  # another world's mechanisms go by their rules' full names: long ones
+    out(f"{'trial':<{width}} {'gens':>5} {'shards':>6} {'starts':>9} {'~time':>9}")
+    for name, t in zip(names, plan.trials):
+        out(f"{name:<{width}} {t.cell.generations:>5} {t.shards:>6} {when(t.start_s):>9} {when(t.seconds):>9}")
     waves = plan.waves
     together = "all trials at once" if len(waves) == 1 else f"{len(waves)} waves as CPUs free up"
     how = "--cpus-per-trial" if plan.fixed else "chosen in proportion to each trial's work"
