@@ -98,7 +98,7 @@ class PopulationEnvRunner(EnvRunner, Checkpointable):
     def __init__(self, *, config, **kwargs):
         super().__init__(config=config, **kwargs)
         self.world, seed = block_world(config.env_config)
-        # as FreshWaterEnv: RLlib's seed and env_config's seed together make the stream of season seeds
+        # as WorldEnv: RLlib's seed and env_config's seed together make the stream of season seeds
         entropy = [s for s in (self._seed, seed) if s is not None]
         self._season_seeds = np.random.default_rng(entropy or None)
         self._exploration = np.random.default_rng([*entropy, EXPLORATION_STREAM] if entropy else None)

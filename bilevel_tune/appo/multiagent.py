@@ -1,9 +1,10 @@
 """The per-agent APPO loop (`appo-multiagent`): RLlib's multi-agent path, one module per candidate.
 
 The block's copies of the world live in one `WorldEnv` (agents
-`c{j}/agent{i}`), all agents of candidate j share
-module `cand{j}` — a `SeededAPPOModule` — and RLlib's default connectors,
-episodes, action unsquashing and metrics do the rest, agent by agent. It is the reference the population loop (`appo`) is checked
+`c{j}/{word}{i}`; fresh water's `c{j}/farm{i}`), all agents of candidate j
+share module `cand{j}` — a `SeededAPPOModule` — and RLlib's default
+connectors, episodes, action unsquashing and metrics do the rest, agent by
+agent. It is the reference the population loop (`appo`) is checked
 against: same loss, same initial weights, same settings.
 """
 

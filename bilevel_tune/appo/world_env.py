@@ -2,8 +2,8 @@
 
 One env hosts a whole block: one copy of the world per candidate rule set,
 each with the world's agents, `c{k}/{word}{i}` (the world's optional
-`agent_word`, else "agent"; fresh water's: "farm"). Every agent of candidate k maps to RLModule `cand{k}`
-(`module_for_agent`). An agent observes its copy's observation (a world
+`agent_word`, else "agent"; fresh water's: "farm"). Every agent of
+candidate k maps to RLModule `cand{k}` (`module_for_agent`). An agent observes its copy's observation (a world
 whose agents share one) or its own; it acts in the world's action Box
 (RLlib's `normalize_actions` unsquashes the Gaussian into it); its reward
 is the world's. All copies of an episode share one random stream. The
@@ -43,12 +43,11 @@ class WorldEnv(MultiAgentEnv):
         super().__init__()
         self.world, self._base_seed = block_world(config)
         self._seed_rng = np.random.default_rng(self._base_seed)
-        self.population, self.num_agents_per_copy = self.world.copies, self.world.agents
-        # the world may name its agents (fresh water: "farm"); RLlib's sampling order follows the ids' spelling
+        self.population = self.world.copies
+        # the world may name its agents (fresh water: "farm", as its env card has always named them)
         word = getattr(self.world, "agent_word", "agent")
-        where = {agent_id(k, i, word): (k, i) for k in range(self.population) for i in range(self.world.agents)}
-        self._where = where
-        self.agents = self.possible_agents = list(where)
+        self._where = {agent_id(k, i, word): (k, i) for k in range(self.population) for i in range(self.world.agents)}
+        self.agents = self.possible_agents = list(self._where)
         obs_space, act_space = agent_spaces(self.world)
         self.observation_spaces = {a: obs_space for a in self.agents}
         self.action_spaces = {a: act_space for a in self.agents}

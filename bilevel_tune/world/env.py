@@ -31,19 +31,19 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import gymnasium as gym
-import numpy as np
 
 from bilevel_tune.appo.world_env import WorldEnv, module_for_agent, module_id
 from bilevel_tune.appo.world_env import agent_id as world_agent_id
-from bilevel_tune.world.basin import OBSERVATION_SIZE, Basin
+from bilevel_tune.appo.world_io import agent_spaces
+from bilevel_tune.world.basin import Basin
 from bilevel_tune.world.fresh_water import FreshWater
 
 __all__ = ["FreshWaterEnv", "agent_id", "farm_spaces", "module_for_agent", "module_id"]
 
 
 def farm_spaces() -> tuple[gym.Space, gym.Space]:
-    """(observation, action) space of one farm: the env's, and the population loop's module and env runner's."""
-    return gym.spaces.Box(0.0, 1.0, (OBSERVATION_SIZE,), np.float32), gym.spaces.Box(0.0, 1.0, (1,), np.float32)
+    """(observation, action) space of one farm: fresh water's agent spaces, as both loops build them."""
+    return agent_spaces(FreshWater)
 
 
 def agent_id(candidate: int, farm: int) -> str:
