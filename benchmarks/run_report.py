@@ -8,7 +8,8 @@ the plan's seconds for it against the sum of its generations' own,
 the median seconds per generation over the first and the last 10 % of its
 generations (a slowdown shows as last ≫ first), and its shards' resident
 memory (summed over shards) and OS threads at its first and last generation.
-The run's sessions (fresh start, resumes) come from study.json.
+The run's sessions (fresh start, resumes: each one's start, end, wall time, exit status and plan) and the
+run's ETA against its wall time summed over them come from study.json.
 
 `--ship DIR` copies what a reader of the repository needs — summary.md, the CSV
 tables, verdicts.json, study.json and the plots — into DIR and writes DIR/run.md:
@@ -85,17 +86,43 @@ def clock(seconds: float) -> str:
 
 
 def sessions(run_dir: Path) -> list[str]:
+    """Provenance, then each session (start, end, wall, exit, its plan's ETA) and the run's ETA against its wall."""
     record = read_study_file(run_dir)
     provenance = record.get("provenance", {})
     lines = [
         f"- commit {provenance.get('git_sha')}, {provenance.get('cores')} cores, {provenance.get('platform')}",
         "- versions: " + ", ".join(f"{k} {v}" for k, v in provenance.get("versions", {}).items()),
     ]
-    if "eta_s" in record.get("plan", {}):
-        lines.append(f"- the plan's ETA for the whole command (its first session): {clock(record['plan']['eta_s'])}")
-    for s in record.get("sessions", []):
-        lines.append(f"- session started {s.get('started_utc')}{' (--resume)' if s.get('resume') else ''}")
-    return lines
+    runs = record.get("sessions", [])
+    eta = record.get("plan", {}).get("eta_s")
+    if not all("plan" in s for s in runs):  # before per-session plans, a resume overwrote the plan, and no end was kept
+        if eta is not None:
+            lines.append(
+                f"- the latest session's plan (for what was left then; no earlier one is kept): ETA {clock(eta)}"
+            )
+        lines += [f"- session started {s.get('started_utc')}{' (--resume)' if s.get('resume') else ''}" for s in runs]
+        return lines
+    lines += [
+        "",
+        "| session | started (UTC) | ended | wall | exit | finished / errored / interrupted | its plan's ETA |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for i, s in enumerate(runs, 1):
+        ended = "wall_s" in s
+        counts = " / ".join(str(s[k]) for k in ("finished", "errored", "interrupted")) if ended else "—"
+        lines.append(
+            f"| {i}{' (--resume)' if s.get('resume') else ''} | {s['started_utc'][:19]} | "
+            f"{s['ended_utc'][:19] if ended else 'not recorded'} | {clock(s['wall_s']) if ended else '—'} | "
+            f"{s['exit_code'] if ended else '—'} | {counts} | {clock(s['plan']['eta_s'])} |"
+        )
+    walls = [s["wall_s"] for s in runs if "wall_s" in s]
+    line = f"- the run's plan (its first session's, for the whole command): ETA {clock(eta)}"
+    if walls:
+        total = sum(walls)
+        line += f"; wall time over {len(walls)} session(s) {clock(total)} (ETA − wall: {100 * (eta - total) / total:+.0f} % of the wall)"
+    if len(walls) < len(runs):
+        line += f" ({len(runs) - len(walls)} session(s) recorded no end)"
+    return [*lines, "", line]
 
 
 def ship(run_dir: Path, out: Path, rows: list[dict], notes: str) -> None:

@@ -83,8 +83,12 @@ def test_ctrl_c_exits_130_with_a_resume_command_that_resumes_with_its_new_sessio
     assert len(list(board.glob("events.*"))) == 2, "one event file per session"
     steps = [step for step, _ in curve_points(tensorboard_run(board), "objective/this_generation")]
     assert steps == list(range(generations)), "TensorBoard's curve continues across sessions, each generation once"
-    sessions = json.loads((tmp_path / "run" / "study.json").read_text())["sessions"]
+    record = json.loads((tmp_path / "run" / "study.json").read_text())
+    sessions = record["sessions"]
     assert [(s["resume"], s["cpus_per_trial"]) for s in sessions] == [(False, 1), (True, 2)], sessions
+    assert [(s["exit_code"], s["finished"] + s["errored"] + s["interrupted"]) for s in sessions] == [(130, 2), (0, 2)]
+    assert all(s["wall_s"] > 0 for s in sessions), "each session's end and wall time are on record"
+    assert record["plan"] == sessions[0]["plan"], "the run's plan stays its first session's; a resume keeps its own"
 
 
 def test_sigterm_exits_143_and_says_how_to_resume(tmp_path):

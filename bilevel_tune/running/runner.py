@@ -298,7 +298,7 @@ def _run_on_cluster(study, options, root, run_dir, mode, signals, clock: calibra
     except cluster.ClusterError as err:
         raise UsageError(str(err)) from None
     watch = experiment.ClusterWatch()
-    tuner, plan = _prepare_session(study, options, run_dir, mode, watch, clock, out)
+    tuner, plan, started = _prepare_session(study, options, run_dir, mode, watch, clock, out)
     clock.fit_start = start = time.time()
     try:
         with experiment.OneLineTrialFailures():
@@ -320,12 +320,14 @@ def _run_on_cluster(study, options, root, run_dir, mode, signals, clock: calibra
     else:
         code = signals.exit_code or (lifecycle.EXIT_ERRORED if counts[1] else lifecycle.EXIT_OK)
     line = _last_line(counts, time.time() - start, run_dir, options, code)
+    _record_session_end(run_dir, started, time.time() - clock.process_start, code, counts)
     out(line)
     return RunOutcome(run_dir, code, *counts, line)
 
 
 def _prepare_session(study, options, run_dir, mode, watch, clock: calibration.RunClock, out):
-    """This session's CPU plan (printed and recorded) and its tuner, fresh or restored with this session's options."""
+    """This session's CPU plan (printed and recorded), its tuner, fresh or restored with this session's options,
+    and its start (its key in study.json)."""
     from bilevel_tune.tune_edge import experiment, tracking
 
     skip = finished_cells(run_dir) if options.resume else set()
@@ -333,7 +335,7 @@ def _prepare_session(study, options, run_dir, mode, watch, clock: calibration.Ru
     plan = plan_run(study, options, cluster.cluster_cpus(), mode, skip, probe=False)
     clock.probing_s += time.time() - calibrating  # a probe is not part of what the next ETA's launch predicts
     describe_plan(study.name, plan, out)
-    _write_study_file(study, run_dir, plan, options, mode)
+    started = _write_study_file(study, run_dir, plan, options, mode)
     shards = {c.key: plan.shards_of(c.key) if c.key not in skip else 1 for c in study.trial_cells()}
     session = experiment.SessionOptions(
         callbacks=(
@@ -349,7 +351,7 @@ def _prepare_session(study, options, run_dir, mode, watch, clock: calibration.Ru
     )  # a checkpoint per generation is the design
     try:
         make = experiment.restored_tuner if options.resume else experiment.fresh_tuner
-        return make(study, run_dir, shards, session), plan
+        return make(study, run_dir, shards, session), plan, started
     except experiment.RestoreError as err:
         raise UsageError(str(err)) from None
 
@@ -362,22 +364,45 @@ def _tags(study: Study) -> list[str]:
     return [t[:64] for t in tags]
 
 
-def _write_study_file(study: Study, run_dir: Path, plan: Plan, options: RunOptions, mode: str) -> None:
-    """study.json: the resolved study, provenance, the latest session's plan, and every session's options."""
+def _write_study_file(study: Study, run_dir: Path, plan: Plan, options: RunOptions, mode: str) -> str:
+    """study.json: the resolved study, provenance, the run's plan, and every session's options and plan.
+
+    The top-level plan is the first session's, made for the whole command: a resume plans only what is
+    left, and keeps that plan in its own session entry. Returns this session's start, its key there.
+    """
     path = run_dir / STUDY_FILE
     data = read_study_file(run_dir) if options.resume else {"study": study.to_dict(), "provenance": provenance()}
-    data["plan"] = plan.to_dict(study.name)
+    planned = plan.to_dict(study.name)
+    data.setdefault("plan", planned)
+    started = dt.datetime.now(dt.timezone.utc).isoformat()
     session = {
-        "started_utc": dt.datetime.now(dt.timezone.utc).isoformat(),
+        "started_utc": started,
         "resume": options.resume,
         **session_record(options),  # every session option as given
         "cpus": plan.cpus,
         "address": cluster.requested_address(options.address),  # None: a Ray of its own
         "wandb": mode,  # as resolved
+        "plan": planned,
     }
     data["sessions"] = [*data.get("sessions", []), session]
     run_dir.mkdir(parents=True, exist_ok=True)
     write_json(path, data)
+    return started
+
+
+def _record_session_end(run_dir: Path, started: str, wall_s: float, code: int, counts: tuple[int, int, int]) -> None:
+    """This session's end in study.json: when, its wall time, exit status and trial counts — what a run's
+    total wall time across resumes is read from."""
+    data = read_study_file(run_dir)
+    for session in data.get("sessions", []):
+        if session.get("started_utc") == started:
+            session.update(
+                ended_utc=dt.datetime.now(dt.timezone.utc).isoformat(),
+                wall_s=round(wall_s, 1),
+                exit_code=code,
+                **dict(zip(("finished", "errored", "interrupted"), counts)),
+            )
+    write_json(run_dir / STUDY_FILE, data)
 
 
 def _counts(study: Study, run_dir: Path, errored: int) -> tuple[int, int, int]:

@@ -1,0 +1,109 @@
+"""study.json as a run's record across sessions: the whole command's plan kept, each session's own plan, start
+and end — and `benchmarks/run_report.py` reading the ETA against the wall time summed over them."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from bilevel_tune.planning.plan import CostModel, make_plan
+from bilevel_tune.running import runner
+from bilevel_tune.running.options import RunOptions
+from bilevel_tune.study_data.definition import load_study
+from bilevel_tune.study_data.run_folder import STUDY_FILE, read_study_file
+
+MODEL = CostModel(
+    rebuild_s=0.13,
+    train_fixed_s=0.08,
+    train_per_candidate_s=0.11,
+    first_train_extra_s=0.01,
+    evaluate_fixed_s=0.025,
+    evaluate_per_candidate_s=0.037,
+)
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_report():
+    spec = importlib.util.spec_from_file_location("run_report", ROOT / "benchmarks" / "run_report.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def plan_of(study, cells):
+    return make_plan(cells, study.budget, 2, MODEL)
+
+
+@pytest.fixture
+def two_sessions(tmp_path):
+    """A fresh session stopped with 4 of the 8 trials finished, then a resume that plans the 4 left and finishes them."""
+    study = load_study("weekend")
+    cells = study.cells()
+    run_dir = tmp_path / "run"
+    first = runner._write_study_file(study, run_dir, plan_of(study, cells), RunOptions(study="weekend"), "disabled")
+    runner._record_session_end(run_dir, first, 3600.0, 130, (4, 0, 4))
+    options = RunOptions(study="weekend", resume=True)
+    second = runner._write_study_file(study, run_dir, plan_of(study, cells[4:]), options, "disabled")
+    runner._record_session_end(run_dir, second, 5400.0, 0, (8, 0, 0))
+    return run_dir, plan_of(study, cells), plan_of(study, cells[4:])
+
+
+def test_a_resume_keeps_the_commands_plan_and_records_its_own(two_sessions):
+    run_dir, whole, rest = two_sessions
+    record = read_study_file(run_dir)
+    assert record["plan"]["eta_s"] == round(whole.eta_s, 1), "the top-level plan stays the first session's"
+    assert len(record["plan"]["trials"]) == 8
+    first, second = record["sessions"]
+    assert first["plan"] == record["plan"]
+    assert second["resume"] and second["plan"]["eta_s"] == round(rest.eta_s, 1) < first["plan"]["eta_s"]
+    assert len(second["plan"]["trials"]) == 4
+
+
+def test_each_session_records_its_end_wall_time_and_exit(two_sessions):
+    run_dir, _, _ = two_sessions
+    first, second = read_study_file(run_dir)["sessions"]
+    assert (first["wall_s"], first["exit_code"], first["finished"], first["interrupted"]) == (3600.0, 130, 4, 4)
+    assert (second["wall_s"], second["exit_code"], second["finished"], second["errored"]) == (5400.0, 0, 8, 0)
+    assert first["started_utc"] < first["ended_utc"] <= second["started_utc"] < second["ended_utc"]
+
+
+def test_run_report_sets_the_commands_eta_against_the_wall_summed_over_sessions(two_sessions):
+    run_dir, whole, _ = two_sessions
+    lines = run_report().sessions(run_dir)
+    table = [line for line in lines if line.startswith("| 1 ") or line.startswith("| 2 (--resume)")]
+    assert len(table) == 2 and "| 1:00:00 | 130 | 4 / 0 / 4 |" in table[0] and "| 1:30:00 | 0 | 8 / 0 / 0 |" in table[1]
+    eta = round(whole.eta_s, 1)
+    share = f"{100 * (eta - 9000) / 9000:+.0f} %"
+    assert lines[-1] == (
+        f"- the run's plan (its first session's, for the whole command): ETA {run_report().clock(eta)}; "
+        f"wall time over 2 session(s) 2:30:00 (ETA − wall: {share} of the wall)"
+    )
+
+
+def test_run_report_says_so_when_a_session_recorded_no_end(two_sessions):
+    run_dir, _, _ = two_sessions
+    record = read_study_file(run_dir)
+    for key in ("ended_utc", "wall_s", "exit_code", "finished", "errored", "interrupted"):
+        del record["sessions"][1][key]  # a session killed outright (SIGKILL, the machine lost) writes no end
+    (run_dir / STUDY_FILE).write_text(json.dumps(record))
+    lines = run_report().sessions(run_dir)
+    assert any(line.startswith("| 2 (--resume) ") and "| not recorded | — |" in line for line in lines)
+    assert lines[-1].endswith("wall time over 1 session(s) 1:00:00 (ETA − wall: "
+                              f"{100 * (record['plan']['eta_s'] - 3600) / 3600:+.0f} % of the wall) "
+                              "(1 session(s) recorded no end)")  # fmt: skip
+
+
+def test_run_report_reads_an_older_record_whose_plan_is_the_latest_sessions(two_sessions):
+    run_dir, _, rest = two_sessions
+    record = read_study_file(run_dir)
+    record["plan"] = record["sessions"][1]["plan"]  # an older record: a resume overwrote it, sessions kept no plan
+    for session in record["sessions"]:
+        session.pop("plan")
+    (run_dir / STUDY_FILE).write_text(json.dumps(record))
+    lines = run_report().sessions(run_dir)
+    assert (
+        f"- the latest session's plan (for what was left then; no earlier one is kept): ETA {run_report().clock(round(rest.eta_s, 1))}"
+        in lines
+    )
+    assert sum(line.startswith("- session started ") for line in lines) == 2
