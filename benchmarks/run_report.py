@@ -37,7 +37,8 @@ SHIPPED = ("summary.md", "trials.csv", "cells.csv", "grid.csv", "scan.csv", "ver
 
 def trial_figures(run_dir: Path) -> list[dict]:
     """One row per trial folder with records: the plan's seconds against its generations' own, pace first/last
-    10 %, RSS and threads first/last."""
+    10 %, RSS and threads first/last, and RSS after warm-up: the median over the second tenth of its generations
+    against the last tenth's (flat after warm-up: within a few % over the last 90 %)."""
     planned = {t["trial"]: t["seconds"] for t in read_study_file(run_dir).get("plan", {}).get("trials", [])}
     budgets = {}
     for name, (generations, final) in sorted(trial_records(run_dir).items()):
@@ -45,6 +46,7 @@ def trial_figures(run_dir: Path) -> list[dict]:
             continue
         decile = max(1, len(generations) // 10)
         seconds = [g[M.SEC_PER_GEN] for g in generations]
+        rss = [g[M.RSS_MB] for g in generations]
         first, last = generations[0], generations[-1]
         budgets[name] = {
             "trial": name.rsplit("_", 2)[0],
@@ -56,6 +58,8 @@ def trial_figures(run_dir: Path) -> list[dict]:
             "s_per_gen_last_10pct": float(np.median(seconds[-decile:])),
             "rss_mb_first": float(first[M.RSS_MB]),
             "rss_mb_last": float(last[M.RSS_MB]),
+            "rss_mb_warm_10_20pct": float(np.median(rss[decile : 2 * decile] or rss[-decile:])),
+            "rss_mb_last_10pct": float(np.median(rss[-decile:])),
             "threads_first": int(first[M.THREADS_OS]),
             "threads_last": int(last[M.THREADS_OS]),
             "shards": int(last.get(M.SHARDS, 1)),
@@ -66,16 +70,18 @@ def trial_figures(run_dir: Path) -> list[dict]:
 def markdown(rows: list[dict]) -> str:
     head = (
         "| trial | generations | shards | planned | its generations took | s/gen first 10 % | s/gen last 10 % "
-        "| RSS MB first → last | threads first → last |"
+        "| RSS MB first → last | RSS MB after warm-up: 2nd → last 10 % | threads first → last |"
     )
-    lines = [head, "|---|---|---|---|---|---|---|---|---|"]
+    lines = [head, "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         done = f"{r['generations']}{'' if r['complete'] else ' (running)'}"
         planned = clock(r["planned_s"]) if r["planned_s"] is not None else "—"
+        drift = 100 * (r["rss_mb_last_10pct"] - r["rss_mb_warm_10_20pct"]) / r["rss_mb_warm_10_20pct"]
         lines.append(
             f"| {r['trial']} | {done} | {r['shards']} | {planned} | {clock(r['generations_s'])} | "
             f"{r['s_per_gen_first_10pct']:.2f} | "
             f"{r['s_per_gen_last_10pct']:.2f} | {r['rss_mb_first']:.0f} → {r['rss_mb_last']:.0f} | "
+            f"{r['rss_mb_warm_10_20pct']:.0f} → {r['rss_mb_last_10pct']:.0f} ({drift:+.1f} %) | "
             f"{r['threads_first']} → {r['threads_last']} |"
         )
     return "\n".join(lines)

@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from bilevel_tune.core import metrics as M
 from bilevel_tune.planning.plan import CostModel, make_plan
 from bilevel_tune.running import runner
 from bilevel_tune.running.options import RunOptions
 from bilevel_tune.study_data.definition import load_study
-from bilevel_tune.study_data.run_folder import STUDY_FILE, read_study_file
+from bilevel_tune.study_data.run_folder import GENERATIONS_FILE, STUDY_FILE, read_study_file
 
 MODEL = CostModel(
     rebuild_s=0.13,
@@ -107,3 +108,24 @@ def test_run_report_reads_an_older_record_whose_plan_is_the_latest_sessions(two_
         in lines
     )
     assert sum(line.startswith("- session started ") for line in lines) == 2
+
+
+def test_per_trial_figures_pace_census_and_rss_after_warm_up(two_sessions):
+    """100 generations: pace 2 s then 3 s, RSS climbing over the first tenth then flat but for a last-tenth step."""
+    run_dir, _, _ = two_sessions
+    trial = run_dir / "weekend_pop16_1d_seed42_00000_0"
+    trial.mkdir()
+    lines = []
+    for g in range(100):
+        rss = 500 + 20 * min(g, 10) + (35 if g >= 90 else 0)  # warm-up to 700, then a +5 % step at the end
+        line = {M.KIND: "generation", M.GENERATION: g, M.SEC_PER_GEN: 2.0 if g < 50 else 3.0, M.RSS_MB: rss}
+        lines.append(json.dumps({**line, M.THREADS_OS: 26 if g else 27, M.SHARDS: 2}))
+    (trial / GENERATIONS_FILE).write_text("\n".join(lines) + "\n")
+    (row,) = run_report().trial_figures(run_dir)
+    assert row["trial"] == "weekend_pop16_1d_seed42" and row["generations"] == 100 and not row["complete"]
+    assert row["planned_s"] == next(t["seconds"] for t in read_study_file(run_dir)["plan"]["trials"]
+                                    if t["trial"] == "weekend_pop16_1d_seed42")  # fmt: skip
+    assert (row["generations_s"], row["s_per_gen_first_10pct"], row["s_per_gen_last_10pct"]) == (250.0, 2.0, 3.0)
+    assert (row["rss_mb_first"], row["rss_mb_last"], row["threads_first"], row["threads_last"]) == (500, 735, 27, 26)
+    assert (row["rss_mb_warm_10_20pct"], row["rss_mb_last_10pct"], row["shards"]) == (700, 735, 2)
+    assert "| 700 → 735 (+5.0 %) |" in run_report().markdown([row])
