@@ -59,6 +59,7 @@ def test_a_resume_keeps_the_commands_plan_and_records_its_own(two_sessions):
     assert first["plan"] == record["plan"]
     assert second["resume"] and second["plan"]["eta_s"] == round(rest.eta_s, 1) < first["plan"]["eta_s"]
     assert len(second["plan"]["trials"]) == 4
+    assert first["git_sha"] == second["git_sha"] == record["provenance"]["git_sha"] == runner.git_sha()
 
 
 def test_each_session_records_its_end_wall_time_and_exit(two_sessions):

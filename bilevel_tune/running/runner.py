@@ -100,11 +100,6 @@ def provenance() -> dict[str, Any]:
     """Versions, git SHA and machine, read without importing the heavy packages."""
     from importlib.metadata import PackageNotFoundError, version
 
-    try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=5)
-        sha = sha.stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        sha = ""
     versions = {"bilevel_tune": __version__, "python": platform.python_version()}
     for package in ("ray", "torch", "numpy", "pandas", "wandb", "gymnasium"):
         try:
@@ -113,11 +108,20 @@ def provenance() -> dict[str, Any]:
             versions[package] = None
     return {
         "versions": versions,
-        "git_sha": sha or None,
+        "git_sha": git_sha(),
         "cores": os.cpu_count(),
         "platform": platform.platform(),
         "started_utc": dt.datetime.now(dt.timezone.utc).isoformat(),
     }
+
+
+def git_sha() -> str | None:
+    """The commit this code runs from (None outside a git checkout, as in an installed wheel)."""
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return sha.stdout.strip() or None
 
 
 # -- the plan ----------------------------------------------------------------------------------
@@ -382,6 +386,8 @@ def _write_study_file(study: Study, run_dir: Path, plan: Plan, options: RunOptio
         "cpus": plan.cpus,
         "address": cluster.requested_address(options.address),  # None: a Ray of its own
         "wandb": mode,  # as resolved
+        "git_sha": git_sha(),  # a resume may run a later commit than the first session's provenance
+        "version": __version__,
         "plan": planned,
     }
     data["sessions"] = [*data.get("sessions", []), session]
