@@ -39,7 +39,9 @@ def trial_figures(run_dir: Path) -> list[dict]:
     """One row per trial folder with records: the plan's seconds against its generations' own, pace first/last
     10 %, RSS and threads first/last, and RSS after warm-up: the median over the second tenth of its generations
     against the last tenth's (flat after warm-up: within a few % over the last 90 %)."""
-    planned = {t["trial"]: t["seconds"] for t in read_study_file(run_dir).get("plan", {}).get("trials", [])}
+    plan = read_study_file(run_dir).get("plan", {})
+    timed = plan.get("model", {}).get("calibrated", True)  # by work alone, "seconds" are units of work
+    planned = {t["trial"]: t["seconds"] for t in plan.get("trials", [])} if timed else {}
     budgets = {}
     for name, (generations, final) in sorted(trial_records(run_dir).items()):
         if not generations:
@@ -91,27 +93,22 @@ def clock(seconds: float) -> str:
     return str(datetime.timedelta(seconds=round(seconds)))
 
 
+def clock_or_dash(seconds: float | None) -> str:
+    return "—" if seconds is None else clock(seconds)
+
+
 def sessions(run_dir: Path) -> list[str]:
-    """Provenance, then each session (start, end, wall, exit, its plan's ETA) and the run's ETA against its wall."""
+    """Provenance, each session (start, end, wall, exit, commit, its plan's ETA), and the run's ETA against the wall
+    time summed over its sessions. Older records (no plan or end per session) show what they hold."""
     record = read_study_file(run_dir)
     provenance = record.get("provenance", {})
+    runs = record.get("sessions", [])
     lines = [
         f"- commit {provenance.get('git_sha')}, {provenance.get('cores')} cores, {provenance.get('platform')}",
         "- versions: " + ", ".join(f"{k} {v}" for k, v in provenance.get("versions", {}).items()),
-    ]
-    runs = record.get("sessions", [])
-    eta = record.get("plan", {}).get("eta_s")
-    if not all("plan" in s for s in runs):  # before per-session plans, a resume overwrote the plan, and no end was kept
-        if eta is not None:
-            lines.append(
-                f"- the latest session's plan (for what was left then; no earlier one is kept): ETA {clock(eta)}"
-            )
-        lines += [f"- session started {s.get('started_utc')}{' (--resume)' if s.get('resume') else ''}" for s in runs]
-        return lines
-    lines += [
         "",
-        "| session | started (UTC) | ended | wall | exit | finished / errored / interrupted | its plan's ETA |",
-        "|---|---|---|---|---|---|---|",
+        "| session | started (UTC) | ended | wall | exit | finished / errored / interrupted | commit | its plan's ETA |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for i, s in enumerate(runs, 1):
         ended = "wall_s" in s
@@ -119,13 +116,23 @@ def sessions(run_dir: Path) -> list[str]:
         lines.append(
             f"| {i}{' (--resume)' if s.get('resume') else ''} | {s['started_utc'][:19]} | "
             f"{s['ended_utc'][:19] if ended else 'not recorded'} | {clock(s['wall_s']) if ended else '—'} | "
-            f"{s['exit_code'] if ended else '—'} | {counts} | {clock(s['plan']['eta_s'])} |"
+            f"{s['exit_code'] if ended else '—'} | {counts} | {(s.get('git_sha') or '—')[:7]} | "
+            f"{clock_or_dash(s.get('plan', {}).get('eta_s'))} |"
         )
+    eta = record.get("plan", {}).get("eta_s")  # None: a plan by work alone
     walls = [s["wall_s"] for s in runs if "wall_s" in s]
-    line = f"- the run's plan (its first session's, for the whole command): ETA {clock(eta)}"
+    whole = bool(runs) and "plan" in runs[0]  # older releases overwrote the top-level plan at each resume
+    if not whole:
+        line = f"- the plan on record is the latest of an older release's sessions (for what was left then): ETA {clock_or_dash(eta)}"
+    elif eta is None:
+        line = "- the run's plan (its first session's) had no ETA: this machine had no figures for its settings"
+    else:
+        line = f"- the run's plan (its first session's, for the whole command): ETA {clock(eta)}"
     if walls:
         total = sum(walls)
-        line += f"; wall time over {len(walls)} session(s) {clock(total)} (ETA − wall: {100 * (eta - total) / total:+.0f} % of the wall)"
+        line += f"; wall time over {len(walls)} session(s) {clock(total)}"
+        if whole and eta is not None:
+            line += f" (ETA − wall: {100 * (eta - total) / total:+.0f} % of the wall)"
     if len(walls) < len(runs):
         line += f" ({len(runs) - len(walls)} session(s) recorded no end)"
     return [*lines, "", line]

@@ -101,14 +101,35 @@ def test_run_report_reads_an_older_record_whose_plan_is_the_latest_sessions(two_
     record = read_study_file(run_dir)
     record["plan"] = record["sessions"][1]["plan"]  # an older record: a resume overwrote it, sessions kept no plan
     for session in record["sessions"]:
-        session.pop("plan")
+        for key in ("plan", "git_sha", "ended_utc", "wall_s", "exit_code", "finished", "errored", "interrupted"):
+            session.pop(key)
     (run_dir / STUDY_FILE).write_text(json.dumps(record))
     lines = run_report().sessions(run_dir)
-    assert (
-        f"- the latest session's plan (for what was left then; no earlier one is kept): ETA {run_report().clock(round(rest.eta_s, 1))}"
-        in lines
+    eta = run_report().clock(round(rest.eta_s, 1))
+    assert lines[-1] == (
+        f"- the plan on record is the latest of an older release's sessions (for what was left then): ETA {eta} "
+        "(2 session(s) recorded no end)"
     )
-    assert sum(line.startswith("- session started ") for line in lines) == 2
+    assert sum(line.endswith("| not recorded | — | — | — | — | — |") for line in lines) == 2
+
+
+def test_a_plan_by_work_alone_has_no_eta_on_record(two_sessions, tmp_path):
+    study = load_study("weekend")
+    plan = make_plan(study.cells(), study.budget, 2, CostModel.by_work("no figures"))
+    run_dir = tmp_path / "by-work"
+    started = runner._write_study_file(study, run_dir, plan, RunOptions(study="weekend"), "disabled")
+    runner._record_session_end(run_dir, started, 60.0, 0, (8, 0, 0))
+    assert read_study_file(run_dir)["plan"]["eta_s"] is None
+    assert run_report().sessions(run_dir)[-1] == (
+        "- the run's plan (its first session's) had no ETA: this machine had no figures for its settings; "
+        "wall time over 1 session(s) 0:01:00"
+    )
+    trial = run_dir / "weekend_pop16_1d_seed42_00000_0"
+    trial.mkdir()
+    line = {M.KIND: "generation", M.GENERATION: 0, M.SEC_PER_GEN: 2.0, M.RSS_MB: 600, M.THREADS_OS: 26}
+    (trial / GENERATIONS_FILE).write_text(json.dumps(line) + "\n")
+    (row,) = run_report().trial_figures(run_dir)
+    assert row["trial"] == "weekend_pop16_1d_seed42" and row["planned_s"] is None, "units of work are no seconds"
 
 
 def test_per_trial_figures_pace_census_and_rss_after_warm_up(two_sessions):

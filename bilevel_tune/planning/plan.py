@@ -143,11 +143,11 @@ class Plan:
         return [groups[k] for k in sorted(groups)]
 
     def to_dict(self, study_name: str) -> dict[str, Any]:
-        """The plan as study.json keeps it."""
+        """The plan as study.json keeps it (by work alone, no ETA: its seconds are units of work)."""
         return {
             "cpus": self.cpus,
             "fixed_cpus_per_trial": self.fixed,
-            "eta_s": round(self.eta_s, 1),
+            "eta_s": round(self.eta_s, 1) if self.model.calibrated else None,
             "trials": [
                 {
                     "trial": trial_name(study_name, t.cell),
