@@ -4,9 +4,9 @@ import math
 
 import pytest
 
-from bilevel_tune.planning.plan import CostModel, PlanError, hms, make_plan, simulate
+from bilevel_tune.planning.plan import CostModel, PlanError, describe_plan, hms, make_plan, simulate
 from bilevel_tune.study_data.definition import load_study
-from bilevel_tune.study_data.run_folder import Cell
+from bilevel_tune.study_data.run_folder import Cell, trial_name
 
 # Per busy CPU, weekend settings on the 2-core reference machine (calibration probe, rounded)
 MODEL = CostModel(
@@ -101,3 +101,18 @@ def test_a_shard_s_block_runs_in_near_equal_turns_of_at_most_the_largest_block()
     assert in_turns(0, 441, 16) == [(f, 16 if f < 16 * 21 else 15) for f in [*range(0, 336, 16), *range(336, 441, 15)]]
     assert in_turns(5, 16, 16) == [(5, 16)] and in_turns(5, 17, None) == [(5, 17)]
     assert in_turns(3, 17, 16) == [(3, 9), (12, 8)]
+
+
+def test_the_printed_plan_ends_on_its_eta_for_the_whole_command_or_for_what_a_resume_has_left(weekend):
+    cells, budget = weekend
+    plan = make_plan(cells, budget, 2, MODEL)
+    for what in ("the whole command", "what is left"):
+        lines = []
+        describe_plan("weekend", plan, lines.append, what=what)
+        assert lines[-1].startswith(f"ETA {hms(plan.eta_s)} for {what}: start ")
+        assert [line.split()[0] for line in lines[1 : 1 + len(plan.trials)]] == [
+            trial_name("weekend", t.cell) for t in plan.trials
+        ]
+    lines = []
+    describe_plan("weekend", make_plan(cells, budget, 2, CostModel.by_work("no figures")), lines.append)
+    assert lines[-1] == "no ETA: this machine has no figures for these settings"

@@ -194,6 +194,9 @@ def test_a_sigkilled_driver_resumes_without_rerunning_finished_trials_or_leaving
     assert (tmp_path / "run" / finished / "generations.jsonl").read_text() == lines_before, "a finished trial was rerun"
     for generations, final in trial_records(tmp_path / "run").values():
         assert [g[M.GENERATION] for g in generations] == list(range(30)) and final is not None
+    killed, resumed_session = json.loads((tmp_path / "run" / "study.json").read_text())["sessions"]
+    assert "wall_s" not in killed and "ended_utc" not in killed, "a SIGKILLed session writes no end"
+    assert (resumed_session["exit_code"], resumed_session["finished"]) == (0, 2) and resumed_session["wall_s"] > 0
     wait_for(lambda: not _group_alive(resumed.pid), timeout=60)
 
 

@@ -243,8 +243,11 @@ def hms(seconds: float) -> str:
     return str(dt.timedelta(seconds=int(round(seconds))))
 
 
-def describe_plan(study_name: str, plan: Plan, out: Callable[[str], None] = print) -> None:
-    """The plan's table — shards, start, duration per trial —, which trials run together, and its ETA (last)."""
+def describe_plan(
+    study_name: str, plan: Plan, out: Callable[[str], None] = print, what: str = "the whole command"
+) -> None:
+    """The plan's table — shards, start, duration per trial —, which trials run together, and its ETA (last) for
+    `what` (a resume plans what is left)."""
     timed = plan.model.calibrated  # by work alone, the plan's "seconds" are units of work: no times to show
     when = (lambda s: hms(s)) if timed else (lambda s: "–")  # noqa: E731
     names = [trial_name(study_name, t.cell) for t in plan.trials]
@@ -270,5 +273,5 @@ def describe_plan(study_name: str, plan: Plan, out: Callable[[str], None] = prin
         f"per trial {m.trial_overhead_s:.1f} s to start and finish ({m.source})"
     )
     out(
-        f"ETA {hms(plan.eta_s)} for the whole command: start {hms(m.launch_s)}, trials {hms(plan.makespan_s)}, summary {hms(m.finish_s)}"
+        f"ETA {hms(plan.eta_s)} for {what}: start {hms(m.launch_s)}, trials {hms(plan.makespan_s)}, summary {hms(m.finish_s)}"
     )

@@ -338,7 +338,7 @@ def _prepare_session(study, options, run_dir, mode, watch, clock: calibration.Ru
     calibrating = time.time()
     plan = plan_run(study, options, cluster.cluster_cpus(), mode, skip, probe=False)
     clock.probing_s += time.time() - calibrating  # a probe is not part of what the next ETA's launch predicts
-    describe_plan(study.name, plan, out)
+    describe_plan(study.name, plan, out, what="what is left" if options.resume else "the whole command")
     started = _write_study_file(study, run_dir, plan, options, mode)
     shards = {c.key: plan.shards_of(c.key) if c.key not in skip else 1 for c in study.trial_cells()}
     session = experiment.SessionOptions(

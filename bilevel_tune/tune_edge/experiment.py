@@ -111,8 +111,12 @@ def check_restorable(run_dir: Path) -> None:
 
 
 def restored_tuner(study: Study, run_dir: Path, shards: Mapping[tuple, int], options: SessionOptions) -> tune.Tuner:
-    """Tuner.restore (check_restorable first), then this session's trackers, retries, concurrency and plan."""
-    tuner = tune.Tuner.restore(str(run_dir), trainable=trainable(study, run_dir, shards), resume_errored=True)
+    """Tuner.restore (check_restorable first), then this session's trackers, retries, concurrency and plan.
+
+    Restoring reads every trial's results: those not started yet would each get Tune's warning line.
+    """
+    with OneLineTrialFailures():
+        tuner = tune.Tuner.restore(str(run_dir), trainable=trainable(study, run_dir, shards), resume_errored=True)
     try:
         run_config, tune_config = ray_compat.tuner_configs(tuner)
     except ray_compat.RayCompatError as err:
@@ -131,8 +135,8 @@ class OneLineTrialFailures(logging.Filter):
     """Tune logs every failed trial attempt with its whole traceback; with retries a failure is routine.
 
     One line per failure here; the traceback stays in the trial folder's error.txt. And when a run is
-    interrupted, Tune's result grid warns of every trial that never reported ("Failed to fetch metrics …
-    FileNotFoundError …", a line each): the study's own line counts them as interrupted, so that goes.
+    interrupted or restored, Tune's result grid warns of every trial that never reported ("Failed to fetch
+    metrics … FileNotFoundError …", a line each): the study's own line counts them as interrupted, so that goes.
     """
 
     LOGGERS = ("ray.tune.execution.tune_controller", "ray.tune.analysis.experiment_analysis")
