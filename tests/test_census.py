@@ -1,5 +1,6 @@
-"""The census's memory hand-back: freed heap pages go back to the system (the shards' RSS creep, fixed)."""
+"""The census: freed heap pages go back to the system (the shards' RSS creep, fixed); what resident memory is."""
 
+import dataclasses
 import gc
 import sys
 
@@ -7,7 +8,8 @@ import numpy as np
 import psutil
 import pytest
 
-from bilevel_tune.inner.census import return_free_memory
+from bilevel_tune.core import metrics as M
+from bilevel_tune.inner.census import Census, return_free_memory, take_census
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc_trim: Linux only")
@@ -22,3 +24,19 @@ def test_freed_fragmented_heap_goes_back_to_the_system():
     returned = held - process.memory_info().rss
     assert returned > 200 * 2**20, f"only {returned / 2**20:.0f} MB of ~315 MB freed went back"
     assert len(survivors) == 625
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/status: Linux only")
+def test_the_census_tells_what_the_resident_memory_is():
+    before = take_census()
+    held = np.ones(64 * 2**20 // 8)  # 64 MB of the process's own anonymous pages, touched
+    after = take_census()
+    assert 0 < before.rss_anon_mb < before.rss_mb and 0 <= before.rss_shmem_mb < before.rss_mb
+    assert after.rss_anon_mb - before.rss_anon_mb == pytest.approx(64, abs=8)
+    assert after.rss_anon_mb + after.rss_shmem_mb <= after.rss_mb + 1  # the rest: files (libraries)
+    assert held.sum() == held.size
+    trial = Census.total([after, after])
+    assert (trial.rss_anon_mb, trial.rss_shmem_mb) == (2 * after.rss_anon_mb, 2 * after.rss_shmem_mb)
+    elsewhere = dataclasses.replace(after, rss_anon_mb=-1.0, rss_shmem_mb=-1.0)  # a shard on another OS
+    assert (Census.total([after, elsewhere]).rss_anon_mb, Census.total([after, elsewhere]).rss_shmem_mb) == (-1, -1)
+    assert {M.RSS_ANON_MB, M.RSS_SHMEM_MB} <= set(after.as_metrics())

@@ -56,8 +56,12 @@ THREADS_OS = "threads_os"
 THREADS_GRPC = "threads_grpc"  # gRPC's self-scaling pools, part of threads_os
 LEARNER_THREADS = "learner_threads"
 RSS_MB = "rss_mb"
+# what the resident memory is (Linux; −1 elsewhere): the process's own anonymous pages (heap, tensors) and the
+# shared-memory pages it has mapped (Ray's object store); the rest of rss_mb is files (libraries)
+RSS_ANON_MB = "rss_anon_mb"
+RSS_SHMEM_MB = "rss_shmem_mb"
 PID = "inner_pid"  # one shard's process: which one to look at (or kill, in fault tests)
-CENSUS_KEYS = (THREADS_PY, THREADS_OS, THREADS_GRPC, LEARNER_THREADS, RSS_MB, PID)
+CENSUS_KEYS = (THREADS_PY, THREADS_OS, THREADS_GRPC, LEARNER_THREADS, RSS_MB, RSS_ANON_MB, RSS_SHMEM_MB, PID)
 REPORT_FIRST = (OBJECTIVE, BEST_OBJECTIVE, SEC_PER_GEN, THREADS_OS)
 
 # Per-candidate outcome fields (bilevel_tune.core.objective.CandidateOutcome)

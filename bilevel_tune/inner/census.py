@@ -1,4 +1,5 @@
-"""The process census: threads (Python, OS, gRPC's share, live learner threads) and resident memory.
+"""The process census: threads (Python, OS, gRPC's share, live learner threads) and resident memory, with
+what it is (the process's own anonymous pages, shared memory mapped in), so a step in RSS says its kind.
 
 Taken inside each inner-loop shard after every generation, so a leak — one
 more learner thread or a few more MB per generation — shows in the records
@@ -32,6 +33,8 @@ class Census:
     threads_grpc: int  # −1 where thread names cannot be read
     learner_threads: int  # −1 where the inner loop cannot count them
     rss_mb: float
+    rss_anon_mb: float  # −1 where /proc cannot tell (not Linux)
+    rss_shmem_mb: float  # −1 likewise
     pid: int
 
     def as_metrics(self) -> dict[str, float]:
@@ -41,6 +44,8 @@ class Census:
             M.THREADS_GRPC: self.threads_grpc,
             M.LEARNER_THREADS: self.learner_threads,
             M.RSS_MB: self.rss_mb,
+            M.RSS_ANON_MB: self.rss_anon_mb,
+            M.RSS_SHMEM_MB: self.rss_shmem_mb,
             M.PID: self.pid,
         }
 
@@ -52,7 +57,7 @@ class Census:
             for field in dataclasses.fields(Census)
             if field.name != "pid"
         }
-        for unknown in ("threads_grpc", "learner_threads"):
+        for unknown in ("threads_grpc", "learner_threads", "rss_anon_mb", "rss_shmem_mb"):
             if any(getattr(c, unknown) < 0 for c in censuses):
                 summed[unknown] = -1
         return Census(**summed, pid=censuses[0].pid)
@@ -72,6 +77,20 @@ def _os_thread_names() -> list[str] | None:
     return names
 
 
+def _resident_kinds() -> tuple[float, float]:
+    """(anonymous, shared-memory) resident MB from /proc/self/status; (−1, −1) where it has no such lines."""
+    kinds = {}
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(("RssAnon:", "RssShmem:")):
+                    name, kb = line.split()[:2]
+                    kinds[name] = int(kb) / 1024
+    except OSError:
+        pass
+    return kinds.get("RssAnon:", -1.0), kinds.get("RssShmem:", -1.0)
+
+
 def take_census(learner_thread_cls: type | None = None) -> Census:
     """This process's census; live threads of `learner_thread_cls` count as learner threads."""
     import psutil
@@ -79,12 +98,15 @@ def take_census(learner_thread_cls: type | None = None) -> Census:
     names = _os_thread_names()
     alive = threading.enumerate()
     process = psutil.Process()
+    anon, shmem = _resident_kinds()
     return Census(
         threads_py=len(alive),
         threads_os=len(names) if names is not None else process.num_threads(),
         threads_grpc=sum(n.startswith(GRPC_THREAD_PREFIXES) for n in names) if names is not None else -1,
         learner_threads=sum(isinstance(t, learner_thread_cls) for t in alive) if learner_thread_cls else -1,
         rss_mb=process.memory_info().rss / 2**20,
+        rss_anon_mb=anon,
+        rss_shmem_mb=shmem,
         pid=os.getpid(),
     )
 
