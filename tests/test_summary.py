@@ -3,6 +3,8 @@
 import pandas as pd
 import pytest
 
+from bilevel_tune.core import metrics as M
+from bilevel_tune.report.analysis import nodes_used
 from bilevel_tune.report.summary import CEILING, FEW, NO_CEILING, NOISE, ROBUST, SummaryError, load_run, main, verdicts
 
 
@@ -151,3 +153,29 @@ def test_the_campaigns_table_with_mechanism_labels_gives_the_same_verdicts():
     rows = [(p, FLOOR if d == 1 else QUOTA, s, b) for p, d, s, b in PR_TABLE.itertuples(index=False)]
     labelled, plain = verdicts(mechanisms_table(rows)), verdicts(PR_TABLE)
     assert {k: v["sentence"] for k, v in labelled.items()} == {k: v["sentence"] for k, v in plain.items()}
+
+
+def test_each_pair_of_three_mechanisms_names_its_levels_once_when_seeds_are_too_few():
+    v = verdicts(mechanisms_table([(1, FLOOR, 42, 0.25), (1, QUOTA, 42, 0.2499), (1, RISK, 42, 0.745)]))
+    mech = v["mechanism_effect"]
+    assert mech["verdict"] == FEW and [p["verdict"] for p in mech["pairs"]] == [FEW] * 3
+    assert mech["sentence"] == (
+        "mechanism (3 levels): 2-D vs 1-D: mean gap -0.0001, but no cell has ≥ 2 seeds to measure seed noise. "
+        "2-D floor+risk vs 1-D: mean gap +0.4950, but no cell has ≥ 2 seeds to measure seed noise. "
+        "2-D floor+risk vs 2-D: mean gap +0.4951, but no cell has ≥ 2 seeds to measure seed noise."
+    )
+    two = verdicts(table([(1, 1, 42, 0.2), (16, 1, 42, 0.3)]))["population_effect"]["sentence"]
+    assert two == "population 16 vs 1: mean gap +0.1000, but no cell has ≥ 2 seeds to measure seed noise."
+
+
+def test_a_trials_nodes_are_its_machines_not_its_sessions_node_ids():
+    def gens(*shards_per_generation):
+        return [{M.SHARD_DETAIL: list(shards)} for shards in shards_per_generation]
+
+    here, there = {M.NODE_IP: "10.0.0.1"}, {M.NODE_IP: "10.0.0.2"}
+    resumed = gens([{M.NODE: "a", **here}], [{M.NODE: "b", **here}], [{M.NODE: "c", **here}])  # three sessions
+    assert nodes_used(resumed) == 1
+    spread = gens([{M.NODE: "a", **here}, {M.NODE: "d", **there}])  # one generation's shards on two machines
+    assert nodes_used(spread) == 2
+    older = gens([{M.NODE: "a"}], [{M.NODE: "b"}], [{M.NODE: "c"}, {M.NODE: "e"}])  # no addresses on record
+    assert nodes_used(older) == 2 and nodes_used(gens([])) == 1 and nodes_used([]) == 1

@@ -48,7 +48,8 @@ SEC_EVALUATE = "sec_evaluate"
 SEC_FINAL = "sec_final"  # on the final record: the final re-evaluation's wall time
 SHARDS = "shards"  # inner-loop actors this generation ran on (one CPU each)
 SHARD_DETAIL = "shard_detail"  # per shard: its candidates, node, pid, phase timings and census
-SHARD_FIRST, SHARD_SIZE, NODE = "first", "size", "node"  # keys inside a shard's detail
+SHARD_FIRST, SHARD_SIZE, NODE = "first", "size", "node"  # keys inside a shard's detail (node: Ray's node id)
+NODE_IP = "node_ip"  # the node's address: a machine keeps it across sessions, while Ray's node id is new in each
 
 # Census, totals over the trial's shards (bilevel_tune.inner.census)
 THREADS_PY = "threads_py"

@@ -37,6 +37,7 @@ class ShardReport:
     sec_train: float
     sec_evaluate: float
     stop_confirmed: bool
+    node_ip: str = ""
 
     @classmethod
     def in_turn(cls, parts: Sequence["ShardReport"]) -> "ShardReport":
@@ -53,6 +54,7 @@ class ShardReport:
             sec_train=sum(part.sec_train for part in parts),
             sec_evaluate=sum(part.sec_evaluate for part in parts),
             stop_confirmed=all(part.stop_confirmed for part in parts),
+            node_ip=parts[-1].node_ip,
         )
 
     def detail(self) -> dict[str, Any]:
@@ -61,6 +63,7 @@ class ShardReport:
             M.SHARD_FIRST: self.first,
             M.SHARD_SIZE: len(self.outcomes),
             M.NODE: self.node,
+            M.NODE_IP: self.node_ip,
             M.SEC_RESET: self.sec_reset,
             M.SEC_TRAIN: self.sec_train,
             M.SEC_EVALUATE: self.sec_evaluate,
@@ -100,6 +103,7 @@ class Shard:
             sec_train=t2 - t1,
             sec_evaluate=t3 - t2,
             stop_confirmed=bool(confirmed),
+            node_ip=_node_ip(),
         )
 
     def pid(self) -> int:
@@ -113,6 +117,12 @@ def _node_id() -> str:
     import ray
 
     return ray.get_runtime_context().get_node_id() if ray.is_initialized() else ""
+
+
+def _node_ip() -> str:
+    import ray
+
+    return ray.util.get_node_ip_address() if ray.is_initialized() else ""
 
 
 def blocks(population: int, shards: int) -> list[tuple[int, int]]:

@@ -110,7 +110,7 @@ def _trial_row(cell: Cell, trial: TrialRecords | None) -> dict[str, Any]:
         "gen0_objective": num(gens[0][M.OBJECTIVE]),
         "median_sec_per_gen": float(np.median([g[M.SEC_PER_GEN] for g in gens])),
         "shards": int(last.get(M.SHARDS, 1)),
-        "nodes": len({s[M.NODE] for g in gens for s in g.get(M.SHARD_DETAIL, [])}) or 1,
+        "nodes": nodes_used(gens),
         "max_threads": max(g[M.THREADS_OS] for g in gens),
         "failed_candidates": sum(g[M.FAILED] for g in gens),
         M.UPPER_BOUND: num(best.get(M.UPPER_BOUND)),
@@ -119,6 +119,15 @@ def _trial_row(cell: Cell, trial: TrialRecords | None) -> dict[str, Any]:
         **{BOUND_BY + rule: num(value) for rule, value in (best.get("bound_by_rule") or {}).items()},
         **{k: v for k, v in last.items() if k.startswith(M.BEST_RULE)},
     }
+
+
+def nodes_used(gens: list[dict[str, Any]]) -> int:
+    """The machines a trial's shards ran on, by address: Ray names a node anew in each session, so a trial resumed
+    on the same machine counts once. Older records, without addresses: the most nodes one generation used."""
+    shards = [s for g in gens for s in g.get(M.SHARD_DETAIL, [])]
+    if shards and all(s.get(M.NODE_IP) for s in shards):
+        return len({s[M.NODE_IP] for s in shards})
+    return max((len({s[M.NODE] for s in g.get(M.SHARD_DETAIL, [])}) for g in gens), default=0) or 1
 
 
 def _diagnostic_keys(outcome: dict[str, Any]) -> list[str]:
@@ -271,7 +280,7 @@ def effect_verdict(table: pd.DataFrame, factor: str, value: str = BEST) -> dict[
     if len(levels) == 2:
         return _pair_verdict(table, factor, value, levels[0], levels[1], label, result)
     pairs = [
-        _pair_verdict(table, factor, value, low, high, f"{_level(factor, high)} vs {_level(factor, low)}", result)
+        _pair_verdict(table, factor, value, low, high, f"{_level(factor, high)} vs {_level(factor, low)}", result, True)
         for i, low in enumerate(levels)
         for high in levels[i + 1 :]
     ]
@@ -294,8 +303,11 @@ def _level(factor: str, level) -> str:
     return str(level) if factor == MECHANISM else f"{factor} {_shown(level)}"
 
 
-def _pair_verdict(table, factor: str, value: str, low, high, prefix: str, base: dict[str, Any]) -> dict[str, Any]:
-    """One comparison of two levels: robust, within seed noise, or not enough seeds; the sentence starts `prefix`."""
+def _pair_verdict(
+    table, factor: str, value: str, low, high, prefix: str, base: dict[str, Any], prefix_names_levels: bool = False
+) -> dict[str, Any]:
+    """One comparison of two levels: robust, within seed noise, or not enough seeds; the sentence starts `prefix`
+    (which names the two levels already where `prefix_names_levels`)."""
     other = ", ".join(f for f in factors(table) if f != factor)
     result = {**base, "low": _native(low), "high": _native(high)}
     cells, diffs = _matched_differences(table, factor, value, low, high)
@@ -309,7 +321,8 @@ def _pair_verdict(table, factor: str, value: str, low, high, prefix: str, base: 
     result.update(gap=gap, cells=cells)
     spread = result["spread"]
     if not np.isfinite(spread):
-        sentence = f"{prefix} {_shown(high)} vs {_shown(low)}: mean gap {gap:+.4f}, but no cell has ≥ 2 seeds to measure seed noise."
+        pair = prefix if prefix_names_levels else f"{prefix} {_shown(high)} vs {_shown(low)}"
+        sentence = f"{pair}: mean gap {gap:+.4f}, but no cell has ≥ 2 seeds to measure seed noise."
         return {**result, "verdict": FEW, "sentence": sentence}
     same_direction = all(d > 0 for d in diffs) or all(d < 0 for d in diffs)
     if same_direction and abs(gap) > spread:
