@@ -17,7 +17,7 @@ import pytest
 from bilevel_tune.core import metrics as M
 from bilevel_tune.study_data.run_folder import STUDY_FILE
 
-from .local_cluster import LocalCluster, can_make_nodes
+from .local_cluster import WORKER_IP, LocalCluster, can_make_nodes
 from .study_helpers import command_process, study_args, study_process, trial_records, wait_for
 
 WHY_NOT = can_make_nodes()  # None where a worker node can be started (root, as in CI)
@@ -65,6 +65,8 @@ def test_trials_run_on_both_nodes_and_the_run_folder_is_complete(cluster, tmp_pa
     records = trial_records(run_dir)
     assert len(records) == 8 and all(final is not None for _, final in records.values())
     assert len(set().union(*(nodes_of(rows) for rows, _ in records.values()))) == 2, "trials on both nodes"
+    addresses = {shard[M.NODE_IP] for rows, _ in records.values() for row in rows for shard in row[M.SHARD_DETAIL]}
+    assert WORKER_IP in addresses and len(addresses) == 2, f"each shard records its node's address: {addresses}"
     assert all(list((run_dir / name).glob("checkpoint_*")) for name in records)
     assert (run_dir / "summary.md").is_file()
     plan = json.loads((run_dir / STUDY_FILE).read_text())["plan"]
