@@ -324,7 +324,10 @@ def _run_on_cluster(study, options, root, run_dir, mode, signals, clock: calibra
     else:
         code = signals.exit_code or (lifecycle.EXIT_ERRORED if counts[1] else lifecycle.EXIT_OK)
     line = _last_line(counts, time.time() - start, run_dir, options, code)
-    _record_session_end(run_dir, started, time.time() - clock.process_start, code, counts)
+    try:
+        _record_session_end(run_dir, started, time.time() - clock.process_start, code, counts)
+    except (OSError, ValueError) as err:  # the records are safe; only this session's end goes unrecorded
+        out(f"study.json: this session's end not recorded ({type(err).__name__}: {err})")
     out(line)
     return RunOutcome(run_dir, code, *counts, line)
 
