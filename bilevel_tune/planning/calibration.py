@@ -43,17 +43,19 @@ from bilevel_tune.study_data.run_folder import write_json
 STORE_FILE = "calibration.json"
 PROBE_TIMEOUT_S = 120
 # Measured on the project's 2-core reference machine by benchmarks/eta.py (`make study`'s command and its
-# variants), by W&B mode and inner loop: per trial the start of its actors — the shards' imports and first
-# build, Tune's trial actor, W&B's logging actor and service — and their finish. Online is taken as offline.
-_APPO_OFFLINE = {"launch_s": 6.6, "finish_s": 4.0, "trial_overhead_s": 14.4, "report_s": 0.10}
-_ANALYTIC_OFFLINE = {"launch_s": 7.1, "finish_s": 4.1, "trial_overhead_s": 12.2, "report_s": 0.09}
+# variants, a fresh store each, on a quiet machine: the median of 3 runs for appo offline, 2 for analytic
+# offline, 1 each disabled; 2026-12-02, Ray 2.60), by W&B mode and inner loop: per trial the start of its
+# actors — the shards' imports and first build, Tune's trial actor, W&B's logging actor and service — and
+# their finish. Online is taken as offline.
+_APPO_OFFLINE = {"launch_s": 11.3, "finish_s": 6.6, "trial_overhead_s": 22.3, "report_s": 0.20}
+_ANALYTIC_OFFLINE = {"launch_s": 10.3, "finish_s": 6.0, "trial_overhead_s": 18.2, "report_s": 0.24}
 REFERENCE_OVERHEADS = {
     ("offline", "appo"): _APPO_OFFLINE,
     ("online", "appo"): _APPO_OFFLINE,
-    ("disabled", "appo"): {"launch_s": 6.8, "finish_s": 3.3, "trial_overhead_s": 7.2, "report_s": 0.014},
+    ("disabled", "appo"): {"launch_s": 11.0, "finish_s": 5.4, "trial_overhead_s": 11.1, "report_s": 0.023},
     ("offline", "analytic"): _ANALYTIC_OFFLINE,
     ("online", "analytic"): _ANALYTIC_OFFLINE,
-    ("disabled", "analytic"): {"launch_s": 6.2, "finish_s": 3.1, "trial_overhead_s": 4.8, "report_s": 0.013},
+    ("disabled", "analytic"): {"launch_s": 12.9, "finish_s": 5.3, "trial_overhead_s": 8.1, "report_s": 0.021},
 }
 OVERHEAD_KEYS = ("launch_s", "finish_s", "trial_overhead_s", "report_s")
 OVERHEAD_HISTORY = 7  # runs kept per key: the ETA uses their median, not the last run's (one odd run moves it less)
