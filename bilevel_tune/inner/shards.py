@@ -76,6 +76,7 @@ class Shard:
 
     def __init__(self, spec: str, config: InnerLoopConfig):
         self.loop = load_loop_class(spec)(config)
+        self.node, self.node_ip = _node()  # where this actor lives, for its whole life
 
     def generation(
         self, rules: Sequence[Mapping[str, float]], seed: int, first: int, eval_seeds: Sequence[int], inner_iters: int
@@ -98,12 +99,12 @@ class Shard:
             first=first,
             outcomes=outcomes,
             census=take_census(thread_cls),
-            node=_node_id(),
+            node=self.node,
             sec_reset=t1 - t0,
             sec_train=t2 - t1,
             sec_evaluate=t3 - t2,
             stop_confirmed=bool(confirmed),
-            node_ip=_node_ip(),
+            node_ip=self.node_ip,
         )
 
     def pid(self) -> int:
@@ -113,16 +114,13 @@ class Shard:
         return self.loop.stop()
 
 
-def _node_id() -> str:
+def _node() -> tuple[str, str]:
+    """(Ray's node id, the node's address) of this process; empty outside Ray (an in-process shard)."""
     import ray
 
-    return ray.get_runtime_context().get_node_id() if ray.is_initialized() else ""
-
-
-def _node_ip() -> str:
-    import ray
-
-    return ray.util.get_node_ip_address() if ray.is_initialized() else ""
+    if not ray.is_initialized():
+        return "", ""
+    return ray.get_runtime_context().get_node_id(), ray.util.get_node_ip_address()
 
 
 def blocks(population: int, shards: int) -> list[tuple[int, int]]:
