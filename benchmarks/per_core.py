@@ -17,7 +17,8 @@ process, no extra env runners or learners:
 3. update equivalence (bilevel_tune.appo.equivalence): one season of the
    per-agent loop, one update of both learners, 4 candidates, one clipped
    and one not;
-4. learning parity: K = 50 at fixed rules, 3 seeds each, both loops
+4. learning parity: K = 50 at fixed rules, 3 seeds each, both loops in
+   lockstep (each batch applied before the next season is sampled)
    (fresh water's farms' mean reward; the fishery's objective).
 
 The last line is one JSON object with `speedup_pop16`, `speedup_pop1` and

@@ -126,3 +126,15 @@ def test_a_generation_trains_every_shard_and_merges_in_candidate_order(ray_clust
     assert [s.first for s in result.shards] == [0, 2] and [len(s.outcomes) for s in result.shards] == [2, 2]
     assert all(np.isfinite(result.objectives)) and all(s.sec_train > 0 for s in result.shards)
     assert result.census.learner_threads <= 2 and all(s.node for s in result.shards)
+
+
+def test_the_learner_takes_every_batch_once_on_any_ray(tiny_inner):
+    """Ray ≥ 2.54: a plain queue. Ray 2.53 has only its circular buffer, whose default replays a batch up to twice,
+    picked at random as timing allows: there it takes each batch once."""
+    from bilevel_tune.appo.rllib_config import appo_config
+
+    config = appo_config(tiny_inner, seed=1)
+    if hasattr(config, "use_circular_buffer"):
+        assert config.use_circular_buffer is False
+    else:
+        assert config.circular_buffer_iterations_per_batch == 1

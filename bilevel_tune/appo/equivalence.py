@@ -49,7 +49,7 @@ from ray.rllib.core.learner.training_data import TrainingData
 
 from bilevel_tune.appo.batch import PopulationFragment, population_rows
 from bilevel_tune.appo.learner import clip_per_candidate
-from bilevel_tune.appo.local_learner import local_learner, stop_algorithm
+from bilevel_tune.appo.local_learner import drain_learner, local_learner, stop_algorithm
 from bilevel_tune.appo.multiagent import build_multiagent_algorithm
 from bilevel_tune.appo.population import build_population_algorithm
 from bilevel_tune.appo.world_env import module_for_agent, module_id
@@ -162,6 +162,11 @@ def learning_parity(
     """Train both loops K iterations per seed at fixed rules; their evaluated score before and after.
 
     The score: fresh water's farms' mean reward; another world's objective (its `Assessment` holds no reward).
+
+    Each iteration's batch is applied before the next season is sampled: both loops take the same updates
+    whatever their speeds, and the population loop's run repeats exactly. Left to RLlib's learner thread, timing decides how
+    stale the weights a season is sampled with are (the per-agent loop's slow update), and on Ray 2.53
+    which batches are applied at all. The population loop on Ray ≥ 2.54 scores the same either way.
     """
     from bilevel_tune.appo.multiagent import MultiAgentPolicyLoop
     from bilevel_tune.appo.population import PopulationPolicyLoop
@@ -178,6 +183,7 @@ def learning_parity(
                 before[name].append(float(np.mean([score(o) for o in loop.evaluate(eval_seeds)])))
                 for _ in range(inner_iters):
                     loop.train()
+                    drain_learner(loop.algo)  # in lockstep: see the docstring
                 after[name].append(float(np.mean([score(o) for o in loop.evaluate(eval_seeds)])))
             finally:
                 loop.stop()
