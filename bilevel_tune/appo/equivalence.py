@@ -164,9 +164,10 @@ def learning_parity(
     The score: fresh water's farms' mean reward; another world's objective (its `Assessment` holds no reward).
 
     Each iteration's batch is applied before the next season is sampled: both loops take the same updates
-    whatever their speeds, and the population loop's run repeats exactly. Left to RLlib's learner thread, timing decides how
-    stale the weights a season is sampled with are (the per-agent loop's slow update), and on Ray 2.53
-    which batches are applied at all. The population loop on Ray ≥ 2.54 scores the same either way.
+    whatever their speeds, and the population loop's run repeats exactly. Left to RLlib's learner thread,
+    timing decides how stale the weights a season is sampled with are (the per-agent loop's slow update),
+    and on Ray 2.53 which batches are applied at all. The population loop on Ray ≥ 2.54 scores the same
+    either way.
     """
     from bilevel_tune.appo.multiagent import MultiAgentPolicyLoop
     from bilevel_tune.appo.population import PopulationPolicyLoop
