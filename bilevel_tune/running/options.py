@@ -204,6 +204,12 @@ class RunOptions:
     resume: bool = option(
         "--resume", "continue the latest run of this study (or --name)", RUN_FOLDER, False, action="store_true"
     )
+    until_decided: bool = option(
+        "--until-decided",
+        "run the study in stages: after each, decide its comparisons ([decide], AdaStop) and add seeds to the cells "
+        "of those still open, until all are decided or the cells hold [decide] max_seeds",
+        SESSION, False, action="store_true",
+    )  # fmt: skip
     # this session: where and how it runs
     address: str | None = option(
         "--address", "join a Ray cluster: host:port or auto (default: a Ray of its own; RAY_ADDRESS is honoured)",

@@ -27,6 +27,7 @@ from typing import Any, Callable
 from bilevel_tune import __version__
 from bilevel_tune.planning import calibration
 from bilevel_tune.planning.plan import Plan, PlanError, describe_plan, hms, make_plan
+from bilevel_tune.running import staging
 from bilevel_tune.running.options import (  # noqa: F401 - RunOptions, UsageError: the runner's public names too
     DEFAULT_RESULTS,
     RunOptions,
@@ -51,7 +52,9 @@ from bilevel_tune.study_data.run_folder import (
 )
 from bilevel_tune.study_data.settings import describe as describe_settings
 from bilevel_tune.study_data.settings import shown
+from bilevel_tune.study_data.stages import at_most, check_stageable
 from bilevel_tune.study_data.study_overrides import budget_label
+from bilevel_tune.tune_edge import tracking
 from bilevel_tune.tune_edge.tracking import TrackingError, resolve_wandb_mode
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -77,7 +80,7 @@ def resolve_run(options: RunOptions) -> tuple[Study, Path, Path]:
         if options.address is not None and options.num_cpus is not None:
             raise UsageError("--num-cpus sizes a Ray of the study's own; with --address the cluster's CPUs are used")
         if not options.resume:
-            study = resolve_study(options)
+            study = _check_stages(resolve_study(options), options)
             return study, root, new_run_dir(root, study.name, options.name, _utc_stamp())
         run_dir = find_run(root, load_study(options.study).name, options.name)
         recorded = Study.from_dict(read_study_file(run_dir)["study"])
@@ -87,9 +90,19 @@ def resolve_run(options: RunOptions) -> tuple[Study, Path, Path]:
                 f"--resume continues the run as its study.json records it; {', '.join(changed)} would change it "
                 "(drop it, or start a new run)"
             )
-        return recorded, root, run_dir
+        return _check_stages(recorded, options), root, run_dir
     except (StudyError, RunFolderError) as err:
         raise UsageError(str(err)) from None
+
+
+def _check_stages(study: Study, options: RunOptions) -> Study:
+    """A study run in stages starts from its grid's seeds (as many as a stage adds), and compares factors it has."""
+    from bilevel_tune.report.decide import check_compare
+
+    check_compare(study)
+    if options.until_decided:
+        check_stageable(study)
+    return study
 
 
 def _utc_stamp() -> str:
@@ -185,8 +198,33 @@ def dry_run(options: RunOptions, out: Callable[[str], None] = print) -> Plan:
         out(line)
     out(f"W&B {mode}")
     plan = plan_run(study, options, cpus, mode)
-    describe_plan(study.name, plan, out)
+    if options.until_decided:
+        from bilevel_tune.report.decide import describe_plan as decision_plan
+
+        out(f"stages (--until-decided): {decision_plan(study)}")
+        out(f"stage 1: the grid's {len(study.seeds)} seeds in every cell")
+    describe_plan(study.name, plan, out, what="stage 1" if options.until_decided else "the whole command")
+    if options.until_decided:
+        _describe_most(study, options, cpus, mode, plan, out)
     return plan
+
+
+def _describe_most(study: Study, options: RunOptions, cpus: int, mode: str, first: Plan, out) -> None:
+    """The plan at the most: every comparison open to the last stage, each stage run after the one before."""
+    most = at_most(study)
+    extra = most.all_seeds[len(study.seeds) :]
+    out(
+        f"at the most (every comparison open to the end): {len(most.trial_cells())} trials, the seeds "
+        f"{', '.join(map(str, extra)) or 'none'} added in stages of {study.decide.seeds_per_stage}"
+    )
+    etas, timed = [first.eta_s], first.model.calibrated
+    for stage in range(2, len(most.stages) + 2):
+        keys = {c.key for c in most.stage_cells(stage)}
+        plan = plan_run(most, options, cpus, mode, skip={c.key for c in most.trial_cells() if c.key not in keys})
+        etas.append(plan.eta_s)
+        out(f"  stage {stage}: {len(keys)} trials" + (f", ETA {hms(plan.eta_s)}" if timed else ""))
+    if timed:
+        out(f"ETA {hms(sum(etas))} for every stage, one after another")
 
 
 def _cluster_cpus(address: str, explicit: str | None) -> int:
@@ -216,7 +254,7 @@ def run_study(options: RunOptions, out: Callable[[str], None] = print) -> RunOut
     clock = calibration.RunClock.now()
     study, root, run_dir = resolve_run(options)
     mode = _wandb_mode(options)
-    if options.resume:
+    if options.resume and _unfinished(study, run_dir) and not staging.has_experiment(run_dir) and not study.stages:
         from bilevel_tune.tune_edge.experiment import RestoreError, check_restorable
 
         try:
@@ -294,7 +332,8 @@ def _connect(options: RunOptions, scratch: lifecycle.Scratch) -> bool:
 
 
 def _run_on_cluster(study, options, root, run_dir, mode, signals, clock: calibration.RunClock, out) -> RunOutcome:
-    """Plan this session, build the tuner, fit it, summarise: the last line says what happened."""
+    """Plan this session, run the study's current stage (and with --until-decided each next one), summarise: the
+    last line says what happened."""
     from bilevel_tune.tune_edge import experiment
 
     try:
@@ -302,17 +341,20 @@ def _run_on_cluster(study, options, root, run_dir, mode, signals, clock: calibra
     except cluster.ClusterError as err:
         raise UsageError(str(err)) from None
     watch = experiment.ClusterWatch()
-    tuner, plan, started = _prepare_session(study, options, run_dir, mode, watch, clock, out)
-    clock.fit_start = start = time.time()
+    started = _start_session(study, options, run_dir, mode, out)
+    first, start = True, time.time()
     try:
-        with experiment.OneLineTrialFailures():
-            grid = tuner.fit()
-        clock.fit_end = time.time()
-        counts = _counts(study, run_dir, errored=grid.num_errors)
-        if counts[2]:  # unfinished and not errored: Tune took a Ctrl-C (the user's, or ClusterWatch's)
-            signals.note_tune_interrupt()
-        if not options.resume and counts[1] == counts[2] == 0:
-            clock.trials = calibration.trial_figures(plan, _trial_results(grid), clock.fit_end - clock.fit_start)
+        while True:
+            counts = _run_stage(study, options, run_dir, mode, watch, clock, out, first)
+            first = False
+            if counts[1] or counts[2] or watch.reason:  # errored or interrupted: the stage stays open
+                if counts[2]:
+                    signals.note_tune_interrupt()
+                break
+            grown = _decide_stage(study, run_dir, out) if options.until_decided else None
+            if grown is None:
+                break
+            study = grown
         _summarise(run_dir, mode, study, out)
         if watch.reason:
             out(f"stopped: {watch.reason}")
@@ -332,18 +374,40 @@ def _run_on_cluster(study, options, root, run_dir, mode, signals, clock: calibra
     return RunOutcome(run_dir, code, *counts, line)
 
 
-def _prepare_session(study, options, run_dir, mode, watch, clock: calibration.RunClock, out):
-    """This session's CPU plan (printed and recorded), its tuner, fresh or restored with this session's options,
-    and its start (its key in study.json)."""
-    from bilevel_tune.tune_edge import experiment, tracking
+def _unfinished(study: Study, run_dir: Path) -> list:
+    """The study's trials without a final record, in Tune's order."""
+    from bilevel_tune.tune_edge.experiment import tune_order
 
-    skip = finished_cells(run_dir) if options.resume else set()
-    calibrating = time.time()
-    plan = plan_run(study, options, cluster.cluster_cpus(), mode, skip, probe=False)
-    clock.probing_s += time.time() - calibrating  # a probe is not part of what the next ETA's launch predicts
+    done = finished_cells(run_dir) if run_dir.exists() else set()
+    return [c for c in tune_order(study) if c.key not in done]
+
+
+def _start_session(study: Study, options: RunOptions, run_dir: Path, mode: str, out) -> str:
+    """This session's plan for the whole command (printed) and its entry in study.json; returns its start."""
+    plan = _plan_session(study, options, run_dir, mode)
     describe_plan(study.name, plan, out, what="what is left" if options.resume else "the whole command")
-    started = _write_study_file(study, run_dir, plan, options, mode)
-    shards = {c.key: plan.shards_of(c.key) if c.key not in skip else 1 for c in study.trial_cells()}
+    return _write_study_file(study, run_dir, plan, options, mode)
+
+
+def _plan_session(study: Study, options: RunOptions, run_dir: Path, mode: str) -> Plan:
+    skip = finished_cells(run_dir) if run_dir.exists() else set()
+    return plan_run(study, options, cluster.cluster_cpus(), mode, skip, probe=False)
+
+
+def _run_stage(study, options, run_dir, mode, watch, clock, out, first: bool) -> tuple[int, int, int]:
+    """Run the study's unfinished trials — its current stage —: the folder's Tune experiment restored when it holds
+    one that ran, else a fresh one over them. Returns (finished, errored, interrupted) over every stage."""
+    from bilevel_tune.tune_edge import experiment
+
+    cells = _unfinished(study, run_dir)
+    if not cells:
+        return _counts(study, run_dir, errored=0)
+    calibrating = time.time()
+    plan = _plan_session(study, options, run_dir, mode)
+    clock.probing_s += time.time() - calibrating  # a probe is not part of what the next ETA's launch predicts
+    if not first:
+        describe_plan(study.name, plan, out, what=f"stage {staging.current_stage(study)}")
+    shards = {c.key: plan.shards_of(c.key) if c in cells else 1 for c in study.trial_cells()}
     session = experiment.SessionOptions(
         callbacks=(
             *tracking.callbacks(mode, group=run_dir.name, tags=_tags(study)),
@@ -357,10 +421,36 @@ def _prepare_session(study, options, run_dir, mode, watch, clock: calibration.Ru
         "TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0"
     )  # a checkpoint per generation is the design
     try:
-        make = experiment.restored_tuner if options.resume else experiment.fresh_tuner
-        return make(study, run_dir, shards, session), plan, started
+        if options.resume and first and staging.has_experiment(run_dir):
+            tuner = experiment.restored_tuner(study, run_dir, shards, session)
+        else:
+            tuner = experiment.fresh_tuner(study, run_dir, shards, session, cells)
     except experiment.RestoreError as err:
         raise UsageError(str(err)) from None
+    fit_start = time.time()
+    if first:
+        clock.fit_start = fit_start
+    with experiment.OneLineTrialFailures():
+        grid = tuner.fit()
+    clock.fit_end = time.time()
+    counts = _counts(study, run_dir, errored=grid.num_errors)
+    if first and not options.resume and counts[1] == counts[2] == 0:
+        clock.trials = calibration.trial_figures(plan, _trial_results(grid), clock.fit_end - fit_start)
+    return counts
+
+
+def _decide_stage(study: Study, run_dir: Path, out) -> Study | None:
+    """AdaStop on the finished stage; the study with its next stage when a comparison is still open."""
+    from bilevel_tune.report.decide import DecideError
+
+    try:
+        decisions = staging.decide_run(study, run_dir)
+    except DecideError as err:
+        out(f"stage {staging.current_stage(study)}: cannot decide ({err}); no further stage")
+        return None
+    staging.record_decisions(run_dir, study, decisions)
+    out(staging.describe_decisions(study, decisions))
+    return staging.advance(study, run_dir, decisions)
 
 
 def _tags(study: Study) -> list[str]:

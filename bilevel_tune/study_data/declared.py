@@ -42,6 +42,7 @@ class Knob:
     inner: bool = True  # changes what the inner loop computes
     appo: bool = False  # read by the APPO loops only
     study_name: str | None = None  # its name in the study file when it differs from the field's (num_farms: farms)
+    words: bool = False  # a list of names (a tuple of strings), not of numbers
 
 
 def knob(default: Any, doc: str, **range_and_flags: Any) -> Any:
@@ -52,6 +53,8 @@ def knob(default: Any, doc: str, **range_and_flags: Any) -> Any:
 def _kind(default: Any, spec: Knob) -> str:
     if spec.choices:
         return "choice"
+    if spec.words:
+        return "words"
     if isinstance(default, tuple):
         return "layers"
     return "int" if isinstance(default, int) and not isinstance(default, bool) else "float"
@@ -65,7 +68,7 @@ class Setting(Knob):
     default: Any = dataclasses.field(kw_only=True)
     kind: str = dataclasses.field(
         kw_only=True
-    )  # "int", "float", "choice" or "layers" (a non-empty list of positive integers)
+    )  # "int", "float", "choice", "layers" (a non-empty list of positive integers) or "words" (a list of names)
     field: str = dataclasses.field(default="", kw_only=True)  # the config field it is declared on (its name when empty)
 
     @classmethod
@@ -94,6 +97,8 @@ class Setting(Knob):
             return "one of " + ", ".join(self.choices)
         if self.kind == "layers":
             return "a non-empty list of layer sizes ≥ 1"
+        if self.kind == "words":
+            return "a list of names"
         what = "an integer" if self.kind == "int" else "a number"
         if self.low is not None and self.high is not None:
             return f"{what} in {'(' if self.open_low else '['}{self.low:g}, {self.high:g}]"
@@ -127,6 +132,8 @@ class Setting(Knob):
             value = _number(text, float)
         elif self.kind == "layers":
             value = [_number(part, int) for part in text.split(",") if part.strip()] if text else []
+        elif self.kind == "words":
+            value = [part.strip() for part in text.split(",") if part.strip()]
         else:
             value = text
         return self.check(value, where, flag=flag)
@@ -137,6 +144,9 @@ class Setting(Knob):
         if self.kind == "layers":
             ok = isinstance(value, (list, tuple)) and len(value) > 0
             ok = ok and all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in value)
+            return ok, tuple(value) if ok else value
+        if self.kind == "words":
+            ok = isinstance(value, (list, tuple)) and all(isinstance(v, str) and v for v in value)
             return ok, tuple(value) if ok else value
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             return False, value

@@ -17,10 +17,11 @@ from typing import Any, Iterable, Mapping
 
 from bilevel_tune.core.es import ESConfig
 from bilevel_tune.study_data import study_file, study_overrides
-from bilevel_tune.study_data.run_folder import Cell, json_safe
+from bilevel_tune.study_data.run_folder import Cell, Stage, json_safe
 from bilevel_tune.study_data.sections import (
     AppoSettings,
     Budget,
+    DecideSettings,
     ESSettings,
     NetworkSettings,
     ObjectiveSettings,
@@ -54,6 +55,7 @@ class Study:
     objective: ObjectiveSettings = dataclasses.field(default_factory=ObjectiveSettings)
     rules: tuple[tuple[str, float], ...] = tuple((r.name, r.default) for r in RULE_SPECS)  # fixed values, physical
     summary: SummarySettings = dataclasses.field(default_factory=SummarySettings)
+    decide: DecideSettings = dataclasses.field(default_factory=DecideSettings)
     axes: tuple[tuple[str, tuple], ...] = ()  # settings crossed as further grid axes, each with its values
     description: str = ""
     inner: str = "appo"
@@ -64,6 +66,7 @@ class Study:
     scan: int | None = None  # grid points per searched rule of the rules scan (bilevel_tune.core.scan); None: no scan
     source: str = ""
     world_kind: str = FRESH_WATER.world  # the world it runs on: a built-in name or "module:Class"
+    stages: tuple[Stage, ...] = ()  # seeds added after the grid's, stage by stage, to undecided comparisons' cells
 
     # -- where a study comes from, and its record ---------------------------
     @classmethod
@@ -81,7 +84,8 @@ class Study:
         fields = current_record(data)
         table = settings_table(fields.setdefault("world_kind", FRESH_WATER.world))
         for name, section in table.section_classes.items():  # a setting added since the record was made: its default
-            fields[name] = section(**frozen_values(fields[name]))
+            fields[name] = section(**frozen_values(fields.get(name, {})))
+        fields["stages"] = tuple(Stage.from_dict(stage) for stage in fields.get("stages", ()))
         rules = dict(fields["rules"])
         fields["rules"] = tuple((r.name, rules.get(r.name, r.default)) for r in table.rule_specs)
         full = fields.get("full_budget")
@@ -157,14 +161,36 @@ class Study:
         return [tuple(zip((k for k, _ in axes), values)) for values in itertools.product(*(v for _, v in axes))]
 
     def cells(self) -> list[Cell]:
-        """One per ES trial: population × optimize_params × seed × the further axes, with its generation budget."""
+        """One per ES trial: population × optimize_params × seed × the further axes, with its generation budget;
+        then each stage's seeds, in the groups it added them to."""
+        return [cell for stage in range(1, len(self.stages) + 2) for cell in self.stage_cells(stage)]
+
+    def groups(self) -> list[tuple]:
+        """The grid's groups (`Cell.group`: a cell less its seed: one arm of a comparison), in the grid's order."""
+        return [
+            (p, params, extra) for p in self.populations for params in self.optimize_params for extra in self._extras()
+        ]
+
+    def stage_cells(self, stage: int) -> list[Cell]:
+        """The ES cells a stage runs: stage 1 the grid's seeds in every group, stage k ≥ 2 its seeds in its groups."""
+        seeds = self.stage_seeds(stage)
+        added = None if stage == 1 else self.stages[stage - 2].groups
         return [
             Cell(p, params, s, self.budget.generations_for(p), extra=extra)
             for p in self.populations
             for params in self.optimize_params
-            for s in self.seeds
+            for s in seeds
             for extra in self._extras()
+            if added is None or (p, params, extra) in added
         ]
+
+    def stage_seeds(self, stage: int) -> tuple[int, ...]:
+        return self.seeds if stage == 1 else self.stages[stage - 2].seeds
+
+    @property
+    def all_seeds(self) -> tuple[int, ...]:
+        """The grid's seeds, then every stage's."""
+        return self.seeds + tuple(s for stage in self.stages for s in stage.seeds)
 
     def scan_cells(self) -> list[Cell]:
         """One scan trial per optimize_params × seed × the further axes the inner loop reads, when the study scans."""

@@ -69,6 +69,11 @@ class Cell:
         """What identifies a trial (its budget does not): (population or "scan", params, seed, further axes)."""
         return (SCAN if self.scan else self.population, self.optimize_params, self.seed, self.extra)
 
+    @property
+    def group(self) -> tuple:
+        """Its key less the seed: the cells that are one arm of a comparison, (population, params, further axes)."""
+        return group_of(self.key)
+
     def as_config(self) -> dict[str, Any]:
         """The Tune trial config of this cell, also the cell fields of its records (further axes by setting key)."""
         config = {M.POPULATION: self.population, M.OPTIMIZE_PARAMS: list(self.optimize_params), M.SEED: self.seed}
@@ -82,6 +87,34 @@ class Cell:
         first = SCAN if config.get(M.TRIAL_KIND) == SCAN else int(config[M.POPULATION])
         extra = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in config.items() if "." in k))
         return (first, tuple(config[M.OPTIMIZE_PARAMS]), int(config[M.SEED]), extra)
+
+
+def group_of(key: tuple) -> tuple:
+    """A cell key's group: the key less its seed."""
+    return (key[0], key[1], key[3])
+
+
+@dataclass(frozen=True)
+class Stage:
+    """Seeds added to a study after its grid's, each to the cells of some groups (`Cell.group`): the comparisons
+    still open after the stage before (bilevel_tune.report.decide)."""
+
+    seeds: tuple[int, ...]
+    groups: tuple[tuple, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return json_safe({"seeds": self.seeds, "groups": [[p, params, extra] for p, params, extra in self.groups]})
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Stage":
+        groups = tuple(
+            (int(p), tuple(params), tuple((k, _frozen(v)) for k, v in extra)) for p, params, extra in data["groups"]
+        )
+        return cls(tuple(int(s) for s in data["seeds"]), groups)
+
+
+def _frozen(value):
+    return tuple(_frozen(v) for v in value) if isinstance(value, list) else value
 
 
 def is_scan(key: tuple) -> bool:

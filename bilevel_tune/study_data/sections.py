@@ -81,6 +81,37 @@ class SummarySettings(_Checked):
     tol: float = knob(1e-4, "how close to the ceiling counts as at it", low=0, inner=False)
 
 
+@dataclass(frozen=True, kw_only=True)
+class DecideSettings(_Checked):
+    """[decide]: how a study decides its comparisons — AdaStop, a group-sequential permutation test with the
+    family-wise error controlled over all of them (docs/verdicts.md) — and how many seeds it may add to do so."""
+
+    alpha: float = knob(0.05, "family-wise error rate over the study's comparisons", low=0, open_low=True, high=0.5,
+                        inner=False)  # fmt: skip
+    seeds_per_stage: int = knob(
+        2, "seeds per cell each stage adds (the first stage is the grid's seeds, as many)", low=1, inner=False
+    )
+    max_seeds: int = knob(6, "seeds per cell at most (a multiple of seeds_per_stage)", low=1, inner=False)
+    beta: float = knob(0.0, "AdaStop's power spent on deciding 'no difference' early (0: never)", low=0, high=0.5,
+                       inner=False)  # fmt: skip
+    compare: tuple[str, ...] = knob(
+        (), "the factors compared (population, mechanism or a grid axis's key); empty: every factor", words=True,
+        inner=False,
+    )  # fmt: skip
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.max_seeds % self.seeds_per_stage:
+            raise StudyError(
+                f"[decide] max_seeds={self.max_seeds} must be a multiple of seeds_per_stage={self.seeds_per_stage}"
+            )
+
+    @property
+    def stages(self) -> int:
+        """AdaStop's K: the looks at the data, one per stage."""
+        return self.max_seeds // self.seeds_per_stage
+
+
 @dataclass(frozen=True)
 class Budget(BudgetSettings):
     """How much of the study a run does: [budget]'s settings, and `generations`: one count, or (population, count) pairs."""

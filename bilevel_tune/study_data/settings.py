@@ -18,6 +18,7 @@ names (`SETTINGS`, `BY_KEY`, `setting`, …). A setting is named
     [rules]     the six rules' fixed values, physical (docs/world.md)
     [budget]    inner_iters, eval_episodes, final_eval_seeds (and generations, per population)
     [summary]   ceiling, tol
+    [decide]    alpha, seeds_per_stage, max_seeds, beta, compare   how comparisons are decided (AdaStop, in stages)
 
 `Setting.check` holds a value to its range and returns it typed, or raises
 a `SettingError` whose one line names the key, the value and the range. Any
@@ -36,6 +37,7 @@ from bilevel_tune.study_data.hints import unknown_name
 from bilevel_tune.study_data.sections import (
     AppoSettings,
     Budget,
+    DecideSettings,
     ESSettings,
     NetworkSettings,
     SummarySettings,
@@ -64,6 +66,7 @@ class SettingsTable:
             "objective": world_class.objective_class,
             "budget": Budget,
             "summary": SummarySettings,
+            "decide": DecideSettings,
         }
         rules = tuple(
             Setting(r.meaning + " (fixed value, physical)", r.low, r.high, key=f"rules.{r.name}", default=r.default,
@@ -75,6 +78,7 @@ class SettingsTable:
             *rules,
             *self._section("budget"),
             *self._section("summary"),
+            *self._section("decide"),
         )
         self.by_key = {s.key: s for s in self.settings}
         self.sections = tuple(dict.fromkeys(s.section for s in self.settings))

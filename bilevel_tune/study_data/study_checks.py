@@ -78,6 +78,8 @@ def check_axis(key: str, values, where: str, table: SettingsTable = FRESH_WATER)
     full = checked[0][0]
     if full == "budget.generations":
         raise StudyError(f"{where} {key}: budget.generations is set per population, not crossed")
+    if full.startswith("decide."):
+        raise StudyError(f"{where} {key}: [decide] is how the study decides its comparisons, not a trial's setting")
     return full, tuple(v for _, v in checked)
 
 

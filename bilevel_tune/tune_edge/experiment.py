@@ -38,13 +38,13 @@ class RestoreError(RuntimeError):
     """A run folder Tune cannot restore, or an option it cannot change; one line for the user."""
 
 
-def param_space(study: Study) -> dict[str, Any]:
-    """One grid axis, `cell`: every trial's cell fields, in `tune_order`.
+def param_space(study: Study, cells: list[Cell] | None = None) -> dict[str, Any]:
+    """One grid axis, `cell`: every trial's cell fields (or these cells': a later stage's), in `tune_order`.
 
     Scan trials are not a product of the ES grid's axes, so the trials are listed rather than
     crossed; the ES trials keep the order Tune gave the crossed axes of runs before 0.2.
     """
-    return {M.CELL: tune.grid_search([c.as_config() for c in tune_order(study)])}
+    return {M.CELL: tune.grid_search([c.as_config() for c in (tune_order(study) if cells is None else cells)])}
 
 
 def tune_order(study: Study) -> list[Cell]:
@@ -57,10 +57,10 @@ def tune_order(study: Study) -> list[Cell]:
         M.SEED: tune.grid_search(list(study.seeds)),
     }
     by_base: dict[tuple, list[Cell]] = {}
-    for cell in study.cells():  # the further axes' combinations of each (population, params, seed)
+    for cell in study.stage_cells(1):  # the further axes' combinations of each (population, params, seed)
         by_base.setdefault(cell.key[:3], []).append(cell)
     ordered = [c for _, spec in generate_variants(axes) for c in by_base[Cell.key_of(spec)[:3]]]
-    return ordered + study.scan_cells()
+    return ordered + study.scan_cells() + [c for k in range(2, len(study.stages) + 2) for c in study.stage_cells(k)]
 
 
 def trainable(study: Study, run_dir: Path, shards: Mapping[tuple, int]):
@@ -81,10 +81,13 @@ class SessionOptions:
     max_concurrent: int | None
 
 
-def fresh_tuner(study: Study, run_dir: Path, shards: Mapping[tuple, int], options: SessionOptions) -> tune.Tuner:
+def fresh_tuner(
+    study: Study, run_dir: Path, shards: Mapping[tuple, int], options: SessionOptions, cells: list[Cell] | None = None
+) -> tune.Tuner:
+    """A new Tune experiment in the run folder over the study's trials, or these cells (a stage's unfinished)."""
     return tune.Tuner(
         trainable(study, run_dir, shards),
-        param_space=param_space(study),
+        param_space=param_space(study, cells),
         tune_config=tune.TuneConfig(
             metric=M.TUNE_METRIC,
             mode=M.TUNE_MODE,

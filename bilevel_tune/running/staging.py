@@ -1,0 +1,103 @@
+"""A run in stages (`--until-decided`): decide a finished stage, record it, and set up the next one.
+
+Each stage is a Tune experiment of its own in the same run folder (Tune restores
+a run; it does not grow one): its trials' folders sit beside the earlier ones',
+and before the next stage starts its Tune state moves to `tune-stages/<k>/`, so
+the folder's Tune experiment is always the current stage's. The order makes a
+stage safe to stop anywhere: the finished stage's state is set aside, then
+study.json records the next stage (the study with its seeds), then Tune starts
+it; a resume finds either that stage's experiment to restore or none, and then
+starts the stage's unfinished trials afresh.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import shutil
+from pathlib import Path
+from typing import Any
+
+from bilevel_tune.report import decide
+from bilevel_tune.study_data.definition import Study
+from bilevel_tune.study_data.run_folder import read_study_file, trial_name, write_json
+from bilevel_tune.study_data.stages import next_stage, with_stage
+
+TUNER_FILE = "tuner.pkl"
+TUNE_STATE = (TUNER_FILE, "experiment_state-*.json", "basic-variant-state-*.json")
+ARCHIVE_DIR = "tune-stages"  # <k>/: stage k's Tune state, once the next stage has begun
+STAGES = "stages"  # study.json's log of the stages: seeds, cells, decisions
+
+
+def current_stage(study: Study) -> int:
+    return len(study.stages) + 1
+
+
+def has_experiment(run_dir: Path) -> bool:
+    """Does the folder hold a Tune experiment that ran (its tuner and at least one saved state)?"""
+    run_dir = Path(run_dir)
+    return (run_dir / TUNER_FILE).is_file() and any(run_dir.glob(TUNE_STATE[1]))
+
+
+def decide_run(study: Study, run_dir: Path) -> decide.Decisions:
+    """AdaStop's decisions on the run's finished trials (`decide.decide`)."""
+    names = {c.key: trial_name(study.name, c) for c in study.cells()}
+    return decide.decide(study, decide.finals(run_dir), names)
+
+
+def record_decisions(run_dir: Path, study: Study, decisions: decide.Decisions) -> None:
+    """The current stage's entry in study.json's stage log, with what AdaStop decided after it."""
+    data = read_study_file(run_dir)
+    log = _log(data, study)
+    log[-1].update(decided_utc=_now(), looks=decisions.looks, decisions=decisions.record())
+    write_json(Path(run_dir) / "study.json", data)
+
+
+def advance(study: Study, run_dir: Path, decisions: decide.Decisions) -> Study | None:
+    """The study with its next stage — seeds for the cells of the comparisons still open —, recorded in
+    study.json; None when every comparison is decided or the cells hold the most seeds allowed."""
+    stage = next_stage(study, decisions.open_groups)
+    if stage is None:
+        return None
+    grown = with_stage(study, stage)
+    _set_aside_tune_state(Path(run_dir), current_stage(study))
+    data = read_study_file(run_dir)
+    log = _log(data, study)
+    data["study"] = grown.to_dict()
+    log.append(_entry(grown, current_stage(grown)))
+    write_json(Path(run_dir) / "study.json", data)
+    return grown
+
+
+def describe_decisions(study: Study, decisions: decide.Decisions) -> str:
+    return "\n".join([f"stage {current_stage(study)} decided:", *decide.describe(decisions)])
+
+
+def _log(data: dict[str, Any], study: Study) -> list[dict[str, Any]]:
+    """study.json's stage log, begun (for a run made before stages, or stage 1) where it is missing."""
+    log = data.setdefault(STAGES, [])
+    for stage in range(len(log) + 1, current_stage(study) + 1):  # the grid's stage began with the run
+        log.append(_entry(study, stage, data.get("provenance", {}).get("started_utc") if stage == 1 else None))
+    return log
+
+
+def _entry(study: Study, stage: int, started: str | None = None) -> dict[str, Any]:
+    cells = study.stage_cells(stage)
+    return {
+        "stage": stage,
+        "seeds": list(study.stage_seeds(stage)),
+        "trials": [trial_name(study.name, c) for c in cells],
+        "started_utc": started or _now(),
+    }
+
+
+def _set_aside_tune_state(run_dir: Path, stage: int) -> None:
+    """Move the finished stage's Tune state to tune-stages/<stage>/: the folder's experiment becomes the next's."""
+    target = run_dir / ARCHIVE_DIR / str(stage)
+    target.mkdir(parents=True, exist_ok=True)
+    for pattern in TUNE_STATE:
+        for path in run_dir.glob(pattern):
+            shutil.move(str(path), target / path.name)
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat()

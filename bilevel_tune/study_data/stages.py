@@ -1,0 +1,70 @@
+"""Seeds in stages: the seeds a study adds after its grid's, to the cells of the comparisons still undecided.
+
+A study decided in stages (`--until-decided`, docs/verdicts.md) runs its grid
+first: stage 1, its own seeds in every cell. AdaStop then looks at the final
+re-evaluations (`bilevel_tune.report.decide`); every comparison it leaves
+open gets `[decide] seeds_per_stage` more seeds in both its cells — the same
+seeds everywhere, so cells stay matched on the seed — until every comparison
+is decided or the cells hold `[decide] max_seeds`. The further seeds are
+drawn once from the grid's seeds (the same study draws the same ones), in
+order, never a grid seed; a stage takes the next `seeds_per_stage` of them.
+Plain data: the decision of which groups a stage serves is the caller's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from bilevel_tune.study_data.declared import StudyError
+from bilevel_tune.study_data.run_folder import Stage
+
+SEED_RANGE = (1, 10_000)  # short enough for a trial name
+
+
+def drawn_seeds(study) -> tuple[int, ...]:
+    """Every seed the study may add after its grid's, in the order stages take them."""
+    count = study.decide.max_seeds - study.decide.seeds_per_stage
+    rng = np.random.default_rng(np.random.SeedSequence([*study.seeds, len(study.seeds)]))
+    seeds: list[int] = []
+    while len(seeds) < count:
+        seed = int(rng.integers(*SEED_RANGE))
+        if seed not in study.seeds and seed not in seeds:
+            seeds.append(seed)
+    return tuple(seeds)
+
+
+def check_stageable(study) -> None:
+    """A study can add seeds in stages when its grid's seeds are its first stage: as many as each stage adds."""
+    n, seeds = study.decide.seeds_per_stage, study.seeds
+    if len(seeds) != n:
+        raise StudyError(
+            f"--until-decided: the grid's {len(seeds)} seed(s) ({', '.join(map(str, seeds))}) are the first stage, so "
+            f"[decide] seeds_per_stage={n} must equal their number (--set decide.seeds_per_stage={len(seeds)}, or "
+            f"--seed with {n} seeds)"
+        )
+
+
+def next_stage(study, open_groups) -> Stage | None:
+    """The stage that serves these groups (`Cell.group`s of undecided comparisons); None when the study holds
+    `max_seeds` already or no group is open."""
+    stage = len(study.stages) + 2  # the grid is stage 1
+    groups = tuple(g for g in study.groups() if g in set(open_groups))
+    if not groups or stage > study.decide.stages:
+        return None
+    n = study.decide.seeds_per_stage
+    return Stage(drawn_seeds(study)[(stage - 2) * n : (stage - 1) * n], groups)
+
+
+def with_stage(study, stage: Stage):
+    """The study with one more stage: its cells are the next trials to run."""
+    return dataclasses.replace(study, stages=study.stages + (stage,))
+
+
+def at_most(study):
+    """The study as it would be if every comparison stayed open to the end: every group at `max_seeds` (the dry
+    run's plan for the maximum)."""
+    while (stage := next_stage(study, study.groups())) is not None:
+        study = with_stage(study, stage)
+    return study
