@@ -166,13 +166,20 @@ def test_bad_overrides():
         study.with_overrides(outer_iters=0)
 
 
-def test_fixed_rules_must_lie_in_the_range_the_search_could_reach(tmp_path):
-    with pytest.raises(StudyError, match=r"s.toml \[rules\]: rules.fixed_quota=1.0 must be a number in \[0.6, 0.95\]"):
+def test_fixed_rules_and_search_ranges_must_lie_within_the_rules_physical_limits(tmp_path):
+    with pytest.raises(StudyError, match=r"s.toml \[rules\]: rules.fixed_quota=1.0 must be a number in \[0, 0.99\]"):
         Study.from_toml(write(tmp_path, GOOD + "[rules]\nfixed_quota = 1.0\n"))
-    with pytest.raises(StudyError, match=r"--set: rules.fine_amount=-1.0 must be a number in \[0, 0.1\]"):
+    with pytest.raises(StudyError, match=r"--set: rules.fine_amount=-1.0 must be a number in \[0, 1\]"):
         load_study("weekend").with_overrides(rules={"fine_amount": -1.0})
     edge = load_study("weekend").with_overrides(rules={"fixed_quota": 0.95, "max_demand_frac": 0.35})
     assert edge.fixed_rules["fixed_quota"] == 0.95
+    wider = Study.from_toml(write(tmp_path, GOOD + "[search]\nmin_demand_frac = [0.0, 0.7]\n"))
+    assert wider.rule_specs_by_name["min_demand_frac"].to_physical(1.0) == 0.7
+    assert load_study("weekend").rule_specs_by_name["min_demand_frac"].to_physical(1.0) == 0.35  # today's default
+    with pytest.raises(StudyError, match=r"search.min_demand_frac=\[0.5, 0.2\] must be two numbers, low < high"):
+        Study.from_toml(write(tmp_path, GOOD + "[search]\nmin_demand_frac = [0.5, 0.2]\n"))
+    with pytest.raises(StudyError, match=r"search.fixed_quota=\[0.5, 1.2\] must be .* within \[0, 0.99\]"):
+        load_study("weekend").with_overrides(settings={"search.fixed_quota": "0.5,1.2"})
 
 
 def test_the_budget_as_run_names_every_change():

@@ -81,7 +81,7 @@ def test_summary_cli_rejects_foreign_folders(tmp_path, capsys):
 
 
 def test_verdicts_of_a_run_shorter_than_its_study_are_labelled_so():
-    from bilevel_tune.report.analysis import budget_note
+    from bilevel_tune.report.run_summary import budget_note
     from bilevel_tune.study_data.definition import load_study
 
     study = load_study("weekend")

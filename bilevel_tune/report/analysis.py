@@ -22,14 +22,20 @@ import pandas as pd
 from bilevel_tune.core import metrics as M
 from bilevel_tune.report import landscape
 from bilevel_tune.study_data.definition import Study
-from bilevel_tune.study_data.run_folder import GENERATIONS_FILE, STUDY_FILE, Cell, num, read_study_file, trial_records
-from bilevel_tune.study_data.settings import DEFAULTS, is_setting_key
-from bilevel_tune.study_data.study_overrides import budget_label
+from bilevel_tune.study_data.run_folder import (
+    STUDY_FILE,
+    Cell,
+    num,
+    read_study_file,
+    trial_name,
+    trial_records,
+)
+from bilevel_tune.study_data.settings import DEFAULTS, FRESH_WATER, is_setting_key
 
 ROBUST, NOISE, FEW = "robust", "within seed noise", "not enough seeds"
 CEILING, NO_CEILING = "ceiling", "no ceiling"
 BOUND_TOL = 1e-3  # a best this close to its upper bound is capped by the rules
-DEFAULT_CEILING, DEFAULT_TOL = DEFAULTS["summary.ceiling"], DEFAULTS["summary.tol"]
+DEFAULT_CEILING, DEFAULT_TOL = FRESH_WATER.ceiling, DEFAULTS["summary.tol"]
 # The grid's factors besides the seed (a study's further axes add theirs). The mechanism factor is `dims` (1-D vs
 # 2-D) when each dimensionality has one set of searched rules, else `mechanism`, the set itself (2-D vs 2-D floor+risk).
 BASE_FACTORS = ("population", "dims")
@@ -109,6 +115,8 @@ def _trial_row(cell: Cell, trial: TrialRecords | None) -> dict[str, Any]:
         "final_mean_objective": num(final.get(M.FINAL_MEAN)),
         "gen0_objective": num(gens[0][M.OBJECTIVE]),
         "median_sec_per_gen": float(np.median([g[M.SEC_PER_GEN] for g in gens])),
+        "evaluations": len(gens) * cell.population,  # inner-loop evaluations: ES generations × population
+        "wall_s": float(sum(g[M.SEC_PER_GEN] for g in gens) + (final.get(M.SEC_FINAL) or 0.0)),
         "shards": int(last.get(M.SHARDS, 1)),
         "nodes": nodes_used(gens),
         "max_threads": max(g[M.THREADS_OS] for g in gens),
@@ -117,7 +125,7 @@ def _trial_row(cell: Cell, trial: TrialRecords | None) -> dict[str, Any]:
         M.STOP_REASON: final.get(M.STOP_REASON, ""),
         **{f"diag_{k}": num(best.get(k)) for k in _diagnostic_keys(best)},
         **{BOUND_BY + rule: num(value) for rule, value in (best.get("bound_by_rule") or {}).items()},
-        **{k: v for k, v in last.items() if k.startswith(M.BEST_RULE)},
+        **{k: v for k, v in last.items() if k.startswith((M.BEST_RULE, M.MEAN_RULE))},
     }
 
 
@@ -197,6 +205,69 @@ def grid_table(trials: pd.DataFrame, value: str = BEST) -> pd.DataFrame:
     grid = done.pivot_table(index=index, columns="dims", values=value, aggfunc="first")
     grid.columns = [f"{d}-D" for d in grid.columns]
     return grid.reset_index()
+
+
+GENERATION_COLUMNS = (
+    "generation", "best_so_far", "generation_best", "mean", "std", "sigma", "sec", "elapsed_s", "evaluations",
+)  # fmt: skip
+
+
+def generation_table(study: Study, trials: dict[tuple, TrialRecords]) -> pd.DataFrame:
+    """One row per ES trial and generation: its best so far, the generation's best, mean and SD, σ, seconds, the
+    seconds and inner-loop evaluations (ES generations × population) so far — the curves against evaluations
+    and wall clock are drawn from it."""
+    rows = []
+    for cell in study.cells():
+        t = trials.get(cell.key)
+        if t is None or not t.generations:
+            continue
+        head = {
+            "trial": trial_name(study.name, cell),
+            "population": cell.population,
+            MECHANISM: cell.mechanism,
+            "optimize_params": ",".join(cell.optimize_params),
+            "seed": cell.seed,
+            **{key: _cell_value(value) for key, value in cell.extra},
+        }
+        elapsed = 0.0
+        for g in t.generations:
+            elapsed += num(g[M.SEC_PER_GEN])
+            rows.append(
+                {
+                    **head,
+                    "generation": int(g[M.GENERATION]),
+                    "best_so_far": num(g[M.BEST_OBJECTIVE]),
+                    "generation_best": num(g[M.OBJECTIVE]),
+                    "mean": num(g.get(M.OBJECTIVE_MEAN)),
+                    "std": num(g.get(M.OBJECTIVE_STD)),
+                    "sigma": num(g.get(M.SIGMA)),
+                    "sec": num(g[M.SEC_PER_GEN]),
+                    "elapsed_s": elapsed,
+                    "evaluations": (int(g[M.GENERATION]) + 1) * cell.population,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def mean_grid(trials: pd.DataFrame, value: str) -> pd.DataFrame:
+    """Mean ± SD over seeds (and the seeds) per cell: rows population (a block per further axis), columns the
+    mechanisms in order of dimensionality."""
+    done = trials[trials.get("generations", 0) > 0].dropna(subset=[value]) if value in trials else trials.iloc[0:0]
+    if done.empty:
+        return pd.DataFrame()
+    axes = factors(done)[len(BASE_FACTORS) :]
+    order = list(done.sort_values(["dims", "optimize_params"])[MECHANISM].unique())
+    rows = []
+    for keys, group in done.groupby([*axes, "population"], sort=True):
+        keys = keys if isinstance(keys, tuple) else (keys,)
+        row = dict(zip([*axes, "population"], (_native(k) for k in keys)))
+        for mechanism in order:
+            v = group[group[MECHANISM] == mechanism][value]
+            row[mechanism] = (
+                "–" if v.empty else f"{v.mean():.4f} ± {v.std(ddof=1):.4f} ({len(v)})" if len(v) > 1 else f"{v.mean():.4f} (1)"
+            )
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
 # -- verdicts --------------------------------------------------------------------------
@@ -387,17 +458,17 @@ def _ceiling_cell(
         if key in row and pd.notna(row[key]):
             cell[key] = float(row[key])
     cell["capped_by"] = _capped_by(cell)
-    cap_rules = _cap_rules(row, tol)
-    if cap_rules is not None:
-        cell["cap_rules"] = cap_rules
-        cell["searching_them"] = _searching(table, row, cap_rules)
+    capping = cap_rules(row, tol)
+    if capping is not None:
+        cell["cap_rules"] = capping
+        cell["searching_them"] = _searching(table, row, capping)
     truth = landscape.ceiling_truth(cell, bests, ceiling, tol)
     if truth:
         cell["scan"] = truth
     return cell
 
 
-def _cap_rules(row: pd.Series, tol: float) -> dict[str, float] | None:
+def cap_rules(row: pd.Series, tol: float) -> dict[str, float] | None:
     """The fixed rules whose range holds a value that lifts the best candidate's upper bound above it (by more
     than `tol`), each with the highest bound it reaches; None when the records have no `bound_by_rule`."""
     bound = row.get(M.UPPER_BOUND)
@@ -462,7 +533,7 @@ def _capped_by(cell: dict) -> str:
 
 def verdicts(
     table: pd.DataFrame,
-    ceiling: float = DEFAULT_CEILING,
+    ceiling: float | None = DEFAULT_CEILING,
     tol: float = DEFAULT_TOL,
     value: str = BEST,
     bests: pd.DataFrame | None = None,
@@ -470,83 +541,9 @@ def verdicts(
     """{population_effect, dims_effect, <axis>_effect per further axis, ceiling}, each {verdict, gap, spread,
     n_seeds, cells, sentence}; with a rules scan (`bests`), also search_vs_grid."""
     out = {effect_key(f): effect_verdict(table, f, value) for f in factors(table)}
-    out["ceiling"] = ceiling_verdict(table, ceiling, tol, bests)
+    if ceiling is not None:  # a world without a ceiling gets no ceiling verdict
+        out["ceiling"] = ceiling_verdict(table, ceiling, tol, bests)
     grid = landscape.search_vs_grid(table, bests) if bests is not None else None
     if grid:
         out[SEARCH_VS_GRID] = grid
     return out
-
-
-# -- the summary ------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Summary:
-    study: Study
-    trials: pd.DataFrame
-    cells: pd.DataFrame
-    grid: pd.DataFrame
-    verdicts_best: dict[str, dict]
-    verdicts_final: dict[str, dict] | None
-    budget_note: str | None  # why these verdicts may not speak for the study (a smoke or shorter run)
-    scans: pd.DataFrame  # the rules scan, one row per grid point (empty without a scan)
-    scan_bests: pd.DataFrame  # each scan's best point
-
-    @property
-    def verdicts(self) -> dict[str, dict]:
-        """The verdicts that count: effects on the final re-evaluation when there is one, the ceiling on the best."""
-        primary = self.verdicts_final or self.verdicts_best
-        return {k: (primary[k] if is_effect(k) else v) for k, v in self.verdicts_best.items()}
-
-
-def summarise(run_dir: Path) -> Summary:
-    study, trials = load_run(run_dir)
-    if not trials:
-        raise SummaryError(f"{run_dir} holds no trial records yet ({GENERATIONS_FILE}); nothing to summarise")
-    scans = landscape.scan_table(study, trials)
-    bests = landscape.scan_bests(scans, study)
-    table = landscape.add_regret(trial_table(study, trials), bests)
-    done = table[table["generations"] > 0]
-    has_final = FINAL in done and done[FINAL].notna().any()
-    return Summary(
-        study=study,
-        trials=table,
-        cells=cell_table(table),
-        grid=grid_table(table),
-        verdicts_best=verdicts(done, study.summary.ceiling, study.summary.tol, BEST, bests),
-        verdicts_final=verdicts(done, study.summary.ceiling, study.summary.tol, FINAL) if has_final else None,
-        budget_note=budget_note(study),
-        scans=scans,
-        scan_bests=bests,
-    )
-
-
-def is_effect(key: str) -> bool:
-    return key.endswith("_effect")
-
-
-def budget_note(study: Study) -> str | None:
-    """A label for verdicts from a run shorter than its study's budget (a named smoke budget, or overrides)."""
-    short = [c for c in study.cells() if study.short_of_full(c)]
-    if not study.smoke and not short:
-        return None
-    full = study.full_budget or study.budget
-    ran = sorted({c.generations for c in study.cells()})
-    planned = sorted({g for c in study.cells() if (g := study.full_generations_for(c.population)) is not None})
-    of = f" of {'/'.join(map(str, planned))}" if planned else ""
-    return (
-        f"SHORT RUN (budget {budget_label(study)}): cells ran {'/'.join(map(str, ran))} generations{of}, "
-        f"K = {study.budget.inner_iters} of {full.inner_iters} — these verdicts describe this run, not the science"
-    )
-
-
-def verdict_lines(s: Summary) -> list[str]:
-    """The verdicts as the summary states them, one sentence each (selection-bias notes included)."""
-    lines = [v["sentence"] for v in s.verdicts.values()]
-    if s.verdicts_final:
-        for k in (k for k in s.verdicts_final if is_effect(k)):
-            final, best = s.verdicts_final[k]["verdict"], s.verdicts_best[k]["verdict"]
-            if final != best:
-                lines.append(
-                    f"selection bias: the {k.replace('_', ' ')} is '{best}' on the best objective but '{final}' "
-                    "on the final re-evaluation; trust the re-evaluation."
-                )
-    return lines

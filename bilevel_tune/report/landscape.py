@@ -50,7 +50,7 @@ def scan_table(study, trials: dict) -> pd.DataFrame:
         final = np.array([[num(o[M.OBJECTIVE]) for o in p[M.OUTCOMES]] for p in finals]).reshape(len(finals), -1)
         for k, outcome in enumerate(evaluation[M.OUTCOMES]):
             rules = {
-                name: study.table.rule(name).to_physical(grid[k, j]) for j, name in enumerate(cell.optimize_params)
+                name: study.rule_specs_by_name[name].to_physical(grid[k, j]) for j, name in enumerate(cell.optimize_params)
             }
             values = final[:, k][np.isfinite(final[:, k])] if final.size else np.array([])
             rows.append(
@@ -96,7 +96,7 @@ def scan_bests(scans: pd.DataFrame, study) -> pd.DataFrame:
                 "scan_best_final": float(best["final_objective"]),
                 "scan_best_upper_bound": float(best[M.UPPER_BOUND]),
                 "scan_best_rules": ", ".join(f"{n}={best[n]:.4g}" for n in names),
-                "grid_spacing": spacing_label([study.table.rule(n) for n in names], study.scan),
+                "grid_spacing": spacing_label([study.rule_specs_by_name[n] for n in names], study.scan),
             }
         )
     return pd.DataFrame(rows)

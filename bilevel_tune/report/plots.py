@@ -21,7 +21,8 @@ import matplotlib.pyplot as plt  # headless machines fall back to Agg; notebooks
 import numpy as np
 
 from bilevel_tune.core import metrics as M
-from bilevel_tune.report.analysis import BOUND_TOL, Summary, TrialRecords, grid_table, load_run, summarise
+from bilevel_tune.report.analysis import BOUND_TOL, TrialRecords, grid_table, load_run
+from bilevel_tune.report.run_summary import Summary, summarise
 from bilevel_tune.study_data.run_folder import PLOTS_DIR, is_scan, num
 from bilevel_tune.world.rules import mechanism_label, mechanism_name
 
@@ -79,7 +80,8 @@ def plot_objective(run_dir: Path):
             ax.scatter([g[M.GENERATION]] * len(objs), objs, s=4, color="0.7", zorder=1)
         ax.plot(x, [num(g[M.OBJECTIVE_MEAN]) for g in gens], label="population mean", zorder=2)
         ax.plot(x, [num(g[M.BEST_OBJECTIVE]) for g in gens], label="best so far", zorder=3)
-        ax.axhline(study.summary.ceiling, color="r", lw=0.8, ls=":", label="ceiling")
+        if study.ceiling is not None:
+            ax.axhline(study.ceiling, color="r", lw=0.8, ls=":", label="ceiling")
         ax.set_title(_label(key), fontsize=9)
         ax.set_xlabel("generation")
     axes[0, 0].set_ylabel("objective")
@@ -90,7 +92,7 @@ def plot_objective(run_dir: Path):
 
 def plot_population(run_dir: Path):
     """Where the search went, in physical units: 1-D rule vs objective; 2-D the rules' plane and the mean's path."""
-    rule_spec = load_run(run_dir)[0].table.rule
+    rule_spec = load_run(run_dir)[0].rule_specs_by_name.__getitem__
     trials = _trials(run_dir)
     fig, axes = _panels(len(trials))
     for ax, (key, t) in zip(axes.flat, trials):
@@ -171,7 +173,7 @@ def plot_landscape(run_dir: Path, mechanism: str | int, summary: Summary | None 
     2d-floor-risk; an integer is a dimensionality, all its mechanisms), with every ES run of the same rules
     and seed on top."""
     s = summary or summarise(run_dir)
-    scans, rule_spec = s.scans, s.study.table.rule
+    scans, rule_spec = s.scans, s.study.rule_specs_by_name.__getitem__
     if not scans.empty:
         names = scans["optimize_params"].map(lambda p: mechanism_name(p.split(",")))
         scans = scans[scans["dims"] == mechanism] if isinstance(mechanism, int) else scans[names == mechanism]

@@ -17,22 +17,24 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bilevel_tune.report import plots
+from bilevel_tune.report import decide, plots
 from bilevel_tune.report.analysis import (  # noqa: F401 - the summary's public names: verdicts and their wording
+    BEST,
     CEILING,
     FEW,
+    FINAL,
     MECHANISM,
     NO_CEILING,
     NOISE,
     ROBUST,
-    Summary,
+    SEARCH_VS_GRID,
     SummaryError,
     load_run,
+    mean_grid,
     mechanism_factor,
-    summarise,
-    verdict_lines,
     verdicts,
 )
+from bilevel_tune.report.run_summary import Summary, summarise, verdict_lines
 from bilevel_tune.study_data.run_folder import (
     CELLS_CSV,
     GRID_CSV,
@@ -81,6 +83,7 @@ INTEGER_COLUMNS = {
     "budget_generations",
     "failed_candidates",
     "points",
+    "first generation",
 }
 SCAN_COLUMNS = (
     "optimize_params",
@@ -141,17 +144,22 @@ def _incomplete(trials: pd.DataFrame) -> list[str]:
 
 
 def render(s: Summary) -> str:
-    """summary.md: the grid, trials, cells, then the verdicts — labelled when the run was short."""
+    """summary.md: the answers first, then the grids of final and best objectives, the ceiling, the trials, cells
+    and scan, the detailed verdicts — labelled when the run was short."""
     study = s.study
     basis = "final re-evaluation" if s.verdicts_final else "best objective"
     label = f" — {s.budget_note}" if s.budget_note else ""
     lines = [f"# Study {study.name} (budget {budget_label(study)}, inner loop {study.inner})", ""]
+    if study.description:
+        lines += [f"{study.description}.", ""]
     if overrides_label(study):
         lines += [f"Command-line changes to the study: {overrides_label(study)}.", ""]
     if s.budget_note:
         lines += [f"**{s.budget_note}.**", ""]
+    lines += render_answers(s)
+    lines += render_grids(s)
     axes = [k for k, _ in study.axes]
-    title = "## Best objective grid (rows population × seed, columns mechanism dimensionality)"
+    title = "## Best objective per run (the campaign's grid: rows population × seed, columns mechanism dimensionality)"
     if mechanism_factor(s.trials) == MECHANISM:
         title = title.replace("mechanism dimensionality", "mechanism: the searched rules")
     if axes and not s.grid.empty:
@@ -176,11 +184,78 @@ def render(s: Summary) -> str:
             "",
         ]
     lines += _incomplete(s.trials)
-    lines += [f"## Verdicts (effects on the {basis}){label}", ""]
+    lines += [
+        f"## Seed-noise verdicts (effects on the {basis}){label}",
+        "",
+        "The design's descriptive rule, below the answers: an effect is robust when every matched pair agrees in "
+        "sign and the mean gap exceeds 2 × the seed SD pooled over all cells; the answers above are the decisions.",
+        "",
+    ]
     lines += [f"- {line}" for line in verdict_lines(s)]
     lines += ["", "## Settings (as run; a further axis's values are in the trials' columns)", ""]
     lines += [line.strip() for line in describe_settings(study.settings, study.inner.startswith("appo"), study.table)]
     return "\n".join(lines)
+
+
+def render_answers(s: Summary) -> list[str]:
+    """## Answers: one row per comparison, then the ceiling, the range edges and search vs grid, a line each."""
+    a, study = s.answers, s.study
+    lines = ["## Answers", ""]
+    if a.error:
+        lines += [f"Nothing decided: {a.error}.", ""]
+    elif a.decisions is None or not a.rows:
+        lines += ["No comparison: the grid varies no factor with two levels.", ""]
+    else:
+        d = a.decisions
+        final = study.budget.final_eval_seeds
+        lines += [
+            f"Each row compares two groups of runs (A, B) that differ in one grid factor and match on the others and "
+            f"on the seed, scored on the final re-evaluation (the best-so-far rules retrained on {final} fresh seeds, "
+            f"the mean). {decide.TEST} (a group-sequential permutation test; docs/verdicts.md) decides each at "
+            f"family-wise α {d.alpha:g} over the {len(a.rows)} comparisons, after stage {d.looks} of {d.stages} "
+            f"({d.looks * d.seeds_per_look} seeds per cell at most). Beside it: B − A with a 95 % interval (paired "
+            f"over the matched seeds), the seeds a paired t-test would need at α/{len(a.rows)}, power 0.8, at the "
+            "observed effect, and what each side's runs spent.",
+            "",
+            _markdown(a.table()),
+            "",
+        ]
+        if d.incomplete:
+            lines += [f"Not looked at yet: {d.incomplete}.", ""]
+    findings = [line for line in a.lines() if line]
+    grid = s.verdicts_best.get(SEARCH_VS_GRID)
+    if grid:
+        findings.append(grid["sentence"])
+    lines += [f"- {line}" for line in findings] + ([""] if findings else [])
+    return lines
+
+
+def render_grids(s: Summary) -> list[str]:
+    """The final and best objectives per cell, side by side in meaning; the ceiling's table where runs sit at it."""
+    lines = [
+        "## Final objective per cell (mean ± SD over seeds, (seeds): the score the answers use)",
+        "",
+        _markdown(mean_grid(s.trials, FINAL)),
+        "",
+        "## Best objective per cell (optimistic: the best of many noisy evaluations, more of them for a larger "
+        "population; mean ± SD over seeds, (seeds))",
+        "",
+        _markdown(mean_grid(s.trials, BEST)),
+        "",
+    ]
+    a = s.answers
+    if a.ceiling is not None and not a.ceiling_rows.empty:
+        lines += [
+            f"## Ceiling {a.ceiling:.4f}: the runs at it or within their own evaluation's noise of it (two SDs of "
+            "their final re-evaluation)",
+            "",
+            "Cause: the rules when the run's upper bound — the best any action could earn, day by day — is within "
+            "that noise of its best (the rules cap the objective there), else the search stopped short.",
+            "",
+            _markdown(a.ceiling_rows),
+            "",
+        ]
+    return lines
 
 
 def write_summary(run_dir: Path, with_plots: bool = True) -> str:
@@ -196,6 +271,7 @@ def write_summary(run_dir: Path, with_plots: bool = True) -> str:
         s.scans.to_csv(run_dir / SCAN_CSV, index=False)
     verdicts_json = {
         "budget_note": s.budget_note,
+        "answers": s.answers.record(),
         "best_objective": s.verdicts_best,
         "final_objective": s.verdicts_final,
     }

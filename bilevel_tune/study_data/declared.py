@@ -43,6 +43,7 @@ class Knob:
     appo: bool = False  # read by the APPO loops only
     study_name: str | None = None  # its name in the study file when it differs from the field's (num_farms: farms)
     words: bool = False  # a list of names (a tuple of strings), not of numbers
+    unset: str = ""  # what the setting means when left unset (its default None); "" when it must have a value
 
 
 def knob(default: Any, doc: str, **range_and_flags: Any) -> Any:
@@ -51,6 +52,8 @@ def knob(default: Any, doc: str, **range_and_flags: Any) -> Any:
 
 
 def _kind(default: Any, spec: Knob) -> str:
+    if default is None:
+        return "float"  # an optional number (`unset` says what none means)
     if spec.choices:
         return "choice"
     if spec.words:
@@ -68,7 +71,8 @@ class Setting(Knob):
     default: Any = dataclasses.field(kw_only=True)
     kind: str = dataclasses.field(
         kw_only=True
-    )  # "int", "float", "choice", "layers" (a non-empty list of positive integers) or "words" (a list of names)
+    )  # "int", "float", "choice", "layers" (a non-empty list of positive integers), "words" (a list of names) or
+    # "range" (two numbers, low < high, within [low, high] of the setting: a rule's search range)
     field: str = dataclasses.field(default="", kw_only=True)  # the config field it is declared on (its name when empty)
 
     @classmethod
@@ -99,6 +103,13 @@ class Setting(Knob):
             return "a non-empty list of layer sizes ≥ 1"
         if self.kind == "words":
             return "a list of names"
+        if self.kind == "range":
+            return f"two numbers, low < high, within [{self.low:g}, {self.high:g}]"
+        if self.unset:
+            return f"{self._range_text()}, or none ({self.unset})"
+        return self._range_text()
+
+    def _range_text(self) -> str:
         what = "an integer" if self.kind == "int" else "a number"
         if self.low is not None and self.high is not None:
             return f"{what} in {'(' if self.open_low else '['}{self.low:g}, {self.high:g}]"
@@ -111,7 +122,11 @@ class Setting(Knob):
 
         `flag`: the command-line shorthand that spelled this setting (`--inner-iters`), named as the user typed it.
         """
+        if value is None and self.unset:
+            return None
         ok, typed = self._typed(value)
+        if ok and self.kind == "range":
+            ok = self.low - 1e-12 <= typed[0] < typed[1] <= self.high + 1e-12
         if ok and self.kind in ("int", "float"):
             ok = (self.low is None or typed > self.low or (typed == self.low and not self.open_low)) and (
                 self.high is None or typed <= self.high
@@ -126,6 +141,8 @@ class Setting(Knob):
     def parse(self, text: str, where: str = "", flag: str | None = None) -> Any:
         """A command-line value (`--set key=text`, `--grid key=a,b`), checked."""
         text = text.strip()
+        if self.unset and text.lower() == "none":
+            return None
         if self.kind == "int":
             value: Any = _number(text, int)
         elif self.kind == "float":
@@ -134,6 +151,8 @@ class Setting(Knob):
             value = [_number(part, int) for part in text.split(",") if part.strip()] if text else []
         elif self.kind == "words":
             value = [part.strip() for part in text.split(",") if part.strip()]
+        elif self.kind == "range":
+            value = [_number(part, float) for part in text.strip("[]").split(",") if part.strip()]
         else:
             value = text
         return self.check(value, where, flag=flag)
@@ -148,6 +167,10 @@ class Setting(Knob):
         if self.kind == "words":
             ok = isinstance(value, (list, tuple)) and all(isinstance(v, str) and v for v in value)
             return ok, tuple(value) if ok else value
+        if self.kind == "range":
+            ok = isinstance(value, (list, tuple)) and len(value) == 2
+            ok = ok and all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value)
+            return ok, (float(value[0]), float(value[1])) if ok else value
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             return False, value
         if self.kind == "int":

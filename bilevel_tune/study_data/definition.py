@@ -54,6 +54,7 @@ class Study:
     es: ESSettings = dataclasses.field(default_factory=ESSettings)
     objective: ObjectiveSettings = dataclasses.field(default_factory=ObjectiveSettings)
     rules: tuple[tuple[str, float], ...] = tuple((r.name, r.default) for r in RULE_SPECS)  # fixed values, physical
+    search: tuple[tuple[str, tuple[float, float]], ...] = tuple((r.name, (r.low, r.high)) for r in RULE_SPECS)
     summary: SummarySettings = dataclasses.field(default_factory=SummarySettings)
     decide: DecideSettings = dataclasses.field(default_factory=DecideSettings)
     axes: tuple[tuple[str, tuple], ...] = ()  # settings crossed as further grid axes, each with its values
@@ -86,8 +87,9 @@ class Study:
         for name, section in table.section_classes.items():  # a setting added since the record was made: its default
             fields[name] = section(**frozen_values(fields.get(name, {})))
         fields["stages"] = tuple(Stage.from_dict(stage) for stage in fields.get("stages", ()))
-        rules = dict(fields["rules"])
+        rules, search = dict(fields["rules"]), dict(fields.get("search", ()))
         fields["rules"] = tuple((r.name, rules.get(r.name, r.default)) for r in table.rule_specs)
+        fields["search"] = tuple((r.name, tuple(search.get(r.name, (r.low, r.high)))) for r in table.rule_specs)
         full = fields.get("full_budget")
         return cls(**{**fields, "full_budget": Budget(**frozen_values(full)) if full is not None else None})
 
@@ -114,6 +116,25 @@ class Study:
     def settings(self) -> dict[str, Any]:
         """Every setting as run, by key; a further axis's setting holds its file (or --set) value, each trial its own."""
         return {s.key: section_value(self, s) for s in self.table.settings}
+
+    @property
+    def ceiling(self) -> float | None:
+        """The objective value its summary looks for: [summary] ceiling, else its world's (None: no ceiling)."""
+        return self.summary.ceiling if self.summary.ceiling is not None else self.table.ceiling
+
+    @property
+    def rule_specs(self) -> tuple:
+        """Its world's rules, each mapping u in [0, 1] onto the range this study searches it over ([search])."""
+        ranges = dict(self.search)
+        return tuple(
+            spec if tuple(ranges.get(spec.name, ())) == (spec.low, spec.high) else spec.with_range(*ranges[spec.name])
+            for spec in self.table.rule_specs
+        )
+
+    @property
+    def rule_specs_by_name(self) -> dict[str, Any]:
+        """`rule_specs` by name."""
+        return {spec.name: spec for spec in self.rule_specs}
 
     def get(self, key: str) -> Any:
         return section_value(self, self.table.setting(key))

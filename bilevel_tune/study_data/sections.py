@@ -77,7 +77,10 @@ class BudgetSettings(_Checked):
 
 @dataclass(frozen=True, kw_only=True)
 class SummarySettings(_Checked):
-    ceiling: float = knob(0.25, "the objective value the ceiling verdict looks for", inner=False)
+    ceiling: float | None = knob(
+        None, "the objective value the ceiling answer looks for", unset="the world's: fresh water 0.25, others none",
+        inner=False,
+    )  # fmt: skip
     tol: float = knob(1e-4, "how close to the ceiling counts as at it", low=0, inner=False)
 
 

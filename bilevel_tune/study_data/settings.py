@@ -16,6 +16,7 @@ names (`SETTINGS`, `BY_KEY`, `setting`, …). A setting is named
     [es]        sigma, lr, sigma_lr, sigma_decay, sigma_min, sigma_max, shaping, grad_clip
     [objective] econ_weight, sus_weight
     [rules]     the six rules' fixed values, physical (docs/world.md)
+    [search]    the range each rule is searched over, physical (default the campaign's map)
     [budget]    inner_iters, eval_episodes, final_eval_seeds (and generations, per population)
     [summary]   ceiling, tol
     [decide]    alpha, seeds_per_stage, max_seeds, beta, compare   how comparisons are decided (AdaStop, in stages)
@@ -44,6 +45,7 @@ from bilevel_tune.study_data.sections import (
 )
 from bilevel_tune.world.fresh_water import FreshWater
 
+RULE_SECTIONS = ("rules", "search")  # held as (rule, value) pairs in the world's order, not as a dataclass
 GENERATIONS = "budget.generations"  # [budget]'s one value that is not a knob: a count, or one per population
 LEGACY_BUDGET_KEYS = {"horizon": "world.horizon", "num_farms": "world.farms", "hidden": "network.hidden"}  # before 0.2
 
@@ -58,6 +60,7 @@ class SettingsTable:
     def __init__(self, world: str, world_class: type):
         self.world = world
         self.rule_specs = tuple(world_class.rule_specs)
+        self.ceiling: float | None = getattr(world_class, "ceiling", None)  # the value its summary looks for
         self.section_classes: dict[str, type] = {
             "world": world_class.settings_class,
             "network": NetworkSettings,
@@ -69,13 +72,19 @@ class SettingsTable:
             "decide": DecideSettings,
         }
         rules = tuple(
-            Setting(r.meaning + " (fixed value, physical)", r.low, r.high, key=f"rules.{r.name}", default=r.default,
-                    kind="float")
+            Setting(r.meaning + " (fixed value, physical)", *r.physical_limits, key=f"rules.{r.name}",
+                    default=r.default, kind="float")
+            for r in self.rule_specs
+        )  # fmt: skip
+        search = tuple(
+            Setting(f"the range {r.name} is searched over, physical (its u in [0, 1] maps onto it)",
+                    *r.physical_limits, key=f"search.{r.name}", default=(r.low, r.high), kind="range", inner=False)
             for r in self.rule_specs
         )  # fmt: skip
         self.settings: tuple[Setting, ...] = (
             *(s for name in ("world", "network", "appo", "es", "objective") for s in self._section(name)),
             *rules,
+            *search,
             *self._section("budget"),
             *self._section("summary"),
             *self._section("decide"),
@@ -147,7 +156,7 @@ def is_setting_key(name: str) -> bool:
 def section_value(sections, spec: Setting) -> Any:
     """A setting's value in an object holding the typed sections as attributes (a `definition.Study`)."""
     section = getattr(sections, spec.section)
-    return dict(section)[spec.name] if spec.section == "rules" else getattr(section, spec.field_name)
+    return dict(section)[spec.name] if spec.section in RULE_SECTIONS else getattr(section, spec.field_name)
 
 
 def short_name(key: str) -> str:

@@ -80,6 +80,8 @@ def check_axis(key: str, values, where: str, table: SettingsTable = FRESH_WATER)
         raise StudyError(f"{where} {key}: budget.generations is set per population, not crossed")
     if full.startswith("decide."):
         raise StudyError(f"{where} {key}: [decide] is how the study decides its comparisons, not a trial's setting")
+    if full.startswith("search."):
+        raise StudyError(f"{where} {key}: a search range is the study's, not crossed (set it with --set or [search])")
     return full, tuple(v for _, v in checked)
 
 

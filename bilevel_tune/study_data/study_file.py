@@ -23,6 +23,7 @@ from bilevel_tune.study_data.settings import (
     FRESH_WATER,
     GENERATIONS,
     LEGACY_BUDGET_KEYS,
+    RULE_SECTIONS,
     SECTIONS,
     SettingsTable,
     settings_table,
@@ -130,6 +131,7 @@ def _typed_sections(values: Mapping[str, Any], settings: SettingsTable) -> dict[
         given["budget" if spec is None else spec.section]["generations" if spec is None else spec.field_name] = value
     sections: dict[str, Any] = {name: cls(**given[name]) for name, cls in settings.section_classes.items()}
     sections["rules"] = tuple((r.name, given["rules"].get(r.name, r.default)) for r in settings.rule_specs)
+    sections["search"] = tuple((r.name, given["search"].get(r.name, (r.low, r.high))) for r in settings.rule_specs)
     return sections
 
 
@@ -184,7 +186,7 @@ def _dotted(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 def _unknown_key(file: str, section: str, key: str, settings: SettingsTable):
     allowed = [k.partition(".")[2] for k in settings.by_key if k.startswith(section + ".")]
     allowed += [WORLD_KIND] if section == "world" else []
-    kind = "rule" if section == "rules" else "key"
+    kind = "rule" if section in RULE_SECTIONS else "key"
     raise StudyError(unknown_name(kind, key, allowed, f"{file} [{section}]"))
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping, Sequence
 
-from bilevel_tune.study_data.settings import GENERATIONS, plain
+from bilevel_tune.study_data.settings import GENERATIONS, RULE_SECTIONS, plain
 from bilevel_tune.study_data.study_checks import (
     StudyError,
     check_axis,
@@ -88,8 +88,8 @@ def with_settings(study, changes: Mapping[str, Any]):
         section, name = ("budget", "generations") if spec is None else (spec.section, spec.field_name)
         changed.setdefault(section, {})[name] = value
     replaced = {
-        section: tuple({**dict(study.rules), **values}.items())
-        if section == "rules"
+        section: tuple({**dict(getattr(study, section)), **values}.items())
+        if section in RULE_SECTIONS
         else dataclasses.replace(getattr(study, section), **values)
         for section, values in changed.items()
     }

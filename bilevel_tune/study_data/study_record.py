@@ -14,6 +14,8 @@ from typing import Any, Mapping
 
 from bilevel_tune.study_data.settings import BY_KEY, DEFAULTS, FRESH_WATER, LEGACY_BUDGET_KEYS
 
+OLD_CEILING = 0.25  # summary.ceiling's default before [decide] came (0.3): fresh water's, then set for every world
+
 
 def current_record(data: Mapping[str, Any]) -> dict[str, Any]:
     """`Study`'s fields from its record, sections still tables of fields; `full_budget` a table of `Budget`'s."""
@@ -33,6 +35,9 @@ def current_record(data: Mapping[str, Any]) -> dict[str, Any]:
         data[key] = tuple(data[key])
     data["optimize_params"] = tuple(tuple(p) for p in data["optimize_params"])
     data["overrides"] = tuple((k, frozen(v)) for k, v in data.get("overrides", ()))
+    summary = data.get("summary")
+    if "decide" not in data and isinstance(summary, Mapping) and summary.get("ceiling") == OLD_CEILING:
+        data["summary"] = {**summary, "ceiling": None}  # before 0.3 every study looked for 0.25: now its world's
     return data
 
 
@@ -41,15 +46,15 @@ def _from_settings_list(data: Mapping[str, Any]) -> dict[str, Any]:
     beside it."""
     data = dict(data)
     sections: dict[str, Any] = {section: {} for section in FRESH_WATER.section_classes}
-    rules = []
+    pairs: dict[str, list] = {"rules": [], "search": []}
     for key, value in data.pop("values"):
         spec = BY_KEY[key]
-        if spec.section == "rules":
-            rules.append((spec.name, value))
+        if spec.section in pairs:
+            pairs[spec.section].append((spec.name, value))
         else:
             sections[spec.section][spec.field_name] = value
     sections["budget"]["generations"] = data.pop("generations")
-    return {**data, **sections, "rules": rules}
+    return {**data, **sections, **pairs}
 
 
 def _from_release_0_1(data: Mapping[str, Any]) -> dict[str, Any]:

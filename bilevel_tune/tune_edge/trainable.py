@@ -88,13 +88,13 @@ class Seeds:
 
 def candidate_rules(study: Study, params: Sequence[str], candidates) -> list[dict[str, float]]:
     """Every rule of each candidate, physical: its searched values from u, the rest fixed by the study."""
-    specs = study.table.rule_specs
+    specs = study.rule_specs
     return [searched_rules(specs, params, u, study.fixed_rules) for u in np.atleast_2d(candidates)]
 
 
 def searched_values(study: Study, params: Sequence[str], u) -> dict[str, float]:
     """The searched rules' physical values at u."""
-    rules = searched_rules(study.table.rule_specs, params, u, study.fixed_rules)
+    rules = searched_rules(study.rule_specs, params, u, study.fixed_rules)
     return {name: rules[name] for name in params}
 
 

@@ -57,6 +57,8 @@ class FreshWater:
     observation_size = OBSERVATION_SIZE
     observation_low, observation_high = 0.0, 1.0  # every entry is a share (the RLlib shell's Box)
     agent_word = "farm"  # agent ids in the RLlib shell: c{k}/farm{i}
+    # The campaign's ceiling: with the flow pressure saturated, a farm's day earns at most f − f² = 1/4 (docs/objective.md)
+    ceiling = 0.25
 
     def __init__(self, settings: WorldConfig, rules: Sequence[Mapping[str, float] | Rules]):
         self.settings = settings

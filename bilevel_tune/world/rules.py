@@ -18,15 +18,24 @@ import numpy as np
 from bilevel_tune.study_data.hints import unknown_name
 from bilevel_tune.worlds.contract import RuleSpec  # the contract's, one definition for every world
 
+# Each rule's default search range is the campaign's map (docs/world.md); its limits are what the law takes:
+# fractions in [0, 1], a quota below 1 (the ramp divides by 1 − q), a fine or penalty scale ≥ 0, a power > 0.
 RULE_SPECS: tuple[RuleSpec, ...] = (
-    RuleSpec("fixed_quota", 0.6, 0.35, 0.85, "fill level below which only the floor is allowed", "quota"),
+    RuleSpec("fixed_quota", 0.6, 0.35, 0.85, "fill level below which only the floor is allowed", "quota", (0.0, 0.99)),
     RuleSpec(
-        "min_demand_frac", 0.0, 0.35, 0.05, "allowed fraction of the deficit at or below the quota level", "floor"
+        "min_demand_frac", 0.0, 0.35, 0.05, "allowed fraction of the deficit at or below the quota level", "floor",
+        (0.0, 1.0),
+    ),  # fmt: skip
+    RuleSpec(
+        "max_demand_frac", 0.35, 0.65, 1.0, "allowed fraction of the deficit when the lake is full", "cap", (0.0, 1.0)
     ),
-    RuleSpec("max_demand_frac", 0.35, 0.65, 1.0, "allowed fraction of the deficit when the lake is full", "cap"),
-    RuleSpec("fine_amount", 0.0, 0.10, 0.05, "penalty per unit of over-request, relative to the deficit", "fine"),
-    RuleSpec("risk_penalty_scale", 0.0, 1.0, 0.5, "scale of the flow-pressure penalty", "risk"),
-    RuleSpec("risk_penalty_power", 1.0, 4.0, 2.0, "power of the requested fraction in the flow penalty", "power"),
+    RuleSpec(
+        "fine_amount", 0.0, 0.10, 0.05, "penalty per unit of over-request, relative to the deficit", "fine", (0.0, 1.0)
+    ),
+    RuleSpec("risk_penalty_scale", 0.0, 1.0, 0.5, "scale of the flow-pressure penalty", "risk", (0.0, 5.0)),
+    RuleSpec(
+        "risk_penalty_power", 1.0, 4.0, 2.0, "power of the requested fraction in the flow penalty", "power", (0.5, 10.0)
+    ),
 )
 RULE_NAMES: tuple[str, ...] = tuple(spec.name for spec in RULE_SPECS)
 _SPEC_BY_NAME = {spec.name: spec for spec in RULE_SPECS}

@@ -54,6 +54,12 @@ def check_declarations(world: type) -> None:
             raise WorldError(
                 f"{label} rule {s.name!r}: its default {s.default:g} is outside its range [{s.low:g}, {s.high:g}]"
             )
+        lowest, highest = s.physical_limits
+        if not lowest <= s.low < s.high <= highest:
+            raise WorldError(
+                f"{label} rule {s.name!r}: its search range [{s.low:g}, {s.high:g}] must lie within its limits "
+                f"[{lowest:g}, {highest:g}]"
+            )
     names = [s.name for s in specs]
     if len(set(names)) != len(names):
         raise WorldError(f"{label}.rule_specs repeats a rule name")

@@ -40,6 +40,7 @@ Plain numpy: no Ray, no RLlib, no study.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping, Protocol, Sequence
 
@@ -58,7 +59,11 @@ class WorldError(ValueError):
 
 @dataclass(frozen=True)
 class RuleSpec:
-    """One rule: physical = low + span · u for the u in [0, 1] the ES searches."""
+    """One rule: physical = low + span · u for the u in [0, 1] the ES searches.
+
+    [low, low + span] is its search range by default (a study may set another, `with_range`); `limits` are the
+    values the world can take at all (by default the search range: a world that names none accepts no more).
+    """
 
     name: str
     low: float
@@ -66,6 +71,7 @@ class RuleSpec:
     default: float
     meaning: str
     short: str  # in a mechanism's name and label: 2d-floor-risk, "2-D floor+risk"
+    limits: tuple[float, float] | None = None  # the physical limits; None: the default search range
 
     def to_physical(self, u: float) -> float:
         return self.low + self.span * float(u)
@@ -77,11 +83,20 @@ class RuleSpec:
     def high(self) -> float:
         return self.low + self.span
 
+    @property
+    def physical_limits(self) -> tuple[float, float]:
+        return self.limits if self.limits is not None else (self.low, self.high)
+
+    def with_range(self, low: float, high: float) -> "RuleSpec":
+        """The rule searched over [low, high] instead (its limits, default and meaning kept)."""
+        return dataclasses.replace(self, low=float(low), span=float(high) - float(low), limits=self.physical_limits)
+
     def check_physical(self, value: float) -> float:
-        """The value if it lies in the map's image [low, high]; ValueError naming rule, value and range."""
+        """The value if it lies within the rule's physical limits; ValueError naming rule, value and limits."""
         value = float(value)
-        if not self.low - 1e-12 <= value <= self.high + 1e-12:  # also rejects NaN
-            raise ValueError(f"rule {self.name}={value:g} is outside its range [{self.low:g}, {self.high:g}]")
+        low, high = self.physical_limits
+        if not low - 1e-12 <= value <= high + 1e-12:  # also rejects NaN
+            raise ValueError(f"rule {self.name}={value:g} is outside its range [{low:g}, {high:g}]")
         return value
 
 

@@ -1,0 +1,322 @@
+"""The study's answers, as summary.md leads with them: its comparisons decided, its ceiling, its range edges.
+
+* **Comparisons** (`decide`): each pair of groups that differ in one grid
+  factor, AdaStop's decision at the family-wise α, and beside it the effect
+  B − A with its 95 % interval, the matched pairs that agree, the SD of
+  these two groups only, the seeds used and those a paired test would need
+  (`effects`), what a run of each side spent (inner-loop evaluations, wall
+  time) and each side's best objective, labelled optimistic: the best of
+  many noisy evaluations, more of them for a larger population.
+* **The ceiling** — the world's (fresh water: 0.25, the campaign's), or
+  `[summary] ceiling` — as one row per run at it or near it, near meaning
+  within two SDs of its best candidate's own evaluation (its final
+  re-evaluation's spread); each row says whether the rules cap the
+  objective there (its upper bound) or the search stopped short, which
+  fixed rules set the cap and what the rules scan found.
+* **Edges**: a searched rule whose search means at the end, or whose scans'
+  bests, sit within one grid spacing of its range's limit: the range, not
+  the objective, may be what stops the search there.
+
+Reads the summary's tables only (pandas), so a shipped result folder
+answers as its run folder did.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from bilevel_tune.core import metrics as M
+from bilevel_tune.report import decide, effects
+from bilevel_tune.report.analysis import BEST, FINAL, cap_rules
+from bilevel_tune.study_data.run_folder import group_of, trial_name
+from bilevel_tune.study_data.settings import plain
+
+EDGE_POINTS = 21  # a study without a scan measures "one grid spacing" as a 21-point scan's
+COMPLETE = ("complete", "stopped")  # a trial whose final record is written
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One comparison: AdaStop's decision, the effect beside it, and what each side's runs cost."""
+
+    decision: decide.Decision
+    effect: effects.Effect
+    runs: tuple[int, int]  # A's, B's
+    evaluations: tuple[float, float]  # inner-loop evaluations per run (ES generations × population)
+    wall_s: tuple[float, float]  # per run
+    best: tuple[float, float]  # the best objective's mean, optimistic
+
+    @property
+    def comparison(self) -> decide.Comparison:
+        return self.decision.comparison
+
+    def text(self, decisions: decide.Decisions) -> str:
+        """The answer in words: who is better, or why nothing is decided and what would decide it."""
+        a, b = self.comparison.levels()
+        outcome, e = self.decision.outcome, self.effect
+        need = _needed(e.seeds_needed)
+        if outcome == decide.A_BETTER:
+            return f"{a} better"
+        if outcome == decide.B_BETTER:
+            return f"{b} better"
+        if outcome == decide.NO_DIFFERENCE:
+            return f"no difference at the detectable effect (|B − A| < {e.detectable:.4f})"
+        if outcome == decide.UNDECIDED:
+            return f"undecided at {self.decision.seeds} seeds; {need}"
+        return (
+            f"open after stage {decisions.looks} of {decisions.stages} ({self.decision.seeds} seeds; "
+            f"`--resume --until-decided` adds seeds); {need}"
+        )
+
+
+def _needed(seeds: int | None) -> str:
+    if seeds is None:
+        return "no effect observed: no number of seeds would show one"
+    if seeds > effects.MOST_SEEDS:
+        return f"a paired test would need more than {effects.MOST_SEEDS:,} seeds"
+    return f"a paired test would need {seeds} seeds"
+
+
+@dataclass(frozen=True)
+class Answers:
+    decisions: decide.Decisions | None
+    rows: tuple[Answer, ...]
+    error: str | None  # why nothing could be decided (a trial without a score)
+    ceiling: float | None  # the value looked for; None: the world names none
+    ceiling_rows: pd.DataFrame
+    edges: tuple[dict[str, Any], ...]
+
+    def lines(self) -> list[str]:
+        """The one-line findings under the table: the ceiling, the edges."""
+        return [self.ceiling_line(), *(self.edge_line(e) for e in self.edges)] if self.ceiling is not None else [
+            *(self.edge_line(e) for e in self.edges)
+        ]
+
+    def ceiling_line(self) -> str:
+        if self.ceiling is None:
+            return ""
+        rows = self.ceiling_rows
+        if rows.empty:
+            return f"ceiling {self.ceiling:.4f}: no run's best is at it or within its own evaluation's noise of it."
+        causes = rows["cause"].value_counts()
+        by = ", ".join(f"{n} by the {cause}" for cause, n in causes.items())
+        return f"ceiling {self.ceiling:.4f}: {len(rows)} run(s) at it or within their noise of it ({by}): the table below."
+
+    @staticmethod
+    def edge_line(edge: dict[str, Any]) -> str:
+        parts = [f"{edge[k]} of {edge[k + '_of']} {label}" for k, label in (("means", "search means"), ("scans", "scans' bests")) if edge[k + "_of"]]
+        return (
+            f"edge: {edge['rule']} at its {edge['side']} limit {plain(edge['limit'])} in {' and '.join(parts)} "
+            f"(within one grid spacing, {edge['spacing']:.4g}): widen its range to see past it."
+        )
+
+    def table(self) -> pd.DataFrame:
+        """One row per comparison, as summary.md, verdicts.json and W&B show it."""
+        rows = []
+        for r in self.rows:
+            e = r.effect
+            interval = f" [{e.low:+.4f}, {e.high:+.4f}]" if np.isfinite(e.low) else ""
+            rows.append(
+                {
+                    "comparison": r.comparison.key,
+                    "answer": r.text(self.decisions),
+                    "B − A [95 % CI]": f"{e.mean:+.4f}{interval}",
+                    "pairs agreeing": f"{e.agreeing} of {e.pairs}" if e.paired else "unmatched",
+                    "SD of these cells": e.sd,
+                    "seeds": f"{r.runs[0]} / {r.runs[1]}",
+                    "evaluations per run A / B": f"{r.evaluations[0]:,.0f} / {r.evaluations[1]:,.0f}",
+                    "wall per run A / B": f"{_hms(r.wall_s[0])} / {_hms(r.wall_s[1])}",
+                    "best A / B (optimistic)": f"{r.best[0]:.4f} / {r.best[1]:.4f}",
+                    "test": f"{decide.TEST}, α {self.decisions.alpha:g}",
+                }
+            )
+        return pd.DataFrame(rows)
+
+    def record(self) -> dict[str, Any]:
+        """verdicts.json's `answers`."""
+        return {
+            "test": decide.TEST,
+            "alpha": self.decisions.alpha if self.decisions else None,
+            "looks": self.decisions.looks if self.decisions else 0,
+            "stages": self.decisions.stages if self.decisions else 0,
+            "error": self.error,
+            "comparisons": [
+                {
+                    "comparison": r.comparison.key,
+                    "factor": r.comparison.factor,
+                    "a": r.comparison.levels()[0],
+                    "b": r.comparison.levels()[1],
+                    "outcome": r.decision.outcome,
+                    "answer": r.text(self.decisions),
+                    "stage": r.decision.look,
+                    "effect": r.effect.mean,
+                    "interval": [r.effect.low, r.effect.high],
+                    "paired": r.effect.paired,
+                    "pairs": r.effect.pairs,
+                    "agreeing": r.effect.agreeing,
+                    "sd": r.effect.sd,
+                    "seeds": list(r.runs),
+                    "seeds_needed": r.effect.seeds_needed,
+                    "detectable": r.effect.detectable,
+                    "evaluations_per_run": list(r.evaluations),
+                    "wall_s_per_run": list(r.wall_s),
+                    "best_objective": list(r.best),
+                }
+                for r in self.rows
+            ],
+            "ceiling": self.ceiling,
+            "ceiling_runs": self.ceiling_rows.to_dict(orient="records"),
+            "edges": list(self.edges),
+            "lines": self.lines(),
+        }
+
+
+def _hms(seconds: float) -> str:
+    if not np.isfinite(seconds):
+        return "–"
+    seconds = int(round(seconds))
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+# -- comparisons -------------------------------------------------------------------------------
+def answers(study, trials: pd.DataFrame, generations: pd.DataFrame, bests: pd.DataFrame) -> Answers:
+    """The study's answers from the summary's tables (the trials table's rows are `study.cells()`, in order)."""
+    cells = study.cells()
+    done = trials.iloc[: len(cells)]
+    by_key = {c.key: row for c, (_, row) in zip(cells, done.iterrows()) if row.get("status") in COMPLETE}
+    finals = {key: float(row[FINAL]) if pd.notna(row.get(FINAL)) else float("nan") for key, row in by_key.items()}
+    names = {c.key: row["trial"] for c, (_, row) in zip(cells, done.iterrows()) if isinstance(row.get("trial"), str)}
+    decisions, error, rows = None, None, []
+    try:
+        decisions = decide.decide(study, finals, names)
+    except decide.DecideError as err:
+        error = str(err)
+    if decisions is not None:
+        level = decisions.alpha / max(len(decisions.decisions), 1)  # Bonferroni: the seeds a paired test needs
+        for decision in decisions.decisions:
+            rows.append(_answer(decision, by_key, level))
+    ceiling = study.ceiling
+    table = ceiling_table(study, trials, generations, bests, ceiling) if ceiling is not None else pd.DataFrame()
+    return Answers(decisions, tuple(rows), error, ceiling, table, tuple(edges(study, trials, bests)))
+
+
+def _answer(decision: decide.Decision, by_key: dict[tuple, pd.Series], level: float) -> Answer:
+    sides = [_side(by_key, group) for group in (decision.comparison.a, decision.comparison.b)]
+    scores = [{seed: float(row[FINAL]) for seed, row in side.items()} for side in sides]
+    return Answer(
+        decision=decision,
+        effect=effects.effect(scores[0], scores[1], level),
+        runs=(len(sides[0]), len(sides[1])),
+        evaluations=tuple(_mean(side, "evaluations") for side in sides),
+        wall_s=tuple(_mean(side, "wall_s") for side in sides),
+        best=tuple(_mean(side, BEST) for side in sides),
+    )
+
+
+def _side(by_key: dict[tuple, pd.Series], group: tuple) -> dict[int, pd.Series]:
+    """A group's finished runs, by seed."""
+    return {key[2]: row for key, row in by_key.items() if group_of(key) == group}
+
+
+def _mean(side: dict[int, pd.Series], column: str) -> float:
+    values = [float(row[column]) for row in side.values() if column in row and pd.notna(row[column])]
+    return float(np.mean(values)) if values else float("nan")
+
+
+# -- the ceiling -------------------------------------------------------------------------------
+def noise_band(row: pd.Series, tol: float) -> float:
+    """How far from the ceiling a run's best may sit and still be at it: two SDs of its best candidate's own
+    evaluation (the spread of its final re-evaluation), at least `tol`."""
+    sd = row.get("final_objective_std")
+    return max(tol, 2 * float(sd)) if sd is not None and pd.notna(sd) else tol
+
+
+def ceiling_table(study, trials: pd.DataFrame, generations: pd.DataFrame, bests: pd.DataFrame, ceiling: float):
+    """One row per ES run whose best is at the ceiling or within its noise of it."""
+    tol = study.summary.tol
+    rows = []
+    for cell, (_, row) in zip(study.cells(), trials.iterrows()):
+        if not row.get("generations", 0):
+            continue
+        band = noise_band(row, tol)
+        best = row.get(BEST)
+        if best is None or pd.isna(best) or abs(float(best) - ceiling) > band:
+            continue
+        bound = row.get(M.UPPER_BOUND)
+        capped = cap_rules(row, band)
+        rows.append(
+            {
+                "run": trial_name(study.name, cell),
+                "best": float(best),
+                "± noise": band,
+                "first generation": _first_near(generations, trial_name(study.name, cell), ceiling - band),
+                "upper bound": float(bound) if bound is not None and pd.notna(bound) else float("nan"),
+                "cause": _cause(best, bound, band),
+                "fixed rules that set it": ", ".join(f"{k} (to {v:.4f})" for k, v in capped.items()) if capped else "–",
+                "scan best": _scan_best(bests, row),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _cause(best, bound, band: float) -> str:
+    if bound is None or pd.isna(bound):
+        return "unknown (no upper bound in this world)"
+    return "rules" if float(bound) - float(best) <= band else "search"
+
+
+def _first_near(generations: pd.DataFrame, trial, level: float) -> float:
+    """The first generation whose best so far reached `level`."""
+    if generations.empty or not isinstance(trial, str):
+        return float("nan")
+    rows = generations[(generations["trial"] == trial) & (generations["best_so_far"] >= level)]
+    return float(rows["generation"].min()) if not rows.empty else float("nan")
+
+
+def _scan_best(bests: pd.DataFrame, row: pd.Series) -> float:
+    if bests.empty:
+        return float("nan")
+    match = bests[(bests["optimize_params"] == row.get("optimize_params")) & (bests["seed"] == row.get("seed"))]
+    return float(match["scan_best"].iloc[0]) if not match.empty else float("nan")
+
+
+# -- range edges -------------------------------------------------------------------------------
+def edges(study, trials: pd.DataFrame, bests: pd.DataFrame) -> list[dict[str, Any]]:
+    """Each searched rule's limit that its runs' final search means, or its scans' bests, end at (within one grid
+    spacing), with how many did: a range edge that may be what stops the search."""
+    points = study.scan or EDGE_POINTS
+    out = []
+    searched = dict.fromkeys(name for params in study.optimize_params for name in params)
+    for name in searched:
+        spec = study.rule_specs_by_name[name]
+        spacing = spec.span / (points - 1)
+        means = trials.get(M.MEAN_RULE + name, pd.Series(dtype=float)).dropna()
+        scan = _scan_values(bests, name)
+        for side, limit in (("lower", spec.low), ("upper", spec.high)):
+            at_mean = int((means.sub(limit).abs() <= spacing + 1e-12).sum())
+            at_scan = int((scan.sub(limit).abs() <= spacing + 1e-12).sum())
+            if at_mean * 2 > len(means) or at_scan * 2 > len(scan):  # most of them: a pattern, not one run
+                out.append(
+                    {
+                        "rule": name, "side": side, "limit": limit, "spacing": spacing,
+                        "means": at_mean, "means_of": len(means), "scans": at_scan, "scans_of": len(scan),
+                    }
+                )  # fmt: skip
+    return out
+
+
+def _scan_values(bests: pd.DataFrame, name: str) -> pd.Series:
+    """The scans' best points' values of one rule, from their `scan_best_rules` ("name=value, ...")."""
+    if bests.empty:
+        return pd.Series(dtype=float)
+    values = []
+    for text in bests["scan_best_rules"]:
+        for part in str(text).split(", "):
+            rule, _, value = part.partition("=")
+            if rule == name:
+                values.append(float(value))
+    return pd.Series(values, dtype=float)

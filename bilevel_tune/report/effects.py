@@ -1,0 +1,119 @@
+"""How large a comparison's effect is, beside AdaStop's decision: its interval, agreement, noise and the seeds a
+paired test would need.
+
+AdaStop decides; it gives no interval (docs/verdicts.md). For two groups of
+trials matched on the seed, the effect is the mean of the matched
+differences B − A, with a paired t interval at 95 %; where they share fewer
+than two seeds, a Welch interval on the two groups. The seeds a paired
+t-test would need — two-sided at the family's level split over its
+comparisons (Bonferroni), power 0.8 — are computed at the observed effect
+and its differences' SD (the noncentral t), as is the smallest effect the
+seeds used could detect.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+from scipy import optimize, stats
+
+POWER = 0.8
+CONFIDENCE = 0.95
+MOST_SEEDS = 100_000  # beyond this a paired test "would need" is reported as more than it
+NONE = 1e-12  # an effect this small is rounding: the same runs scored twice
+
+
+@dataclass(frozen=True)
+class Effect:
+    mean: float  # B − A
+    low: float  # its 95 % interval (NaN with too few runs)
+    high: float
+    paired: bool  # matched on the seed (else Welch, unmatched)
+    pairs: int  # matched pairs (paired), else min(runs of A, runs of B)
+    agreeing: int  # matched pairs whose difference has the mean's sign
+    sd: float  # the SD of these two groups' runs (ddof 1, pooled over the two)
+    seeds_needed: int | None  # per group, at the observed effect; None when the effect is 0 (or unknown)
+    detectable: float  # the smallest |effect| these seeds detect with the stated power (NaN when unknown)
+
+
+def effect(a: Mapping[int, float], b: Mapping[int, float], level: float) -> Effect:
+    """B − A over two groups' scores by seed; `level`: the two-sided level of the paired test for seeds needed."""
+    shared = sorted(set(a) & set(b))
+    xa, xb = np.array(list(a.values()), float), np.array(list(b.values()), float)
+    sd = _pooled_sd(xa, xb)
+    if len(shared) >= 2:
+        d = np.array([b[s] - a[s] for s in shared])
+        mean, sd_d, n = float(d.mean()), float(d.std(ddof=1)), len(d)
+        half = stats.t.ppf(0.5 + CONFIDENCE / 2, n - 1) * sd_d / math.sqrt(n)
+        agreeing = int(np.sum(np.sign(d) == np.sign(mean))) if abs(mean) > NONE else 0
+        return Effect(
+            mean, mean - half, mean + half, True, n, agreeing, sd, seeds_needed(mean, sd_d, level),
+            detectable(sd_d, n, level),
+        )  # fmt: skip
+    mean = float(xb.mean() - xa.mean()) if xa.size and xb.size else float("nan")
+    low = high = float("nan")
+    if xa.size >= 2 and xb.size >= 2:
+        va, vb = xa.var(ddof=1) / xa.size, xb.var(ddof=1) / xb.size
+        se = math.sqrt(va + vb)
+        df = (va + vb) ** 2 / ((va**2 / (xa.size - 1)) + (vb**2 / (xb.size - 1))) if se else 1.0
+        half = stats.t.ppf(0.5 + CONFIDENCE / 2, df) * se
+        low, high = mean - half, mean + half
+    n = min(xa.size, xb.size)
+    return Effect(mean, low, high, False, n, 0, sd, seeds_needed(mean, math.sqrt(2) * sd, level), float("nan"))
+
+
+def _pooled_sd(xa: np.ndarray, xb: np.ndarray) -> float:
+    dof = max(xa.size - 1, 0) + max(xb.size - 1, 0)
+    if not dof:
+        return float("nan")
+    ss = (xa.var(ddof=1) * (xa.size - 1) if xa.size > 1 else 0) + (xb.var(ddof=1) * (xb.size - 1) if xb.size > 1 else 0)
+    return float(math.sqrt(ss / dof))
+
+
+def power(effect_size: float, n: int, level: float) -> float:
+    """A two-sided paired t-test's power with n pairs, at a standardised effect (mean / SD of the differences)."""
+    if n < 2:
+        return 0.0
+    crit = stats.t.ppf(1 - level / 2, n - 1)
+    nc = effect_size * math.sqrt(n)
+    exact = float(stats.nct.sf(crit, n - 1, nc) + stats.nct.cdf(-crit, n - 1, nc))
+    if np.isfinite(exact):
+        return exact
+    # scipy's noncentral t fails far in its tail (one or two pairs at a small level): the shifted central t there
+    return float(stats.t.sf(crit - nc, n - 1) + stats.t.cdf(-crit - nc, n - 1))
+
+
+def seeds_needed(mean: float, sd_d: float, level: float) -> int | None:
+    """The pairs a two-sided paired t-test at `level` needs to reach POWER at this effect; None for no effect."""
+    if not np.isfinite(mean) or not np.isfinite(sd_d) or abs(mean) <= NONE:
+        return None
+    if sd_d == 0:
+        return 2
+    size = abs(mean) / sd_d
+    if power(size, MOST_SEEDS, level) < POWER:
+        return MOST_SEEDS + 1
+    low, high = 2, 2
+    while power(size, high, level) < POWER:  # bracket, then bisect
+        low, high = high, high * 2
+    while low < high:
+        middle = (low + high) // 2
+        low, high = (middle + 1, high) if power(size, middle, level) < POWER else (low, middle)
+    return low
+
+
+def detectable(sd_d: float, n: int, level: float) -> float:
+    """The smallest |mean difference| that n pairs detect with POWER at `level`."""
+    if n < 2 or not np.isfinite(sd_d):
+        return float("nan")
+    if sd_d == 0:
+        return 0.0
+    high = 1.0
+    while power(high, n, level) < POWER:  # bracket the standardised effect, then solve
+        if high > 1e4:
+            return float("inf")  # too few pairs for any effect this test could show
+        high *= 2
+    size = optimize.brentq(lambda s: power(s, n, level) - POWER, 1e-9, high)
+    return float(size * sd_d)
