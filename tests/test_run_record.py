@@ -1,7 +1,7 @@
 """study.json as a run's record across sessions: the whole command's plan kept, each session's own plan, start
-and end — and `benchmarks/run_report.py` reading the ETA against the wall time summed over them."""
+and end — and the run's record (`report.run_record`, `bilevel-summary --record`) reading the ETA against the wall
+time summed over them."""
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -9,6 +9,7 @@ import pytest
 
 from bilevel_tune.core import metrics as M
 from bilevel_tune.planning.plan import CostModel, make_plan
+from bilevel_tune.report import run_record
 from bilevel_tune.running import runner
 from bilevel_tune.running.options import RunOptions
 from bilevel_tune.study_data.definition import load_study
@@ -20,10 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def run_report():
-    spec = importlib.util.spec_from_file_location("run_report", ROOT / "benchmarks" / "run_report.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return run_record
 
 
 def plan_of(study, cells):

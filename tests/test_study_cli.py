@@ -88,6 +88,12 @@ BAD = [
     (["weekend", "--address", "127.0.0.1:1", "--num-cpus", "2"], "--num-cpus sizes a Ray of the study's own"),
     (["weekend", "--name", "../x"], "--name '../x' must be a plain folder name"),
     (["weekend", "--resume"], "--resume: no earlier run of study 'weekend'"),
+    (["weekend", "--set", "decide.alpha=2"], "--set: decide.alpha=2.0 must be a number in (0, 0.5]"),
+    (["weekend", "--set", "decide.max_seeds=5"], "[decide] max_seeds=5 must be a multiple of seeds_per_stage=2"),
+    (["weekend", "--set", "decide.compare=seed"], "[decide] compare: 'seed' is not a factor of this study"),
+    (["weekend", "--grid", "decide.alpha=0.05,0.01"], "[decide] is how the study decides its comparisons"),
+    (["weekend", "--set", "search.min_demand_frac=0.3,0.2"], "must be two numbers, low < high, within [0, 1]"),
+    (["weekend", "--until-decided", "--seed", "1,2,3"], "the grid's 3 seed(s) (1, 2, 3) are the first stage"),
 ]
 
 
@@ -99,6 +105,26 @@ def test_bad_input_is_one_line_exit_2_nothing_written(argv, message, capsys, tmp
     assert err.count("\n") == 1 and message in err, err
     assert "Traceback" not in err
     assert not results.exists()
+
+
+@pytest.mark.parametrize(
+    "section,message",
+    [
+        ("[decide]\nalpha = 0\n", "s.toml [decide]: decide.alpha=0 must be a number in (0, 0.5]"),
+        ("[decide]\nseeds_per_stage = 2\nmax_seeds = 7\n", "max_seeds=7 must be a multiple of seeds_per_stage=2"),
+        ("[decide]\ncompare = ['dims']\n", "[decide] compare: 'dims' is not a factor of this study"),
+        ("[decide]\nstages = 3\n", "unknown key 'stages' in s.toml [decide]"),
+        ("[search]\nmin_demand_frac = [0.0, 1.5]\n", "search.min_demand_frac=[0.0, 1.5] must be two numbers"),
+    ],
+)
+def test_bad_decide_and_search_sections_are_one_line_exit_2_nothing_written(section, message, tmp_path, capsys):
+    study = tmp_path / "s.toml"
+    weekend = (Path(__file__).resolve().parent.parent / "bilevel_tune" / "studies" / "weekend.toml").read_text()
+    study.write_text(weekend + section)
+    assert main([str(study), "--until-decided", "--results", str(tmp_path / "r"), "--wandb", "disabled"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err and "Traceback" not in err, err
+    assert not (tmp_path / "r").exists()
 
 
 def test_a_storage_uri_is_refused_not_made_a_folder(tmp_path, monkeypatch, capsys):

@@ -52,18 +52,20 @@ def test_the_weekend_grid_runs_under_tune(ray_cluster, tmp_path, capsys, monkeyp
     study = json.loads((run / "study.json").read_text())
     assert study["study"]["name"] == "weekend" and study["provenance"]["versions"]["ray"]
     out = capsys.readouterr().out
-    assert "8 finished, 0 errored, 0 interrupted of 8 trials" in out and "population:" in out and "ceiling:" in out
-    for f in (*SUMMARY_FILES, "plots/grid_heatmap.png"):
+    assert "8 finished, 0 errored, 0 interrupted of 8 trials" in out and "## Answers" in out and "ceiling 0.2500" in out
+    figures = ("best_so_far_evaluations", "best_so_far_wall", "final_pairs", "ceiling", "grid_heatmap")
+    for f in (*SUMMARY_FILES, "generations.csv.gz", *(f"plots/{name}.png" for name in figures)):
         assert (run / f).is_file(), f
     assert "SHORT RUN (budget quick, outer_iters=4)" in (run / "summary.md").read_text()
 
     # the search, where it happened: the searched rules' plane in physical units, with the mean's path
-    figure = plots.plot_population(run)
+    figure = plots.plot_population(summary.summarise(run))
+    assert figure._suptitle.get_text().endswith("study weekend · inner loop analytic · budget quick, outer_iters=4")
     planes = [ax for ax in figure.axes if ax.get_xlabel() == "min_demand_frac" and ax.get_ylabel() == "fixed_quota"]
     assert len(planes) == 4
     for ax in planes:
         assert ax.get_xlim() == (0.0, 0.35) and ax.get_ylim() == (0.6, 0.95)
-        assert any(line.get_label() == "search mean" for line in ax.get_lines())
+        assert any(line.get_label() == "search mean's path" for line in ax.get_lines())
     lines = [ax for ax in figure.axes if ax.get_xlabel() == "min_demand_frac" and ax.get_ylabel() == "objective"]
     assert len(lines) == 4 and all(0.0 <= x <= 0.35 for ax in lines for x in ax.collections[0].get_offsets()[:, 0])
 

@@ -214,8 +214,10 @@ GENERATION_COLUMNS = (
 
 def generation_table(study: Study, trials: dict[tuple, TrialRecords]) -> pd.DataFrame:
     """One row per ES trial and generation: its best so far, the generation's best, mean and SD, σ, seconds, the
-    seconds and inner-loop evaluations (ES generations × population) so far — the curves against evaluations
-    and wall clock are drawn from it."""
+    seconds and inner-loop evaluations (ES generations × population) so far, and where the search was (the search
+    mean's rules, `mean/<rule>`, and the generation's best candidate's, `generation_best/<rule>`, physical) — the
+    curves, the search's paths and the shipped folders' summaries are drawn from it."""
+    specs = study.rule_specs_by_name
     rows = []
     for cell in study.cells():
         t = trials.get(cell.key)
@@ -244,9 +246,21 @@ def generation_table(study: Study, trials: dict[tuple, TrialRecords]) -> pd.Data
                     "sec": num(g[M.SEC_PER_GEN]),
                     "elapsed_s": elapsed,
                     "evaluations": (int(g[M.GENERATION]) + 1) * cell.population,
+                    **{M.MEAN_RULE + p: num(g.get(M.MEAN_RULE + p)) for p in cell.optimize_params},
+                    **_generation_best(g, cell.optimize_params, specs),
                 }
             )
     return pd.DataFrame(rows)
+
+
+GENERATION_BEST = "generation_best/"  # generation_best/<rule>: the generation's best candidate, physical
+
+
+def _generation_best(g: dict[str, Any], params: tuple[str, ...], specs) -> dict[str, float]:
+    objectives = np.array([num(o[M.OBJECTIVE]) for o in g[M.OUTCOMES]])
+    k = int(np.nanargmax(objectives)) if np.isfinite(objectives).any() else 0
+    u = np.atleast_2d(np.array(g[M.CANDIDATES], dtype=float))[k]
+    return {GENERATION_BEST + p: specs[p].to_physical(u[j]) for j, p in enumerate(params)}
 
 
 def mean_grid(trials: pd.DataFrame, value: str) -> pd.DataFrame:

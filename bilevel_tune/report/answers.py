@@ -73,6 +73,16 @@ class Answer:
         )
 
 
+    def short(self, decisions: decide.Decisions) -> str:
+        """The answer in a few words (a figure's panel title)."""
+        outcome = self.decision.outcome
+        if outcome in (decide.A_BETTER, decide.B_BETTER, decide.NO_DIFFERENCE):
+            return self.text(decisions).split(" (")[0]
+        if outcome == decide.UNDECIDED:
+            return f"undecided at {self.decision.seeds} seeds"
+        return f"open after stage {decisions.looks} of {decisions.stages}"
+
+
 def _needed(seeds: int | None) -> str:
     if seeds is None:
         return "no effect observed: no number of seeds would show one"
@@ -256,7 +266,9 @@ def ceiling_table(study, trials: pd.DataFrame, generations: pd.DataFrame, bests:
                 "first generation": _first_near(generations, trial_name(study.name, cell), ceiling - band),
                 "upper bound": float(bound) if bound is not None and pd.notna(bound) else float("nan"),
                 "cause": _cause(best, bound, band),
-                "fixed rules that set it": ", ".join(f"{k} (to {v:.4f})" for k, v in capped.items()) if capped else "–",
+                "fixed rules that set it": ", ".join(f"{k} (bound up to {v:.4f})" for k, v in capped.items())
+                if capped
+                else "–",
                 "scan best": _scan_best(bests, row),
             }
         )

@@ -1,141 +1,311 @@
-"""Plots of a run folder (PNG): objective over generations, where the search went, the grid heatmap, the landscape.
+"""The summary's figures (PNG), drawn from its tables alone, so a run and its shipped folder draw the same.
 
-Everything is drawn from the run folder alone (through `analysis`), so the
-notebook and the study's end-of-run summary draw the same pictures. The
-search is shown in the rules' physical units: in 1-D each candidate's rule
-value against its objective; in 2-D the candidates in the plane of the two
-searched rules, coloured by objective on one scale for all of a trial's
-generations, with the search mean's path over the generations. With a
-rules scan, the landscape per mechanism dimensionality (`landscape_1d`,
-`landscape_2d`): the objective over the searched rules — a line in 1-D, a
-heatmap on one colour scale in 2-D —, the upper bound where the rules cap
-it, and every ES run of the same rules and seed drawn on top (its mean's
-path, and each generation's best candidate), one colour per population.
+Each figure is titled with its study, inner loop and budget, so it keeps where it came from on a slide.
+
+* `best_so_far_evaluations`, `best_so_far_wall` — per mechanism, every population on one axis: the best objective
+  so far against inner-loop evaluations (ES generations × population) and against wall-clock hours, the mean
+  over seeds with a min–max band (a population of 16 spends 16 evaluations a generation, one of 1 spends one:
+  against generations they cannot be compared);
+* `final_pairs` — one panel per comparison (the Answers'): each run's final re-evaluation, matched seeds joined;
+* `ceiling` — where the study has a ceiling: each run's best against its upper bound, the fixed rules that set it;
+* `objective_over_generations` — per trial, its own y range: the generation's mean ± SD, best, best so far;
+* `es_population` — where the search went, physical units: each generation's best candidate and the search mean;
+* `grid_heatmap` — the best objective per run;
+* `landscape_<mechanism>` — with a rules scan: the scanned objective (colours from its 2nd–98th percentiles, so a
+  plateau shows), the points at their upper bound, and every ES run of the same rules and seed on top.
 """
 
 from __future__ import annotations
 
+import re
+import warnings
 from pathlib import Path
 
 import matplotlib.pyplot as plt  # headless machines fall back to Agg; notebooks keep their inline backend
 import numpy as np
+import pandas as pd
 
 from bilevel_tune.core import metrics as M
-from bilevel_tune.report.analysis import BOUND_TOL, TrialRecords, grid_table, load_run
+from bilevel_tune.report.analysis import BEST, BOUND_TOL, FINAL, GENERATION_BEST, MECHANISM, grid_table
 from bilevel_tune.report.run_summary import Summary, summarise
-from bilevel_tune.study_data.run_folder import PLOTS_DIR, is_scan, num
-from bilevel_tune.world.rules import mechanism_label, mechanism_name
+from bilevel_tune.study_data.run_folder import PLOTS_DIR
+from bilevel_tune.study_data.settings import is_setting_key, plain
+from bilevel_tune.study_data.study_overrides import budget_label
+from bilevel_tune.world.rules import mechanism_name
 
-PLOT_NAMES = ("objective_over_generations", "es_population", "grid_heatmap")
-LANDSCAPE = (
-    "landscape_{mechanism}"  # with a rules scan: one picture per mechanism (landscape_1d, landscape_2d-floor-risk)
+PLOT_NAMES = (
+    "best_so_far_evaluations",
+    "best_so_far_wall",
+    "final_pairs",
+    "objective_over_generations",
+    "es_population",
+    "grid_heatmap",
 )
+CEILING_PLOT = "ceiling"
+LANDSCAPE = "landscape_{mechanism}"  # with a rules scan: one per mechanism (landscape_1d, landscape_2d-floor-risk)
+COLOURS = plt.cm.tab10.colors
 
 
-def _label(key: tuple) -> str:
-    population, params, seed, extra = key
-    return f"pop {population}, {mechanism_label(params)}, seed {seed}{_axes_label(extra)}"
+def title(s: Summary) -> str:
+    """What every figure says of where it came from."""
+    return f"study {s.study.name} · inner loop {s.study.inner} · budget {budget_label(s.study)}"
 
 
-def _axes_label(extra) -> str:
-    return "".join(f", {k.split('.', 1)[-1]} {v}" for k, v in extra)
+def _finish(fig, s: Summary, what: str, legend_axes=None):
+    """The figure's title (what, and where it came from), and one legend below its panels, off the data."""
+    fig.suptitle(f"{what}\n{title(s)}", fontsize=10)
+    height = fig.get_figheight()
+    bottom = _legend_below(fig, legend_axes) / height if legend_axes is not None else 0.0
+    fig.tight_layout(rect=(0, bottom, 1, 1))  # it leaves the suptitle its room
+    return fig
 
 
-def _trials(run_dir: Path) -> list[tuple[tuple, TrialRecords]]:
-    _, trials = load_run(run_dir)
-    return sorted(
-        ((k, t) for k, t in trials.items() if t.generations and not is_scan(k)),
-        key=lambda kt: (kt[0][0], len(kt[0][1]), kt[0][2], str(kt[0][3])),
-    )
-
-
-def _panels(n: int, **kwargs):
+def _panels(n: int, width: float = 4.0, height: float = 3.2, **kwargs):
     cols = min(max(n, 1), 4)
     rows = int(np.ceil(max(n, 1) / cols))
-    fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 3.2 * rows), squeeze=False, **kwargs)
+    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows + 0.8), squeeze=False, **kwargs)
     for ax in list(axes.flat)[n:]:
         ax.axis("off")
     return fig, axes
 
 
-def _objectives(row: dict) -> np.ndarray:
-    return np.array([num(o[M.OBJECTIVE]) for o in row[M.OUTCOMES]])
+def _axes(table: pd.DataFrame) -> list[str]:
+    return [c for c in table.columns if is_setting_key(c)]
 
 
-def _physical(rule_spec, params, candidates) -> np.ndarray:
-    """Candidates (u per searched rule) in the rules' physical units (`rule_spec`: the study's world's, by name)."""
-    u = np.atleast_2d(np.array(candidates, dtype=float))
-    return np.stack([[rule_spec(p).to_physical(x) for x in u[:, j]] for j, p in enumerate(params)], axis=1)
+def _mechanisms(table: pd.DataFrame) -> list[str]:
+    """The mechanisms in order of dimensionality, then as the grid lists them."""
+    if table.empty:
+        return []
+    order = table.assign(_dims=table["optimize_params"].str.count(",") + 1)
+    return list(order.sort_values(["_dims"], kind="stable")[MECHANISM].unique())
 
 
-def plot_objective(run_dir: Path):
-    study, _ = load_run(run_dir)
-    trials = _trials(run_dir)
-    fig, axes = _panels(len(trials), sharey=True)
-    for ax, (key, t) in zip(axes.flat, trials):
-        gens = t.generations
-        x = [g[M.GENERATION] for g in gens]
-        for g in gens:
-            objs = _objectives(g)
-            ax.scatter([g[M.GENERATION]] * len(objs), objs, s=4, color="0.7", zorder=1)
-        ax.plot(x, [num(g[M.OBJECTIVE_MEAN]) for g in gens], label="population mean", zorder=2)
-        ax.plot(x, [num(g[M.BEST_OBJECTIVE]) for g in gens], label="best so far", zorder=3)
-        if study.ceiling is not None:
-            ax.axhline(study.ceiling, color="r", lw=0.8, ls=":", label="ceiling")
-        ax.set_title(_label(key), fontsize=9)
+def _panel_groups(table: pd.DataFrame) -> list[tuple[str, dict, pd.DataFrame]]:
+    """(mechanism, the further axes' values, its rows), mechanisms in order."""
+    axes, out = _axes(table), []
+    for mechanism in _mechanisms(table):
+        rows = table[table[MECHANISM] == mechanism]
+        for values, group in rows.groupby(axes, sort=True) if axes else [((), rows)]:
+            values = values if isinstance(values, tuple) else (values,)
+            out.append((mechanism, dict(zip(axes, values)), group))
+    return out
+
+
+def _where(mechanism: str, fixed: dict) -> str:
+    return mechanism + "".join(f", {k.split('.', 1)[-1]} {plain(v)}" for k, v in fixed.items())
+
+
+def _legend_below(fig, axes) -> float:
+    """One legend for the figure, under its panels; returns the inches it takes."""
+    handles, labels = {}, []
+    for ax in np.ravel(axes):
+        for h, label in zip(*ax.get_legend_handles_labels()):
+            if label not in handles:
+                handles[label] = h
+                labels.append(label)
+    if not labels:
+        return 0.0
+    columns = min(len(labels), 3)
+    fig.legend([handles[x] for x in labels], labels, loc="lower center", ncol=columns, fontsize=8, frameon=False)
+    return 0.1 + 0.22 * int(np.ceil(len(labels) / columns))
+
+
+def _ceiling_line(ax, ceiling: float | None) -> None:
+    """The ceiling, where it lies within the panel's data: it never stretches a panel that does not reach it."""
+    low, high = ax.get_ylim()
+    if ceiling is not None and low <= ceiling <= high:
+        ax.axhline(ceiling, color="r", lw=0.8, ls=":", label=f"ceiling {ceiling:g}")
+
+
+# -- best so far against evaluations and wall clock -----------------------------------------------------------
+def _band(runs: list[pd.DataFrame], x: str, grid: np.ndarray) -> np.ndarray:
+    """Each run's best so far on a common x grid (a running maximum: its value at the last point ≤ x)."""
+    out = np.full((len(runs), grid.size), np.nan)
+    for i, run in enumerate(runs):
+        run = run.sort_values(x)
+        index = np.searchsorted(run[x].to_numpy(), grid, side="right") - 1
+        values = run["best_so_far"].to_numpy()
+        out[i] = np.where(index >= 0, values[np.clip(index, 0, None)], np.nan)
+    return out
+
+
+def plot_best_so_far(s: Summary, x: str = "evaluations"):
+    """Best so far against inner-loop evaluations (x = "evaluations") or wall-clock hours (x = "elapsed_s")."""
+    table = s.generations
+    groups = _panel_groups(table)
+    fig, axes = _panels(len(groups), width=4.6)
+    if not groups:
+        axes[0, 0].text(0.5, 0.5, "no generations recorded", ha="center")
+    hours = x == "elapsed_s"
+    for ax, (mechanism, fixed, rows) in zip(axes.flat, groups):
+        for i, (population, cell) in enumerate(rows.groupby("population")):
+            runs = [run for _, run in cell.groupby("seed")]
+            top = max(run[x].max() for run in runs)
+            grid = np.linspace(0, top, 400) if hours else np.unique(cell[x].to_numpy())
+            band = _band(runs, x, grid)
+            shown = grid / 3600 if hours else grid
+            colour = COLOURS[i % len(COLOURS)]
+            with warnings.catch_warnings():  # before a seed's first generation its column is empty
+                warnings.simplefilter("ignore", RuntimeWarning)
+                ax.plot(shown, np.nanmean(band, axis=0), color=colour, lw=1.3,
+                        label=f"population {population} (mean of {len(runs)} seeds)")  # fmt: skip
+                ax.fill_between(shown, np.nanmin(band, axis=0), np.nanmax(band, axis=0), color=colour, alpha=0.2,
+                                lw=0, label=f"population {population}: seeds' min–max")  # fmt: skip
+        _ceiling_line(ax, s.study.ceiling)
+        ax.set_title(_where(mechanism, fixed), fontsize=9)
+        if not hours:
+            ax.set_xscale("log")  # population 1 spends one evaluation a generation, 16 sixteen
+        ax.set_xlabel("wall clock, hours" if hours else "inner-loop evaluations (generations × population)")
+        ax.set_ylabel("best objective so far")
+    what = "wall clock" if hours else "inner-loop evaluations"
+    return _finish(fig, s, f"Best objective so far against {what} (optimistic: the best of noisy evaluations)", axes)
+
+
+# -- the final re-evaluations, matched pairs joined ------------------------------------------------------------------
+def plot_final_pairs(s: Summary):
+    rows = s.answers.rows
+    fig, axes = _panels(len(rows), width=3.4)
+    if not rows:
+        axes[0, 0].text(0.5, 0.5, "no comparison", ha="center")
+    cells = s.study.cells()
+    by_group: dict[tuple, dict[int, float]] = {}
+    for cell, (_, row) in zip(cells, s.trials.iterrows()):
+        if pd.notna(row.get(FINAL)):
+            by_group.setdefault(cell.group, {})[cell.seed] = float(row[FINAL])
+    for ax, answer in zip(axes.flat, rows):
+        c = answer.comparison
+        a, b = by_group.get(c.a, {}), by_group.get(c.b, {})
+        for seed in sorted(set(a) & set(b)):
+            ax.plot([0, 1], [a[seed], b[seed]], color="0.6", lw=0.8, zorder=1)
+        for x, side, colour in ((0, a, COLOURS[0]), (1, b, COLOURS[1])):
+            ax.scatter([x] * len(side), list(side.values()), color=colour, s=18, zorder=2)
+            if side:
+                ax.hlines(np.mean(list(side.values())), x - 0.15, x + 0.15, color="k", lw=1.5, zorder=3)
+        ax.set_xticks([0, 1], list(c.levels()), fontsize=8)
+        ax.set_xlim(-0.4, 1.4)
+        where = f"at {c.matched()}" if c.matched() else ""
+        ax.set_title(f"{' vs '.join(reversed(c.levels()))} {where}\n{answer.short(s.answers.decisions)}, "
+                     f"B − A {answer.effect.mean:+.4f}", fontsize=8)  # fmt: skip
+        ax.set_ylabel("final re-evaluated objective")
+    return _finish(fig, s, "Final re-evaluations per run, matched seeds joined (bar: the mean)")
+
+
+# -- the ceiling -------------------------------------------------------------------------------------------
+def plot_ceiling(s: Summary):
+    """Each run's best objective against its upper bound (the best any action could earn): on the diagonal the rules
+    cap it, below it the search stopped short; the fixed rules that set the bound are named beside."""
+    done = s.trials[s.trials.get("generations", 0) > 0]
+    fig, ax = plt.subplots(figsize=(6.4, 5.2))
+    ceiling = s.study.ceiling
+    for i, mechanism in enumerate(_mechanisms(done)):
+        rows = done[done[MECHANISM] == mechanism]
+        ax.scatter(rows[M.UPPER_BOUND], rows[BEST], s=28, color=COLOURS[i % len(COLOURS)], label=mechanism,
+                   edgecolor="k", lw=0.4)  # fmt: skip
+    values = pd.concat([done[M.UPPER_BOUND], done[BEST]]).dropna()
+    if not values.empty:
+        low, high = values.min(), values.max()
+        pad = 0.05 * (high - low or 1.0)
+        ax.plot([low - pad, high + pad], [low - pad, high + pad], color="0.4", lw=0.8, ls="--",
+                label="best = upper bound (capped by the rules)")  # fmt: skip
+    if ceiling is not None:
+        ax.axhline(ceiling, color="r", lw=0.8, ls=":", label=f"ceiling {ceiling:g}")
+    rows = s.answers.ceiling_rows
+    lifts: dict[str, list[float]] = {}
+    for text in rows["fixed rules that set it"] if not rows.empty else []:
+        for rule, value in re.findall(r"(\S+) \(bound up to ([-\d.]+)\)", str(text)):
+            lifts.setdefault(rule, []).append(float(value))
+    if lifts:
+        named = [f"{rule}: the bound up to {min(v):.3f}–{max(v):.3f} over its range" for rule, v in sorted(lifts.items())]
+        ax.text(0.02, 0.98, f"the fixed rules that set the bound of the {len(rows)} runs at the ceiling:\n"
+                + "\n".join(named), transform=ax.transAxes, va="top", fontsize=7,
+                bbox={"facecolor": "w", "alpha": 0.8, "lw": 0})  # fmt: skip
+    ax.set_xlabel("upper bound of the objective (the best any action could earn)")
+    ax.set_ylabel("best objective (optimistic)")
+    ax.legend(fontsize=7, loc="lower right")
+    return _finish(fig, s, "Ceiling: each run's best against its upper bound")
+
+
+# -- per trial: the objective and where the search went --------------------------------------------------------
+def _trial_runs(s: Summary) -> list[tuple[str, pd.DataFrame]]:
+    """Each ES trial's generations, panels ordered by mechanism, then population, further axes and seed."""
+    table = s.generations
+    if table.empty:
+        return []
+    order = {m: i for i, m in enumerate(_mechanisms(table))}
+    keys = table.groupby("trial", sort=False).first().reset_index()
+    keys = keys.assign(_m=keys[MECHANISM].map(order)).sort_values(["_m", "population", *_axes(table), "seed"])
+    return [(name, table[table["trial"] == name]) for name in keys["trial"]]
+
+
+def plot_objective(s: Summary):
+    runs = _trial_runs(s)
+    fig, axes = _panels(len(runs))
+    for ax, (name, run) in zip(axes.flat, runs):
+        x = run["generation"].to_numpy()
+        mean, std = run["mean"].to_numpy(), run["std"].to_numpy()
+        single = bool(np.nanmax(np.nan_to_num(std, nan=0.0)) == 0)  # one candidate: its mean is itself
+        ax.plot(x, run["generation_best"], color="0.6", lw=0.6, label="generation's candidate" if single else "generation's best")
+        if not single:
+            ax.plot(x, mean, color=COLOURS[0], lw=0.9, label="population mean")
+            ax.fill_between(x, mean - std, mean + std, color=COLOURS[0], alpha=0.15, lw=0, label="mean ± SD")
+        ax.plot(x, run["best_so_far"], color=COLOURS[1], lw=1.4, label="best so far")
+        values = np.concatenate([run["best_so_far"], run["generation_best"], mean[np.isfinite(mean)]])
+        values = values[np.isfinite(values)]
+        if values.size:  # its own range: a few collapsed candidates do not flatten the rest
+            low, high = np.percentile(values, [1, 100])
+            pad = 0.05 * (high - low or abs(high) or 1.0)
+            ax.set_ylim(low - pad, high + pad)
+        _ceiling_line(ax, s.study.ceiling)
+        ax.set_title(name.split("_", 1)[-1], fontsize=9)
         ax.set_xlabel("generation")
-    axes[0, 0].set_ylabel("objective")
-    axes[0, 0].legend(fontsize=7)
-    fig.tight_layout()
-    return fig
+        ax.set_ylabel("objective")
+    return _finish(fig, s, "Objective over generations, per trial", axes)
 
 
-def plot_population(run_dir: Path):
-    """Where the search went, in physical units: 1-D rule vs objective; 2-D the rules' plane and the mean's path."""
-    rule_spec = load_run(run_dir)[0].rule_specs_by_name.__getitem__
-    trials = _trials(run_dir)
-    fig, axes = _panels(len(trials))
-    for ax, (key, t) in zip(axes.flat, trials):
-        params = key[1]
-        gens = t.generations
-        points = np.concatenate([_physical(rule_spec, params, g[M.CANDIDATES]) for g in gens])
-        objs = np.concatenate([_objectives(g) for g in gens])
+def plot_population(s: Summary):
+    """Where the search went, physical units: 1-D each generation's best candidate against its objective and the
+    final search mean; 2-D the rules' plane with the best candidates (coloured by objective) and the mean's path."""
+    runs = _trial_runs(s)
+    specs = s.study.rule_specs_by_name
+    fig, axes = _panels(len(runs))
+    for ax, (name, run) in zip(axes.flat, runs):
+        params = run["optimize_params"].iloc[0].split(",")
+        best = run[[GENERATION_BEST + p for p in params]].to_numpy()
+        means = run[[M.MEAN_RULE + p for p in params]].to_numpy()
         if len(params) == 1:
-            when = np.concatenate([[g[M.GENERATION]] * len(g[M.OUTCOMES]) for g in gens])
-            shown = ax.scatter(points[:, 0], objs, c=when, cmap="viridis", s=6)
+            shown = ax.scatter(best[:, 0], run["generation_best"], c=run["generation"], cmap="viridis", s=6,
+                               label="generation's best candidate")  # fmt: skip
             fig.colorbar(shown, ax=ax, label="generation")
-            ax.axvline(num(gens[-1][M.MEAN_RULE + params[0]]), color="k", lw=0.8, ls="--", label="final mean")
+            ax.axvline(means[-1, 0], color="k", lw=0.8, ls="--", label="final search mean")
             ax.set_xlabel(params[0])
             ax.set_ylabel("objective")
         else:
-            # one colour scale for all of the trial's generations, so early and late candidates compare
-            finite = objs[np.isfinite(objs)]
+            objective = run["generation_best"].to_numpy()
+            finite = objective[np.isfinite(objective)]
             norm = plt.Normalize(*(np.percentile(finite, [2, 98]) if finite.size else (0.0, 1.0)))
-            shown = ax.scatter(points[:, 0], points[:, 1], c=objs, cmap="viridis", norm=norm, s=6)
+            shown = ax.scatter(best[:, 0], best[:, 1], c=objective, cmap="viridis", norm=norm, s=6,
+                               label="generation's best candidate")  # fmt: skip
             fig.colorbar(shown, ax=ax, label="objective")
-            path = np.array([[num(g[M.MEAN_RULE + p]) for p in params[:2]] for g in gens])
-            ax.plot(path[:, 0], path[:, 1], color="k", lw=0.9, label="search mean")
-            ax.plot(*path[-1], "k*", ms=8)
+            ax.plot(means[:, 0], means[:, 1], color="k", lw=0.9, label="search mean's path")
+            ax.plot(*means[-1, :2], "k*", ms=8)
             ax.set_xlabel(params[0])
             ax.set_ylabel(params[1])
-            for axis, p in ((ax.set_xlim, params[0]), (ax.set_ylim, params[1])):
-                axis(rule_spec(p).low, rule_spec(p).high)
-        ax.legend(fontsize=6, loc="best")
-        ax.set_title(_label(key), fontsize=9)
-    fig.tight_layout()
-    return fig
+            ax.set_ylim(specs[params[1]].low, specs[params[1]].high)
+        ax.set_xlim(specs[params[0]].low, specs[params[0]].high)
+        ax.set_title(name.split("_", 1)[-1], fontsize=9)
+    return _finish(fig, s, "Where the search went (physical units)", axes)
 
 
-def plot_grid(run_dir: Path, value: str = "best_objective", summary: Summary | None = None):
-    s = summary or summarise(run_dir)
+def plot_grid(s: Summary, value: str = BEST):
     grid = grid_table(s.trials, value)
-    fig, ax = plt.subplots(figsize=(1.8 + 1.6 * max(len(grid.columns), 1), 1 + 0.5 * max(len(grid), 1)))
+    fig, ax = plt.subplots(figsize=(1.8 + 1.6 * max(len(grid.columns), 1), 1.6 + 0.5 * max(len(grid), 1)))
     if grid.empty:
         ax.text(0.5, 0.5, "no data", ha="center")
-        return fig
-    axes = {c: grid.pop(c) for c in list(grid.columns) if c in s.study.table.by_key}  # further axes label rows
+        return _finish(fig, s, value)
+    axes = {c: grid.pop(c) for c in list(grid.columns) if is_setting_key(c)}  # further axes label rows
     labels = [
-        f"pop {p}, seed {seed}" + "".join(f", {k.split('.', 1)[-1]} {axes[k][i]}" for k in axes)
+        f"pop {p}, seed {seed}" + "".join(f", {k.split('.', 1)[-1]} {axes[k].iloc[i]}" for k in axes)
         for i, (p, seed) in enumerate(zip(grid.pop("population"), grid.pop("seed")))
     ]
     values = grid.to_numpy(dtype=float)
@@ -145,50 +315,32 @@ def plot_grid(run_dir: Path, value: str = "best_objective", summary: Summary | N
     for (i, j), v in np.ndenumerate(values):
         ax.text(j, i, "–" if np.isnan(v) else f"{v:.4f}", ha="center", va="center", color="w", fontsize=8)
     fig.colorbar(image, ax=ax, label=value)
-    ax.set_title(f"{s.study.name}: {value}")
-    fig.tight_layout()
-    return fig
+    return _finish(fig, s, f"{value} per run")
 
 
-def _es_path(rule_spec, params, trial: TrialRecords) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(the search mean per generation, each generation's best candidate, its objective), physical units."""
-    gens = trial.generations
-    means = np.array([[num(g[M.MEAN_RULE + p]) for p in params] for g in gens])
-    best, value = [], []
-    for g in gens:
-        objectives = _objectives(g)
-        k = int(np.nanargmax(objectives)) if np.isfinite(objectives).any() else 0
-        best.append(_physical(rule_spec, params, g[M.CANDIDATES])[k])
-        value.append(objectives[k])
-    return means, np.array(best), np.array(value)
-
-
-def _cells_around(spec, points: int) -> tuple[float, float]:
-    half = spec.span / (points - 1) / 2
-    return spec.low - half, spec.high + half
-
-
-def plot_landscape(run_dir: Path, mechanism: str | int, summary: Summary | None = None):
+# -- the landscape -------------------------------------------------------------------------------------------
+def plot_landscape(s: Summary, mechanism: str | int):
     """The scanned objective over one mechanism's searched rules (named as in `landscape_<name>`: 1d, 2d,
     2d-floor-risk; an integer is a dimensionality, all its mechanisms), with every ES run of the same rules
     and seed on top."""
-    s = summary or summarise(run_dir)
-    scans, rule_spec = s.scans, s.study.rule_specs_by_name.__getitem__
+    scans, specs = s.scans, s.study.rule_specs_by_name
     if not scans.empty:
         names = scans["optimize_params"].map(lambda p: mechanism_name(p.split(",")))
         scans = scans[scans["dims"] == mechanism] if isinstance(mechanism, int) else scans[names == mechanism]
     dims = int(scans["dims"].iloc[0]) if not scans.empty else 1
-    axes = [c for c in scans.columns if c in s.study.table.by_key]  # the inner loop's further axes a scan crosses
+    axes = _axes(scans)  # the inner loop's further axes a scan crosses
     groups = list(scans.groupby(["optimize_params", "seed", *axes], sort=False)) if not scans.empty else []
-    fig, panels = _panels(len(groups))
+    fig, panels = _panels(len(groups), width=4.8, height=3.8)
     if not groups:
         panels[0, 0].text(0.5, 0.5, "no scan", ha="center")
-        return fig
-    _, trials = load_run(run_dir)
-    populations = sorted({k[0] for k in trials if not is_scan(k)})
-    colour = {p: plt.cm.tab10(i % 10) for i, p in enumerate(populations)}
+        return _finish(fig, s, "Rules scan")
+    generations = s.generations
+    populations = sorted(generations["population"].unique()) if not generations.empty else []
+    colour = {p: COLOURS[(i + 1) % len(COLOURS)] for i, p in enumerate(populations)}
     finite = scans["objective"][np.isfinite(scans["objective"])]
-    norm = plt.Normalize(*(finite.agg(["min", "max"]) if finite.size else (0.0, 1.0)))  # one scale for all panels
+    # one colour scale for all panels, from its upper three quarters: a plateau near the top is not one flat
+    # colour (the lowest quarter shares the scale's lowest colour, and the colour bar says so)
+    norm = plt.Normalize(*(np.percentile(finite, [25, 100]) if finite.size else (0.0, 1.0)))
     for ax, (values, scan) in zip(panels.flat, groups):
         params, seed, fixed = tuple(values[0].split(",")), values[1], dict(zip(axes, values[2:]))
         if dims == 1:
@@ -196,56 +348,43 @@ def plot_landscape(run_dir: Path, mechanism: str | int, summary: Summary | None 
             x, y = scan[params[0]].to_numpy(), scan["objective"].to_numpy()
             ax.plot(x, y, color="k", lw=1.2, label="objective (scan)")
             bound = scan[M.UPPER_BOUND].to_numpy()
-            if np.nanmax(bound - y) > BOUND_TOL:
+            if np.isfinite(bound).any() and np.nanmax(bound - y) > BOUND_TOL:
                 ax.plot(x, bound, color="0.5", lw=0.9, ls="--", label="upper bound")
             ax.set_ylabel("objective")
         else:
             side = int(round(np.sqrt(len(scan))))
-            values = scan.sort_values("point")["objective"].to_numpy().reshape(side, side).T  # rows: second rule
-            extent = [
-                rule_spec(params[0]).low,
-                rule_spec(params[0]).high,
-                rule_spec(params[1]).low,
-                rule_spec(params[1]).high,
-            ]
-            shown = ax.imshow(values, origin="lower", extent=extent, aspect="auto", cmap="viridis", norm=norm)
-            fig.colorbar(shown, ax=ax, label="objective (scan)")
+            grid = scan.sort_values("point")["objective"].to_numpy().reshape(side, side).T  # rows: second rule
+            extent = [specs[params[0]].low, specs[params[0]].high, specs[params[1]].low, specs[params[1]].high]
+            shown = ax.imshow(grid, origin="lower", extent=extent, aspect="auto", cmap="viridis", norm=norm)
+            fig.colorbar(shown, ax=ax, label="objective (scan)", extend="min")
             capped = scan[(scan[M.UPPER_BOUND] - scan["objective"]) <= BOUND_TOL]
             if len(capped):
-                ax.scatter(
-                    capped[params[0]],
-                    capped[params[1]],
-                    marker="+",
-                    s=10,
-                    color="w",
-                    lw=0.6,
-                    label="at its upper bound",
-                )
+                ax.scatter(capped[params[0]], capped[params[1]], marker="s", s=14, facecolor="none", edgecolor="r",
+                           lw=0.8, label="scan point at its upper bound")  # fmt: skip
             ax.set_ylabel(params[1])
-        for key, trial in sorted(trials.items(), key=lambda kt: str(kt[0])):
-            if is_scan(key) or key[1] != params or key[2] != seed or not trial.generations:
-                continue
-            extra = dict(key[3])
-            if any(str(extra.get(k)) != str(v) for k, v in fixed.items()):
-                continue  # another value of an axis the landscape itself depends on
-            means, best, value = _es_path(rule_spec, params, trial)
-            c = colour[key[0]]
-            who = f"pop {key[0]}{_axes_label((k, v) for k, v in key[3] if k not in fixed)}"
+        runs = generations[(generations["optimize_params"] == values[0]) & (generations["seed"] == seed)]
+        for key, value in fixed.items():  # another value of an axis the landscape itself depends on: not this one
+            runs = runs[runs[key].astype(str) == str(value)]
+        for _, run in runs.groupby("trial", sort=True):
+            population = int(run["population"].iloc[0])
+            c = colour[population]
+            means = run[[M.MEAN_RULE + p for p in params]].to_numpy()
+            best = run[[GENERATION_BEST + p for p in params]].to_numpy()
+            who = f"pop {population}"
             if dims == 1:
                 along = np.interp(means[:, 0], x, y)  # the mean's path, on the landscape
-                ax.plot(means[:, 0], along, color=c, lw=0.9, alpha=0.8, label=f"{who}: mean's path")
-                ax.scatter(best[:, 0], value, color=c, s=5, alpha=0.6, label=f"{who}: best of generation")
+                ax.plot(means[:, 0], along, color=c, lw=0.9, alpha=0.8, label=f"{who}: search mean's path")
+                ax.scatter(best[:, 0], run["generation_best"], color=c, s=5, alpha=0.6, label=f"{who}: generation's best")
                 ax.plot(means[-1, 0], along[-1], "*", color=c, ms=9, mec="k", mew=0.5)
             else:
-                ax.plot(means[:, 0], means[:, 1], color=c, lw=0.9, label=f"{who}: mean's path")
-                ax.scatter(best[:, 0], best[:, 1], color=c, s=5, alpha=0.6, label=f"{who}: best of generation")
-                ax.plot(*means[-1], "*", color=c, ms=9, mec="k", mew=0.5)
+                ax.plot(means[:, 0], means[:, 1], color=c, lw=0.9, label=f"{who}: search mean's path")
+                ax.scatter(best[:, 0], best[:, 1], color=c, s=5, alpha=0.6, label=f"{who}: generation's best")
+                ax.plot(*means[-1, :2], "*", color=c, ms=9, mec="k", mew=0.5)
         ax.set_xlabel(params[0])
-        ax.set_xlim(rule_spec(params[0]).low, rule_spec(params[0]).high)
-        ax.set_title(f"{mechanism_label(params)} scan, seed {seed}{_axes_label(fixed.items())}", fontsize=9)
-        ax.legend(fontsize=6, loc="lower left" if dims > 1 else "best", framealpha=0.7)
-    fig.tight_layout()
-    return fig
+        ax.set_xlim(specs[params[0]].low, specs[params[0]].high)
+        ax.set_title(f"{_where(scan[MECHANISM].iloc[0], fixed)} scan, seed {seed}", fontsize=9)
+    what = "Rules scan: the objective over the searched rules, and every ES run on it"
+    return _finish(fig, s, what + (" (colours: its upper three quarters)" if dims > 1 else ""), panels)
 
 
 def landscape_names(summary: Summary) -> list[str]:
@@ -256,19 +395,29 @@ def landscape_names(summary: Summary) -> list[str]:
     return [mechanism_name(p.split(",")) for p in params]
 
 
+def drawings(s: Summary) -> dict[str, object]:
+    """Every figure of this summary, by file name: how to draw it."""
+    out = {
+        "best_so_far_evaluations": lambda: plot_best_so_far(s, "evaluations"),
+        "best_so_far_wall": lambda: plot_best_so_far(s, "elapsed_s"),
+        "final_pairs": lambda: plot_final_pairs(s),
+        "objective_over_generations": lambda: plot_objective(s),
+        "es_population": lambda: plot_population(s),
+        "grid_heatmap": lambda: plot_grid(s),
+    }
+    if s.study.ceiling is not None:
+        out[CEILING_PLOT] = lambda: plot_ceiling(s)
+    for mechanism in landscape_names(s):
+        out[LANDSCAPE.format(mechanism=mechanism)] = lambda m=mechanism: plot_landscape(s, m)
+    return out
+
+
 def write_plots(run_dir: Path, summary: Summary | None = None) -> list[Path]:
-    summary = summary or summarise(run_dir)
+    s = summary or summarise(run_dir)
     out = Path(run_dir) / PLOTS_DIR
     out.mkdir(exist_ok=True)
     written = []
-    drawings = {
-        PLOT_NAMES[0]: lambda: plot_objective(run_dir),
-        PLOT_NAMES[1]: lambda: plot_population(run_dir),
-        PLOT_NAMES[2]: lambda: plot_grid(run_dir, summary=summary),
-    }
-    for mechanism in landscape_names(summary):
-        drawings[LANDSCAPE.format(mechanism=mechanism)] = lambda m=mechanism: plot_landscape(run_dir, m, summary)
-    for name, draw in drawings.items():
+    for name, draw in drawings(s).items():
         fig = draw()
         path = out / f"{name}.png"
         fig.savefig(path, dpi=110)

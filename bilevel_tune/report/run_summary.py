@@ -12,21 +12,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from bilevel_tune.report import landscape
-from bilevel_tune.report.analysis import (
-    BEST,
-    FINAL,
-    SummaryError,
-    cell_table,
-    generation_table,
-    grid_table,
-    load_run,
-    trial_table,
-    verdicts,
-)
+from bilevel_tune.report import landscape, tables
+from bilevel_tune.report.analysis import BEST, FINAL, cell_table, grid_table, verdicts
 from bilevel_tune.report.answers import Answers, answers
 from bilevel_tune.study_data.definition import Study
-from bilevel_tune.study_data.run_folder import GENERATIONS_FILE
 from bilevel_tune.study_data.study_overrides import budget_label
 
 
@@ -43,6 +32,7 @@ class Summary:
     scan_bests: pd.DataFrame  # each scan's best point
     generations: pd.DataFrame  # one row per ES trial and generation (`generation_table`)
     answers: Answers  # the comparisons decided, the ceiling, the edges
+    tables: tables.RunTables  # what it was read from: a run's records, or a shipped folder's tables
 
     @property
     def verdicts(self) -> dict[str, dict]:
@@ -52,15 +42,12 @@ class Summary:
 
 
 def summarise(run_dir: Path) -> Summary:
-    study, trials = load_run(run_dir)
-    if not trials:
-        raise SummaryError(f"{run_dir} holds no trial records yet ({GENERATIONS_FILE}); nothing to summarise")
-    scans = landscape.scan_table(study, trials)
+    """Every table, verdict and answer of a run folder, or of a shipped result's folder (`tables.read`)."""
+    read = tables.read(run_dir)
+    study, table, scans, generations = read.study, read.trials, read.scans, read.generations
     bests = landscape.scan_bests(scans, study)
-    table = landscape.add_regret(trial_table(study, trials), bests)
     done = table[table["generations"] > 0]
     has_final = FINAL in done and done[FINAL].notna().any()
-    generations = generation_table(study, trials)
     return Summary(
         study=study,
         trials=table,
@@ -73,6 +60,7 @@ def summarise(run_dir: Path) -> Summary:
         scan_bests=bests,
         generations=generations,
         answers=answers(study, table, generations, bests),
+        tables=read,
     )
 
 
@@ -95,9 +83,10 @@ def budget_note(study: Study) -> str | None:
     )
 
 
-def verdict_lines(s: Summary) -> list[str]:
-    """The verdicts as the summary states them, one sentence each (selection-bias notes included)."""
-    lines = [v["sentence"] for v in s.verdicts.values()]
+def verdict_lines(s: Summary, effects_only: bool = False) -> list[str]:
+    """The verdicts as the summary states them, one sentence each (selection-bias notes included); `effects_only`:
+    without the ceiling and search-vs-grid sentences, which the Answers carry."""
+    lines = [v["sentence"] for k, v in s.verdicts.items() if is_effect(k) or not effects_only]
     if s.verdicts_final:
         for k in (k for k in s.verdicts_final if is_effect(k)):
             final, best = s.verdicts_final[k]["verdict"], s.verdicts_best[k]["verdict"]

@@ -1,11 +1,11 @@
 """`python -m bilevel_tune.summary RUN_DIR` (or `bilevel-summary`): a run folder's summary, rebuilt from the folder alone.
 
-Writes summary.md, trials.csv, cells.csv, grid.csv, verdicts.json,
-scan.csv (with a rules scan), plots/*.png and TensorBoard's summary run (tensorboard/summary/) into the
-run folder (docs/run-folder.md); the tables and verdicts come from
-`analysis`, the pictures from `plots`, TensorBoard's events from `curves`.
-The study runs this at the end of every run; run it yourself on any run
-folder, finished or not.
+Writes summary.md (its Answers first), answers.csv, ceiling.csv (where runs sit at the ceiling), trials.csv,
+generations.csv.gz, scan.csv (with a rules scan), cells.csv, grid.csv, verdicts.json, plots/*.png and
+TensorBoard's summary run (tensorboard/summary/) into the run folder (docs/run-folder.md). It reads the
+trials' records, or — in a shipped folder under docs/results/, which keeps no records — the tables a summary
+wrote (`tables`), so it rebuilds a shipped summary as its run wrote it. The study runs this at the end of
+every run; run it yourself on any run folder, finished or not.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bilevel_tune.report import decide, plots
+from bilevel_tune.report import decide, plots, run_record, tables
 from bilevel_tune.report.analysis import (  # noqa: F401 - the summary's public names: verdicts and their wording
     BEST,
     CEILING,
@@ -36,11 +36,11 @@ from bilevel_tune.report.analysis import (  # noqa: F401 - the summary's public 
 )
 from bilevel_tune.report.run_summary import Summary, summarise, verdict_lines
 from bilevel_tune.study_data.run_folder import (
+    ANSWERS_CSV,
+    CEILING_CSV,
     CELLS_CSV,
     GRID_CSV,
-    SCAN_CSV,
     SUMMARY_MARKDOWN,
-    TRIALS_CSV,
     VERDICTS_FILE,
     write_json,
 )
@@ -191,7 +191,7 @@ def render(s: Summary) -> str:
         "sign and the mean gap exceeds 2 × the seed SD pooled over all cells; the answers above are the decisions.",
         "",
     ]
-    lines += [f"- {line}" for line in verdict_lines(s)]
+    lines += [f"- {line}" for line in verdict_lines(s, effects_only=True)]
     lines += ["", "## Settings (as run; a further axis's values are in the trials' columns)", ""]
     lines += [line.strip() for line in describe_settings(study.settings, study.inner.startswith("appo"), study.table)]
     return "\n".join(lines)
@@ -264,11 +264,12 @@ def write_summary(run_dir: Path, with_plots: bool = True) -> str:
     s = summarise(run_dir)
     text = render(s)
     (run_dir / SUMMARY_MARKDOWN).write_text(text + "\n")
-    s.trials.to_csv(run_dir / TRIALS_CSV, index=False)
+    s.answers.table().to_csv(run_dir / ANSWERS_CSV, index=False)
+    if not s.answers.ceiling_rows.empty:
+        s.answers.ceiling_rows.to_csv(run_dir / CEILING_CSV, index=False)
+    tables.write(run_dir, s.tables)  # trials.csv, generations.csv.gz, scan.csv: what a shipped folder reopens from
     s.cells.to_csv(run_dir / CELLS_CSV, index=False)
     s.grid.to_csv(run_dir / GRID_CSV, index=False)
-    if not s.scans.empty:
-        s.scans.to_csv(run_dir / SCAN_CSV, index=False)
     verdicts_json = {
         "budget_note": s.budget_note,
         "answers": s.answers.record(),
@@ -278,24 +279,44 @@ def write_summary(run_dir: Path, with_plots: bool = True) -> str:
     write_json(run_dir / VERDICTS_FILE, verdicts_json)
     if with_plots:
         plots.write_plots(run_dir, s)
-    curves.write_summary_board(run_dir)
+    if not s.tables.shipped:  # a shipped folder keeps no TensorBoard files
+        curves.write_summary_board(run_dir)
     return text
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bilevel_tune.summary", description=__doc__.splitlines()[0])
-    parser.add_argument("run_dir", type=Path, help="a run folder made by python -m bilevel_tune.study")
+    parser.add_argument(
+        "run_dir", type=Path, help="a run folder made by python -m bilevel_tune.study, or a shipped one (docs/results/)"
+    )
     parser.add_argument("--no-plots", action="store_true", help="tables and verdicts only")
+    parser.add_argument("--record", action="store_true", help="also print the run's record: sessions, stages, pace")
+    parser.add_argument("--ship", type=Path, metavar="DIR", help="copy the summary, tables and plots to DIR with run.md")
+    parser.add_argument("--notes", type=Path, metavar="FILE", help="markdown for run.md: commands, what else ran")
     try:
         args = parser.parse_args(argv)
     except SystemExit as exit_:  # argparse: --help exits 0, a bad argument 2 (its one-line usage is printed)
         return int(exit_.code or 0)
     try:
+        notes = _notes(args.notes)
         print(write_summary(args.run_dir, with_plots=not args.no_plots))
+        if args.record or args.ship:
+            if not tables.has_records(args.run_dir):
+                raise SummaryError(f"{args.run_dir} keeps no trial records: its record and shipping need the run folder")
+            run_record.report(args.run_dir, args.ship, notes)
     except SummaryError as err:
         print(f"bilevel_tune.summary: error: {err}", file=sys.stderr)
         return 2
     return 0
+
+
+def _notes(path: Path | None) -> str:
+    if path is None:
+        return ""
+    try:
+        return path.read_text()
+    except OSError as err:
+        raise SummaryError(f"--notes {path}: {err.strerror}") from None
 
 
 if __name__ == "__main__":

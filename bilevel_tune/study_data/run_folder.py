@@ -29,8 +29,9 @@ STUDY_FILE = "study.json"
 GENERATIONS_FILE = "generations.jsonl"
 SUMMARY_MARKDOWN = "summary.md"
 TRIALS_CSV, CELLS_CSV, GRID_CSV = "trials.csv", "cells.csv", "grid.csv"
+ANSWERS_CSV, CEILING_CSV = "answers.csv", "ceiling.csv"  # the Answers' comparisons; the runs at the ceiling (if any)
 VERDICTS_FILE = "verdicts.json"
-SUMMARY_FILES = (SUMMARY_MARKDOWN, TRIALS_CSV, CELLS_CSV, GRID_CSV, VERDICTS_FILE)
+SUMMARY_FILES = (SUMMARY_MARKDOWN, ANSWERS_CSV, TRIALS_CSV, CELLS_CSV, GRID_CSV, VERDICTS_FILE)
 PLOTS_DIR = "plots"
 TENSORBOARD_DIR = "tensorboard"  # <trial name>/ and summary/: TensorBoard's runs (bilevel_tune.views.curves)
 

@@ -1,38 +1,54 @@
-"""What a long run did, trial by trial: its pace and its census at the start and at the end — and its shipped copy.
+"""A long run's record — its sessions, stages and pace, trial by trial — and its shipped copy under docs/results/.
 
-    python benchmarks/run_report.py RUN_DIR                      # print the figures
-    python benchmarks/run_report.py RUN_DIR --ship docs/results/weekend-appo [--notes notes.md]
+    bilevel-summary RUN_DIR --record                                  # print the figures
+    bilevel-summary RUN_DIR --ship docs/results/weekend-appo [--notes notes.md]
 
 Per trial, from its `generations.jsonl` alone (and the plan in study.json): generations done of its budget,
 the plan's seconds for it against the sum of its generations' own,
 the median seconds per generation over the first and the last 10 % of its
 generations (a slowdown shows as last ≫ first), and its shards' resident
 memory (summed over shards) and OS threads at its first and last generation.
-The run's sessions (fresh start, resumes: each one's start, end, wall time, exit status and plan) and the
-run's ETA against its wall time summed over them come from study.json.
+The run's sessions (fresh start, resumes: each one's start, end, wall time, exit status and plan), its stages
+(`--until-decided`: each stage's seeds, trials and wall) and the run's ETA against its wall time summed over
+its sessions come from study.json.
 
-`--ship DIR` copies what a reader of the repository needs — summary.md, the CSV
-tables, verdicts.json, study.json and the plots — into DIR and writes DIR/run.md:
-the figures above and the notes given (the commands, the dry run's ETA, the wall
-time, what else ran on the machine). Records and Tune's state stay behind: they
-are large, and the summary is rebuilt from them, not from the copy.
+`--ship DIR` copies what a reader needs into DIR — study.json, summary.md, the tables (the compact
+generations.csv.gz among them: the shipped folder reopens in `bilevel-summary` and the notebook) and the
+plots — and writes DIR/run.md: the notes given (the commands, what else ran on the machine), the Answers
+block of summary.md as "What it answers", the sessions, the stages and the figures above. Records and Tune's
+state stay behind: they are large, and history keeps them.
 """
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import numpy as np
 
 from bilevel_tune.core import metrics as M
-from bilevel_tune.study_data.run_folder import read_study_file, trial_records
+from bilevel_tune.report.tables import GENERATIONS_CSV
+from bilevel_tune.study_data.run_folder import (
+    ANSWERS_CSV,
+    CEILING_CSV,
+    CELLS_CSV,
+    GRID_CSV,
+    PLOTS_DIR,
+    SCAN_CSV,
+    STUDY_FILE,
+    SUMMARY_MARKDOWN,
+    TRIALS_CSV,
+    VERDICTS_FILE,
+    read_study_file,
+    trial_records,
+)
 
-SHIPPED = ("summary.md", "trials.csv", "cells.csv", "grid.csv", "scan.csv", "verdicts.json", "study.json")
+SHIPPED = (
+    STUDY_FILE, SUMMARY_MARKDOWN, ANSWERS_CSV, CEILING_CSV, TRIALS_CSV, GENERATIONS_CSV, CELLS_CSV, GRID_CSV, SCAN_CSV,
+    VERDICTS_FILE,
+)  # fmt: skip
 
 
 def trial_figures(run_dir: Path) -> list[dict]:
@@ -138,34 +154,67 @@ def sessions(run_dir: Path) -> list[str]:
     return [*lines, "", line]
 
 
+def stages(run_dir: Path) -> list[str]:
+    """A run in stages (study.json's stage log): each stage's seeds, trials, when it began and was decided, and
+    AdaStop's outcomes after it; [] for a run without stages."""
+    log = read_study_file(run_dir).get("stages", [])
+    if not log:
+        return []
+    lines = [
+        "| stage | seeds | trials | began (UTC) | decided (UTC) | elapsed | outcomes after it |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for stage in log:
+        began, decided = stage.get("started_utc"), stage.get("decided_utc")
+        elapsed = "—"
+        if began and decided:
+            elapsed = clock(
+                (datetime.datetime.fromisoformat(decided) - datetime.datetime.fromisoformat(began)).total_seconds()
+            )
+        outcomes: dict[str, int] = {}
+        for decision in stage.get("decisions", []):
+            outcomes[decision["outcome"]] = outcomes.get(decision["outcome"], 0) + 1
+        said = ", ".join(f"{n} {outcome}" for outcome, n in outcomes.items()) or "not decided yet"
+        lines.append(
+            f"| {stage['stage']} | {', '.join(map(str, stage['seeds']))} | {len(stage['trials'])} | "
+            f"{(began or '—')[:19]} | {(decided or '—')[:19]} | {elapsed} | {said} |"
+        )
+    return lines
+
+
+def answers_block(summary_md: str) -> str:
+    """summary.md's Answers section, as it stands (its heading dropped)."""
+    sections = summary_md.split("\n## ")
+    block = next((s for s in sections if s.startswith("Answers")), "")
+    return block.partition("\n")[2].strip()
+
+
 def ship(run_dir: Path, out: Path, rows: list[dict], notes: str) -> None:
+    """Copy what a reader needs into `out` (a folder under docs/results/) and write its run.md."""
     out.mkdir(parents=True, exist_ok=True)
     for name in SHIPPED:
         if (run_dir / name).is_file():
             shutil.copy2(run_dir / name, out / name)
-    for png in sorted((run_dir / "plots").glob("*.png")):
-        shutil.copy2(png, out / png.name)
-    text = [f"# {run_dir.name}", "", notes.strip(), "", "## Provenance and sessions", "", *sessions(run_dir)]
-    text += ["", "## Per trial", "", markdown(rows), ""]
+    (out / PLOTS_DIR).mkdir(exist_ok=True)
+    for png in sorted((run_dir / PLOTS_DIR).glob("*.png")):
+        shutil.copy2(png, out / PLOTS_DIR / png.name)
+    summary = (run_dir / SUMMARY_MARKDOWN).read_text() if (run_dir / SUMMARY_MARKDOWN).is_file() else ""
+    text = [f"# {out.name}", "", notes.strip(), ""]
+    text += ["## What it answers", "", f"Quoted from its [summary.md]({SUMMARY_MARKDOWN}), as the tool wrote it:", ""]
+    text += [answers_block(summary), ""]
+    if stages(run_dir):
+        text += ["## Stages", "", *stages(run_dir), ""]
+    text += ["## Provenance and sessions", "", *sessions(run_dir), "", "## Per trial", "", markdown(rows), ""]
     (out / "run.md").write_text("\n".join(text))
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("run_dir", type=Path)
-    parser.add_argument("--ship", type=Path, help="copy the summary, tables and plots here and write run.md")
-    parser.add_argument("--notes", type=Path, help="markdown for run.md: commands, ETA, wall time, what else ran")
-    args = parser.parse_args(argv)
-    if not (args.run_dir / "study.json").is_file():
-        parser.error(f"{args.run_dir} is not a study run folder (no study.json)")
-    rows = trial_figures(args.run_dir)
-    print(markdown(rows))
-    if args.ship:
-        ship(args.run_dir, args.ship, rows, args.notes.read_text() if args.notes else "")
-        print(f"shipped to {args.ship}")
-    print(json.dumps({"trials": len(rows), "complete": sum(r["complete"] for r in rows)}))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def report(run_dir: Path, ship_to: Path | None = None, notes: str = "", out=print) -> None:
+    """Print the run's per-trial figures (and ship it)."""
+    rows = trial_figures(run_dir)
+    out(markdown(rows))
+    for line in stages(run_dir):
+        out(line)
+    if ship_to:
+        ship(run_dir, ship_to, rows, notes)
+        out(f"shipped to {ship_to}")
+    out(json.dumps({"trials": len(rows), "complete": sum(r["complete"] for r in rows)}))

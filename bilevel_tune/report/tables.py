@@ -1,0 +1,92 @@
+"""A run's tables — what its summary, plots and notebook are drawn from — read from its records or from a
+shipped folder.
+
+A run folder's authoritative record is each trial's generations.jsonl
+(`study_data.run_folder`): every candidate of every generation. From it the
+summary makes three tables, and writes them beside summary.md:
+
+* `trials.csv` — one row per trial of the grid (missing ones included);
+* `generations.csv.gz` — one row per ES trial and generation: its best so
+  far, the generation's best, mean and SD, σ, seconds, the seconds and
+  inner-loop evaluations so far, the search mean's rules and the generation's
+  best candidate's (`analysis.generation_table`);
+* `scan.csv` — with a rules scan, one row per scan and grid point.
+
+A folder under docs/results/ ships those tables and study.json, not the
+records (tens of MB); `read` takes a folder of either kind, so
+`bilevel-summary docs/results/<run>` rebuilds the summary a run wrote, and
+the notebook opens a run or a shipped result alike.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from bilevel_tune.report import landscape
+from bilevel_tune.report.analysis import SummaryError, generation_table, load_run, trial_table
+from bilevel_tune.study_data.definition import Study
+from bilevel_tune.study_data.run_folder import GENERATIONS_FILE, SCAN_CSV, STUDY_FILE, TRIALS_CSV
+
+GENERATIONS_CSV = "generations.csv.gz"
+GZIP = {"method": "gzip", "mtime": 0}  # no timestamp in the file: the same table, the same bytes
+
+
+@dataclass(frozen=True)
+class RunTables:
+    study: Study
+    trials: pd.DataFrame  # `analysis.trial_table` with the scan's regret beside it (`landscape.add_regret`)
+    generations: pd.DataFrame
+    scans: pd.DataFrame  # empty without a scan
+    shipped: bool  # read from a shipped folder's tables, not from records
+
+
+def has_records(run_dir: Path) -> bool:
+    return any(Path(run_dir).glob(f"*/{GENERATIONS_FILE}"))
+
+
+def read(run_dir: Path) -> RunTables:
+    """The run's tables: from its trials' records when it has them, else from the tables a summary wrote."""
+    run_dir = Path(run_dir)
+    if has_records(run_dir):
+        return from_records(run_dir)
+    if (run_dir / TRIALS_CSV).is_file() and (run_dir / GENERATIONS_CSV).is_file() and (run_dir / STUDY_FILE).is_file():
+        return from_shipped(run_dir)
+    if not run_dir.is_dir():
+        raise SummaryError(f"{run_dir} is not a folder")
+    raise SummaryError(
+        f"{run_dir} holds neither trial records (*/{GENERATIONS_FILE}) nor a summary's tables ({STUDY_FILE}, "
+        f"{TRIALS_CSV}, {GENERATIONS_CSV}): give a run folder made by python -m bilevel_tune.study, or one under "
+        "docs/results/"
+    )
+
+
+def from_records(run_dir: Path) -> RunTables:
+    study, trials = load_run(run_dir)
+    if not trials:
+        raise SummaryError(f"{run_dir} holds no trial records yet ({GENERATIONS_FILE}); nothing to summarise")
+    scans = landscape.scan_table(study, trials)
+    table = landscape.add_regret(trial_table(study, trials), landscape.scan_bests(scans, study))
+    return RunTables(study, table, generation_table(study, trials), scans, shipped=False)
+
+
+def from_shipped(run_dir: Path) -> RunTables:
+    study, _ = load_run(run_dir)
+    scan = run_dir / SCAN_CSV
+    return RunTables(
+        study,
+        pd.read_csv(run_dir / TRIALS_CSV),
+        pd.read_csv(run_dir / GENERATIONS_CSV),
+        pd.read_csv(scan) if scan.is_file() else pd.DataFrame(),
+        shipped=True,
+    )
+
+
+def write(run_dir: Path, tables: RunTables) -> None:
+    """The tables a shipped folder needs (trials.csv is the summary's own)."""
+    tables.trials.to_csv(run_dir / TRIALS_CSV, index=False)
+    tables.generations.to_csv(run_dir / GENERATIONS_CSV, index=False, compression=GZIP)
+    if not tables.scans.empty:
+        tables.scans.to_csv(run_dir / SCAN_CSV, index=False)

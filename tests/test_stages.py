@@ -1,0 +1,93 @@
+"""A study in stages under real Tune (`--until-decided`): a run made without stages continued, a stage stopped by
+Ctrl-C and resumed, its decisions the same as an unbroken run's; the range edge and a wider range in a real scan."""
+
+import json
+import signal
+
+import pytest
+
+from bilevel_tune.core import metrics as M
+from bilevel_tune.report import decide
+from bilevel_tune.report.summary import summarise
+from bilevel_tune.running.cli import main
+from bilevel_tune.running.staging import ARCHIVE_DIR
+
+from .study_helpers import interrupt, raw_generation_lines, study_args, study_process, trial_records, wait_for
+
+pytestmark = pytest.mark.ray
+# two groups (population 1 and 16, one mechanism): one comparison; 3 stages of one seed, 2 trials each
+SMALL = dict(inner="analytic", wandb="disabled", population="1,16", optimize_params="min_demand_frac", seed=42)
+ONE_A_STAGE = ("--set", "decide.seeds_per_stage=1", "--set", "decide.max_seeds=3", "--cpus-per-trial", "1")
+GENERATIONS = 150
+
+
+def stages_of(run) -> list[dict]:
+    return json.loads((run / "study.json").read_text())["stages"]
+
+
+def finals(run) -> dict[str, float]:
+    return {
+        name.rsplit("_", 2)[0]: final[M.FINAL_BEST] for name, (_, final) in trial_records(run).items() if final
+    }  # by trial name, less Tune's id
+
+
+def test_a_two_seed_run_continues_in_stages_and_a_stage_survives_ctrl_c(ray_cluster, tmp_path, capsys):
+    # the reference: one unbroken run in stages
+    whole_args = study_args(
+        tmp_path, "--quick", "--until-decided", *ONE_A_STAGE, name="whole", outer_iters=GENERATIONS, **SMALL
+    )
+    assert main(whole_args) == 0
+    whole = tmp_path / "whole"
+    assert [s["stage"] for s in stages_of(whole)] == [1, 2, 3] and len(trial_records(whole)) == 6
+    assert "stage 3 decided:" in capsys.readouterr().out
+
+    # a run made without stages (one seed), then continued as its next stages; Ctrl-C in stage 2
+    args = study_args(tmp_path, "--quick", *ONE_A_STAGE, name="run", outer_iters=GENERATIONS, **SMALL)
+    assert main(args) == 0 and "stages" not in json.loads((tmp_path / "run" / "study.json").read_text())
+    run = tmp_path / "run"
+    resume = [
+        "weekend",
+        "--resume",
+        "--name",
+        "run",
+        "--results",
+        str(tmp_path),
+        "--until-decided",
+        "--wandb",
+        "disabled",
+    ]
+    proc = study_process(resume)
+    stage_two = lambda: [g for g, _ in trial_records(run).values() if g and g[0][M.SEED] != 42]  # noqa: E731
+    wait_for(lambda: any(len(g) >= 10 for g in stage_two()), timeout=240)
+    out = interrupt(proc, signal.SIGINT)
+    assert proc.returncode == 130, out[-3000:]
+    assert "--until-decided" in out.strip().splitlines()[-1], "the resume line carries --until-decided"
+    assert [s["stage"] for s in stages_of(run)] == [1, 2] and stages_of(run)[0]["decisions"][0]["outcome"] == "open"
+    assert (run / ARCHIVE_DIR / "1" / "tuner.pkl").is_file(), "stage 1's Tune state is set aside, stage 2's is current"
+
+    proc = study_process(resume)
+    out, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, out[-3000:]
+    assert [s["stage"] for s in stages_of(run)] == [1, 2, 3]
+    for name, (generations, final) in trial_records(run).items():  # every generation once, every trial to its end
+        assert final is not None and [g[M.GENERATION] for g in generations] == list(range(GENERATIONS)), name
+        assert sorted(raw_generation_lines(run / name / "generations.jsonl"))[-1] == GENERATIONS - 1
+    # the same seeds, the same scores, the same decisions as the unbroken run's, stage by stage
+    assert finals(run) == finals(whole)
+    assert [s["seeds"] for s in stages_of(run)] == [s["seeds"] for s in stages_of(whole)]
+    assert [s["decisions"] for s in stages_of(run)] == [s["decisions"] for s in stages_of(whole)]
+    answers = summarise(run).answers
+    assert answers.decisions.looks == 3 and answers.rows[0].decision.outcome in (decide.UNDECIDED, decide.B_BETTER)
+    headings = [line for line in (run / "summary.md").read_text().splitlines() if line.startswith("## ")]
+    assert headings[0] == "## Answers"
+
+
+def test_the_scan_reports_the_range_edge_and_a_wider_range_moves_it(ray_cluster, tmp_path):
+    small = dict(inner="analytic", wandb="disabled", population=1, optimize_params="min_demand_frac", seed=42)
+    assert main(study_args(tmp_path, "--quick", name="edge", outer_iters=40, scan=11, **small)) == 0
+    edges = summarise(tmp_path / "edge").answers.edges
+    assert [(e["rule"], e["side"], e["limit"], e["scans"]) for e in edges] == [("min_demand_frac", "upper", 0.35, 1)]
+    assert "edge: min_demand_frac at its upper limit 0.35" in (tmp_path / "edge" / "summary.md").read_text()
+    wider = ["--set", "search.min_demand_frac=0,0.7"]
+    assert main(study_args(tmp_path, "--quick", *wider, name="wider", outer_iters=40, scan=11, **small)) == 0
+    assert summarise(tmp_path / "wider").answers.edges == ()
