@@ -332,3 +332,24 @@ def _scan_values(bests: pd.DataFrame, name: str) -> pd.Series:
             if rule == name:
                 values.append(float(value))
     return pd.Series(values, dtype=float)
+
+
+def finals_by_group(study, trials: pd.DataFrame) -> dict[tuple, dict[int, float]]:
+    """Each group's final re-evaluations, by seed (the trials table's rows are `study.cells()`, in order)."""
+    by_group: dict[tuple, dict[int, float]] = {}
+    for cell, (_, row) in zip(study.cells(), trials.iterrows()):
+        if pd.notna(row.get(FINAL)):
+            by_group.setdefault(cell.group, {})[cell.seed] = float(row[FINAL])
+    return by_group
+
+
+def paired_table(study, trials: pd.DataFrame, found: Answers) -> pd.DataFrame:
+    """Every comparison's matched pairs: per seed, A's and B's final re-evaluation and B − A."""
+    by_group = finals_by_group(study, trials)
+    rows = []
+    for answer in found.rows:
+        c = answer.comparison
+        a, b = by_group.get(c.a, {}), by_group.get(c.b, {})
+        for seed in sorted(set(a) & set(b)):
+            rows.append({"comparison": c.key, "seed": seed, "A": a[seed], "B": b[seed], "B − A": b[seed] - a[seed]})
+    return pd.DataFrame(rows)

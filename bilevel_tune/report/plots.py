@@ -26,7 +26,8 @@ import numpy as np
 import pandas as pd
 
 from bilevel_tune.core import metrics as M
-from bilevel_tune.report.analysis import BEST, BOUND_TOL, FINAL, GENERATION_BEST, MECHANISM, grid_table
+from bilevel_tune.report.analysis import BEST, BOUND_TOL, GENERATION_BEST, MECHANISM, grid_table
+from bilevel_tune.report.answers import finals_by_group
 from bilevel_tune.report.run_summary import Summary, summarise
 from bilevel_tune.study_data.run_folder import PLOTS_DIR
 from bilevel_tune.study_data.settings import is_setting_key, plain
@@ -168,15 +169,11 @@ def plot_final_pairs(s: Summary):
     fig, axes = _panels(len(rows), width=3.4)
     if not rows:
         axes[0, 0].text(0.5, 0.5, "no comparison", ha="center")
-    cells = s.study.cells()
-    by_group: dict[tuple, dict[int, float]] = {}
-    for cell, (_, row) in zip(cells, s.trials.iterrows()):
-        if pd.notna(row.get(FINAL)):
-            by_group.setdefault(cell.group, {})[cell.seed] = float(row[FINAL])
+    by_group = finals_by_group(s.study, s.trials)
     for ax, answer in zip(axes.flat, rows):
         c = answer.comparison
         a, b = by_group.get(c.a, {}), by_group.get(c.b, {})
-        for seed in sorted(set(a) & set(b)):
+        for seed in sorted(set(a) & set(b)):  # matched on the seed: joined
             ax.plot([0, 1], [a[seed], b[seed]], color="0.6", lw=0.8, zorder=1)
         for x, side, colour in ((0, a, COLOURS[0]), (1, b, COLOURS[1])):
             ax.scatter([x] * len(side), list(side.values()), color=colour, s=18, zorder=2)

@@ -152,6 +152,8 @@ def render(s: Summary) -> str:
     lines = [f"# Study {study.name} (budget {budget_label(study)}, inner loop {study.inner})", ""]
     if study.description:
         lines += [f"{study.description}.", ""]
+    if study.regime:
+        lines += [f"World: {study.regime}.", ""]
     if overrides_label(study):
         lines += [f"Command-line changes to the study: {overrides_label(study)}.", ""]
     if s.budget_note:

@@ -123,6 +123,12 @@ class Study:
         return self.summary.ceiling if self.summary.ceiling is not None else self.table.ceiling
 
     @property
+    def regime(self) -> str | None:
+        """Its world's one line on the regime these settings make (fresh water: capped at 1/4 or not); None when
+        the world has no such line."""
+        return self.table.regime(self.world, self.fixed_rules) if self.table.regime else None
+
+    @property
     def rule_specs(self) -> tuple:
         """Its world's rules, each mapping u in [0, 1] onto the range this study searches it over ([search])."""
         ranges = dict(self.search)

@@ -61,6 +61,7 @@ class SettingsTable:
         self.world = world
         self.rule_specs = tuple(world_class.rule_specs)
         self.ceiling: float | None = getattr(world_class, "ceiling", None)  # the value its summary looks for
+        self.regime = getattr(world_class, "regime", None)  # (settings, rules) -> one line; optional
         self.section_classes: dict[str, type] = {
             "world": world_class.settings_class,
             "network": NetworkSettings,

@@ -60,6 +60,23 @@ class FreshWater:
     # The campaign's ceiling: with the flow pressure saturated, a farm's day earns at most f − f² = 1/4 (docs/objective.md)
     ceiling = 0.25
 
+    @staticmethod
+    def regime(settings: WorldConfig, rules: Mapping[str, float]) -> str:
+        """Which regime these settings make, in one line: whether a farm's day is capped (a summary's header)."""
+        scale, power = rules["risk_penalty_scale"], rules["risk_penalty_power"]
+        if settings.release_share >= 1 and settings.rain_probability == 0:
+            # pressure 1 every day, no rain: a day's best is max over f of f − c·f^p, at f = (1/(c·p))^(1/(p−1))
+            f = min(1.0, (1 / (scale * power)) ** (1 / (power - 1))) if scale > 0 and power > 1 else 1.0
+            return (
+                f"the campaign's capped regime: pressure 1 every day and no rain, so a farm's day earns at most "
+                f"{f - scale * f**power:.4f} (the best of f − {scale:g}·f^{power:g}), whatever the floor and the quota"
+            )
+        return (
+            f"the surrogate world, not the campaign's capped regime: pressure {settings.release_share:g} on ordinary "
+            f"days (1 when the lake spills), rain on {settings.rain_probability:.0%} of days, so a farm's day can earn "
+            "more than 1/4"
+        )
+
     def __init__(self, settings: WorldConfig, rules: Sequence[Mapping[str, float] | Rules]):
         self.settings = settings
         self.rules = [r if isinstance(r, Rules) else Rules.from_physical(r) for r in rules]
