@@ -38,3 +38,26 @@ def test_the_link_check_sees_a_broken_link(tmp_path):
     page = tmp_path / "page.md"
     page.write_text("![a picture](results/missing.png) and [a page](other.md#part) and [web](https://example.org)\n")
     assert relative_links(page) == ["results/missing.png", "other.md#part"]
+
+
+def test_the_readme_is_one_screenful_of_answers_quoted_from_the_shipped_summaries():
+    from bilevel_tune.report import quotes
+
+    readme = ROOT / "README.md"
+    assert len(readme.read_text().splitlines()) <= 150
+    assert "make study" in readme.read_text() and "make test" in readme.read_text()
+    assert len(quotes.quoted(readme)) >= 3
+    assert quotes.stale(readme) == [], "run: python -m bilevel_tune.report.quotes README.md"
+
+
+def test_a_stale_quote_is_seen(tmp_path):
+    from bilevel_tune.report import quotes
+
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "summary.md").write_text("# Study x\n\n## Answers\n\n| a |\n|---|\n| 1 |\n\n## Trials\n\nrest\n")
+    page = tmp_path / "page.md"
+    page.write_text("intro\n<!-- answers: run -->\n| a |\n|---|\n| 2 |\n<!-- /answers -->\nend\n")
+    assert quotes.stale(page) == ["run"]
+    assert quotes.refresh(page) == 1 and quotes.stale(page) == []
+    assert page.read_text() == "intro\n<!-- answers: run -->\n| a |\n|---|\n| 1 |\n<!-- /answers -->\nend\n"

@@ -42,6 +42,18 @@ def test_dry_run_applies_overrides_and_cpus_per_trial(capsys):
     assert "--cpus-per-trial" in out and "2 waves" in out
 
 
+def test_the_dry_run_plans_the_first_stage_and_the_most(capsys, tmp_path):
+    argv = ["weekend", "--quick", "--inner", "analytic", "--until-decided", "--dry-run", "--results", str(tmp_path)]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "stages (--until-decided): AdaStop at family-wise α 0.05 over 4 comparison(s), 3 stage(s) of 2 seeds" in out
+    assert "first decide at stage 3 (6 seeds per cell)" in out and "ETA " in out
+    assert "weekend_pop1_1d_seed42" in out and "seed6331" not in out.split("at the most")[0]
+    assert "at the most (every comparison open to the end): 24 trials" in out and "  stage 3: 8 trials" in out
+    assert "[decide] alpha 0.05, seeds_per_stage 2, max_seeds 6, beta 0.0, compare []" in out
+    assert not list(tmp_path.iterdir())
+
+
 def test_list(capsys):
     assert main(["--list"]) == 0
     out = capsys.readouterr().out

@@ -1,5 +1,7 @@
 """W&B: the key never lands in the run folder or the output, and a dead server costs seconds, not 30 minutes."""
 
+from pathlib import Path
+
 import pytest
 
 from bilevel_tune.tune_edge.tracking import TrackingError, load_key_file, resolve_wandb_mode
@@ -59,3 +61,19 @@ def test_wandb_login_credentials_in_netrc_count_without_a_network_call(tmp_path,
     assert resolve_wandb_mode("online", key_dirs=[tmp_path]) == "online"
     monkeypatch.setenv("WANDB_BASE_URL", "https://wandb.example.org")  # a private server: its own netrc entry
     assert resolve_wandb_mode("auto", key_dirs=[tmp_path]) == "offline"
+
+
+def test_the_summary_run_carries_the_answers_and_every_figure(tmp_path, monkeypatch):
+    """Real W&B, offline: the study's summary run holds the Answers and ceiling tables and each figure."""
+    import shutil
+
+    from bilevel_tune.tune_edge.tracking import log_summary
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    run = tmp_path / "ceiling-appo"
+    shutil.copytree(Path(__file__).resolve().parent.parent / "docs" / "results" / "ceiling-appo", run)
+    assert log_summary(run, "offline", group="g", tags=["study:ceiling"]) is None
+    media = {p.name.split("_")[0] for p in run.glob("wandb/offline-run-*/files/media/*/summary/*")}
+    assert {"answers", "ceiling", "trials"} <= media
+    pictures = {p.name.rsplit("_", 2)[0] for p in run.glob("wandb/offline-run-*/files/media/images/summary/*.png")}
+    assert {"best_so_far_evaluations", "final_pairs", "ceiling"} <= pictures

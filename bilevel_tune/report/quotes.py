@@ -1,0 +1,66 @@
+"""Answers quoted in the docs, kept equal to the summaries they quote: no figure in a page is typed by hand.
+
+A page quotes a shipped result's Answers block (its summary.md's `## Answers` section, the heading left out)
+between two markers, the folder named relative to the repository root:
+
+    <!-- answers: docs/results/weekend-appo -->
+    ...the block, as that folder's summary.md has it...
+    <!-- /answers -->
+
+`refresh(page)` rewrites every such block from the folder's summary.md; `stale(page)` names the blocks that
+differ (a test holds README.md to it).
+
+    python -m bilevel_tune.report.quotes README.md      # refresh the quoted blocks
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+from bilevel_tune.report.run_record import answers_block
+from bilevel_tune.study_data.run_folder import SUMMARY_MARKDOWN
+
+QUOTE = re.compile(r"(?P<open><!-- answers: (?P<folder>\S+) -->)(?P<block>.*?)(?P<close><!-- /answers -->)", re.S)
+
+
+def root_of(page: Path) -> Path:
+    """The repository a page lives in (the folder holding pyproject.toml)."""
+    page = Path(page).resolve()
+    return next(p for p in page.parents if (p / "pyproject.toml").is_file())
+
+
+def quoted(page: Path) -> list[tuple[str, str, str]]:
+    """(folder, the block as the page has it, the block as the folder's summary.md has it) per quote."""
+    text, root = Path(page).read_text(), root_of(page)
+    out = []
+    for match in QUOTE.finditer(text):
+        summary = root / match["folder"] / SUMMARY_MARKDOWN
+        out.append((match["folder"], match["block"], answers_block(summary.read_text()) if summary.is_file() else ""))
+    return out
+
+
+def stale(page: Path) -> list[str]:
+    """The folders whose quoted block differs from their summary.md's (or whose summary.md is missing)."""
+    return [folder for folder, block, source in quoted(page) if not source or block.strip() != source.strip()]
+
+
+def refresh(page: Path) -> int:
+    """Rewrite every quoted block from its folder's summary.md; returns how many changed."""
+    page = Path(page)
+    text, root, changed = page.read_text(), root_of(page), 0
+
+    def replace(match: re.Match) -> str:
+        nonlocal changed
+        source = answers_block((root / match["folder"] / SUMMARY_MARKDOWN).read_text())
+        changed += match["block"].strip() != source.strip()
+        return f"{match['open']}\n{source}\n{match['close']}"
+
+    page.write_text(QUOTE.sub(replace, text))
+    return changed
+
+
+if __name__ == "__main__":
+    for name in sys.argv[1:] or ["README.md"]:
+        print(f"{name}: {refresh(Path(name))} block(s) refreshed")

@@ -1,0 +1,39 @@
+"""Every shipped result reopens: its summary.md, tables and answers rebuilt from the folder alone are the shipped
+ones, byte for byte; its run.md quotes its Answers as the summary has them."""
+
+import shutil
+
+import pytest
+
+from bilevel_tune.report import run_record
+from bilevel_tune.report.summary import main
+
+from .study_helpers import REPO
+
+SHIPPED = sorted(p.parent for p in (REPO / "docs" / "results").glob("*/generations.csv.gz"))
+REBUILT = ("summary.md", "answers.csv", "trials.csv", "cells.csv", "grid.csv", "verdicts.json")
+
+
+def test_every_folder_under_docs_results_is_a_shipped_result_that_reopens():
+    assert {p.name for p in SHIPPED} == {p.name for p in (REPO / "docs" / "results").iterdir() if p.is_dir()}
+    assert {"weekend-appo", "ceiling-appo", "weekend-analytic"} <= {p.name for p in SHIPPED}
+
+
+@pytest.mark.parametrize("shipped", SHIPPED, ids=[p.name for p in SHIPPED])
+def test_a_shipped_folder_rebuilds_its_summary_byte_for_byte(shipped, tmp_path, capsys):
+    copy = tmp_path / shipped.name
+    shutil.copytree(shipped, copy)
+    assert main([str(copy), "--no-plots"]) == 0
+    for name in REBUILT:
+        assert (copy / name).read_bytes() == (shipped / name).read_bytes(), name
+    answers = run_record.answers_block((shipped / "summary.md").read_text())
+    assert answers and answers in (shipped / "run.md").read_text(), "run.md's 'What it answers' is the summary's"
+    assert main([str(copy), "--ship", str(tmp_path / "again")]) == 2
+    assert "keeps no trial records" in capsys.readouterr().err
+
+
+def test_a_folder_holding_neither_records_nor_tables_is_one_line(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    assert main([str(tmp_path / "empty")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "holds neither trial records" in err
