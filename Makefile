@@ -46,7 +46,7 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not ray and not slow and not rllib and not install"
 
 check: $(STAMP)
-	$(BIN)/python -m bilevel_tune.world.check
+	$(BIN)/python -m bilevel_tune.worlds.check && $(BIN)/python -m bilevel_tune.appo.env_check --world fresh-water && $(BIN)/python -m bilevel_tune.appo.env_check --world fishery
 
 lint: $(STAMP)
 	$(BIN)/ruff check bilevel_tune tests benchmarks

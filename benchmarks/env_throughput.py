@@ -11,8 +11,8 @@ import time
 
 import numpy as np
 
-from bilevel_tune.world import Basin, Rules, WorldConfig
-from bilevel_tune.world.env import FreshWaterEnv
+from bilevel_tune.appo.fresh_water_env import FreshWaterEnv
+from bilevel_tune.worlds.fresh_water import Basin, Rules, WorldConfig
 
 FARMS, CANDIDATES = 5, 16
 

@@ -24,7 +24,7 @@ import ray
 from bilevel_tune.core import metrics as M
 from bilevel_tune.inner import InnerLoopConfig, Shard
 from bilevel_tune.runtime import ray_init
-from bilevel_tune.world import Rules
+from bilevel_tune.worlds.fresh_water import Rules, WorldConfig
 
 
 def leak_summary(seconds: list[float], censuses: list[dict]) -> dict:
@@ -58,9 +58,10 @@ def main(argv=None):
 
     with ray_init.scratch_ray(ray_init.RuntimeConfig(num_cpus=2, thread_cap=1, log_to_driver=False)):
         inner = InnerLoopConfig(
-            num_farms=2, horizon=20, hidden=(16,), stop_mode="none" if args.no_stop else "leak-free"
-        )
-        rules = [Rules.from_unit({"min_demand_frac": u}).as_dict() for u in np.linspace(0.1, 0.9, args.population)]
+            world_settings=WorldConfig(num_farms=2, horizon=20), hidden=(16,),
+            stop_mode="none" if args.no_stop else "leak-free",
+        )  # fmt: skip
+        rules = [Rules.at_unit({"min_demand_frac": u}).as_dict() for u in np.linspace(0.1, 0.9, args.population)]
         actor = ray.remote(Shard).options(num_cpus=1).remote(args.loop, inner)
         seconds, censuses = [], []
         print(

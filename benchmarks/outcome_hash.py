@@ -5,7 +5,7 @@
 
 Six random rule sets over the rules' whole ranges, evaluated untrained on two seeds by each loop.
 It reaches the loops only through paths older releases have too (`bilevel_tune.inner`,
-`bilevel_tune.world.rules`), so the same command on two checkouts says whether a change kept every
+`bilevel_tune.worlds.fresh_water.rules`), so the same command on two checkouts says whether a change kept every
 evaluation bit-identical: equal fingerprints, equal outcomes to the last bit.
 """
 
@@ -18,17 +18,19 @@ import sys
 import numpy as np
 
 from bilevel_tune.inner import InnerLoopConfig, load_loop_class
-from bilevel_tune.world.rules import RULE_SPECS
+from bilevel_tune.worlds.fresh_water import WorldConfig
+from bilevel_tune.worlds.fresh_water.rules import RULE_SPECS
 
 WORLDS = {
     "weekend": {},
     "ceiling": dict(release_share=1.0, rain_probability=0.0, farm_area_km2=5.0),
 }
-SMALL_NETWORK = {"hidden": (16,), "horizon": 40}  # the APPO loops: an untrained policy's outcomes, quickly
+SMALL = ({"hidden": (16,)}, {"horizon": 40})  # the APPO loops: an untrained policy's outcomes, quickly
 
 
 def outcomes(loop: str, world: dict, rules: list[dict]) -> list[dict]:
-    config = InnerLoopConfig(**world, **({} if loop == "analytic" else SMALL_NETWORK))
+    network, season = ({}, {}) if loop == "analytic" else SMALL
+    config = InnerLoopConfig(**network, world_settings=WorldConfig(**world, **season))
     inner = load_loop_class(loop)(config)
     inner.reset(rules, 7, range(len(rules)))
     found = inner.evaluate([100, 101])

@@ -39,8 +39,8 @@ from bilevel_tune.appo.multiagent import MultiAgentPolicyLoop
 from bilevel_tune.appo.population import PopulationPolicyLoop
 from bilevel_tune.inner import InnerLoopConfig, Shard
 from bilevel_tune.runtime import ray_init
-from bilevel_tune.world import Rules
 from bilevel_tune.worlds.fishery import FisheryObjective, FisherySettings
+from bilevel_tune.worlds.fresh_water import Rules
 
 CONFIGS = {
     "fresh-water": InnerLoopConfig(),  # the weekend world and network
@@ -59,16 +59,14 @@ def block(n: int) -> list[dict[str, float]]:
     """n rule sets spread over the world's first searched rule (fresh water: with the risk penalty on)."""
     if WORLD == "fishery":
         return CONFIG.probe_rules(n)
-    return [
-        Rules.from_unit({"min_demand_frac": (k + 0.5) / n}, Rules(risk_penalty_scale=1.0)).as_dict() for k in range(n)
-    ]
+    return [Rules.at_unit({"min_demand_frac": (k + 0.5) / n}, {"risk_penalty_scale": 1.0}).as_dict() for k in range(n)]
 
 
 def far_apart() -> list[dict[str, float]]:
     """Four rule sets far apart, for the update check: one candidate clipped, one not."""
     if WORLD == "fishery":
         return [{"quota_max": q, "restoration_subsidy": s} for q, s in ((0.1, 0.0), (0.4, 0.5), (0.7, 0.1), (1.0, 0.3))]
-    return [Rules.from_unit({"min_demand_frac": u, "fixed_quota": 1 - u}).as_dict() for u in (0.05, 0.35, 0.65, 0.95)]
+    return [Rules.at_unit({"min_demand_frac": u, "fixed_quota": 1 - u}).as_dict() for u in (0.05, 0.35, 0.65, 0.95)]
 
 
 def train_seconds(loop_class, n: int, calls: int) -> tuple[float, dict]:

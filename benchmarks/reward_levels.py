@@ -22,7 +22,7 @@ import numpy as np
 from bilevel_tune.inner import InnerLoopConfig
 from bilevel_tune.inner.analytic import AnalyticLoop
 from bilevel_tune.study_data.definition import load_study
-from bilevel_tune.world import Rules
+from bilevel_tune.worlds.fresh_water import Rules
 
 
 def levels(horizon: int, seeds: int, steps: int) -> dict[str, float]:

@@ -26,10 +26,10 @@ import time
 
 import numpy as np
 
+from bilevel_tune.cli.runner import RunOptions, run_study
 from bilevel_tune.core import es
 from bilevel_tune.core import metrics as M
 from bilevel_tune.inner import InnerLoopConfig, ShardedInnerLoop
-from bilevel_tune.running.runner import RunOptions, run_study
 from bilevel_tune.runtime import ray_init
 from bilevel_tune.study_data.definition import load_study
 from bilevel_tune.study_data.run_folder import trial_records

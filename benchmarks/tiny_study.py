@@ -5,7 +5,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from bilevel_tune.running.cli import main as study_main
+from bilevel_tune.cli.main import main as study_main
 from bilevel_tune.study_data.run_folder import GENERATIONS_FILE, read_records
 
 

@@ -1,8 +1,8 @@
-"""`python -m bilevel_tune.study`: the study's command line, which lives in `bilevel_tune.running.cli`."""
+"""`python -m bilevel_tune.study`: the study's command line, which lives in `bilevel_tune.cli.main`."""
 
 import sys
 
-from bilevel_tune.running.cli import main
+from bilevel_tune.cli.main import main
 
 __all__ = ["main"]
 

@@ -54,5 +54,6 @@ def ray_cluster(scratch):
 def tiny_inner():
     """The smallest honest APPO inner loop: 2 farms, 10-day seasons, one 8-unit layer."""
     from bilevel_tune.inner import InnerLoopConfig
+    from bilevel_tune.worlds.fresh_water import WorldConfig
 
-    return InnerLoopConfig(num_farms=2, horizon=10, hidden=(8,))
+    return InnerLoopConfig(world_settings=WorldConfig(num_farms=2, horizon=10), hidden=(8,))

@@ -12,26 +12,12 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-NUMPY_CORE = (
-    "bilevel_tune.world.basin",
-    "bilevel_tune.world.crops",
-    "bilevel_tune.world.hydrology",
-    "bilevel_tune.world.law",
-    "bilevel_tune.world.rules",
-    "bilevel_tune.core.objective",
-    "bilevel_tune.core.es",
-    "bilevel_tune.core.metrics",
-    "bilevel_tune.core.scan",
-    "bilevel_tune.core.plugins",
-    "bilevel_tune.world.fresh_water",
-    "bilevel_tune.worlds",
-    "bilevel_tune.worlds.contract",
-    "bilevel_tune.worlds.check",
-    "bilevel_tune.worlds.single_copy",
-    "bilevel_tune.worlds.fishery",
-    "bilevel_tune.worlds.fishery.stock",
-    "bilevel_tune.worlds.fishery.world",
-)
+NUMPY_CORE = ("bilevel_tune.base", "bilevel_tune.core", "bilevel_tune.worlds")  # and every module inside them
+# The folders from the ground up (docs/architecture.md): a module imports only from its own folder or below.
+LAYERS = (
+    "base", "core", "worlds", "runtime", "inner", "appo", "study_data", "planning", "views", "tune_edge", "report", "cli",
+)  # fmt: skip
+ENTRY_POINTS = ("study", "summary", "es", "objective", "world")  # the root's entry points and re-exports: the top
 REPORT_SIDE = ("pandas", "matplotlib")
 RLLIB, TUNE = "ray.rllib", "ray.tune"
 
@@ -114,8 +100,8 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def violations(graph: dict[str, set[str]], numpy_core=NUMPY_CORE) -> list[str]:
     out = []
-    for module in numpy_core:
-        if module in graph and _uses(graph, module, "ray"):
+    for module in (m for m in graph if m in numpy_core or m.startswith(tuple(f"{p}." for p in numpy_core))):
+        if _uses(graph, module, "ray"):
             out.append(f"{module} is numpy core but imports Ray")
     for module in graph:
         report = any(_uses(graph, module, lib) for lib in REPORT_SIDE)
@@ -128,3 +114,25 @@ def violations(graph: dict[str, set[str]], numpy_core=NUMPY_CORE) -> list[str]:
     for circle in cycles(graph):
         out.append("import circle: " + " → ".join([*circle, circle[0]]))
     return out
+
+
+def layer_of(module: str, layers=LAYERS) -> int:
+    """A module's floor: its folder's place in `layers`; the package itself (its version) is the ground, the root's
+    entry points and re-exports the top."""
+    parts = module.split(".")
+    if len(parts) == 1:
+        return -1
+    if parts[1] in layers:
+        return layers.index(parts[1])
+    return len(layers)  # an entry point at the root (study.py, summary.py, …)
+
+
+def upward(graph: dict[str, set[str]], layers=LAYERS) -> list[str]:
+    """Every import of ours that runs up: from a folder to one above it in `layers`."""
+    package = next(iter(graph)).split(".")[0] if graph else ""
+    return [
+        f"{module} → {target}"
+        for module, targets in sorted(graph.items())
+        for target in sorted(targets)
+        if target.startswith(package) and layer_of(target, layers) > layer_of(module, layers)
+    ]

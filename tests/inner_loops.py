@@ -6,10 +6,10 @@ from pathlib import Path
 
 import numpy as np
 
-from bilevel_tune.core.objective import CandidateOutcome
-from bilevel_tune.inner.analytic import AnalyticLoop, myopic_best_response
-from bilevel_tune.inner.evaluation import evaluate_policy
-from bilevel_tune.world.rules import rule_spec
+from bilevel_tune.inner.analytic import AnalyticLoop
+from bilevel_tune.inner.evaluation import evaluate
+from bilevel_tune.worlds.contract import Assessment
+from bilevel_tune.worlds.fresh_water.rules import rule_spec
 
 
 class NaNPolicyLoop(AnalyticLoop):
@@ -19,14 +19,14 @@ class NaNPolicyLoop(AnalyticLoop):
     """
 
     def evaluate(self, seeds):
-        best_response = myopic_best_response(self.rules)
+        world = self.config.build_world(self.rules)
 
-        def policy(obs):
-            fractions = best_response(obs)
-            fractions[0] = np.nan
-            return fractions
+        def act(obs):
+            actions = world.myopic_actions(obs).copy()
+            actions[0] = np.nan
+            return actions
 
-        return evaluate_policy(self.config.world, self.config.weights, self.rules, seeds, policy)
+        return evaluate(world, seeds, act, self.config.objective_settings)
 
 
 class UnconfirmedStopLoop(AnalyticLoop):
@@ -73,13 +73,14 @@ class LandscapeLoop(AnalyticLoop):
     def evaluate(self, seeds):
         out = []
         for rules in self.rules:
-            u = rule_spec("min_demand_frac").to_unit(rules.min_demand_frac)
+            u = rule_spec("min_demand_frac").to_unit(rules["min_demand_frac"])
             value, bound = self.value(u), self.bound(u)
             out.append(
-                CandidateOutcome(
-                    objective=value, mean_reward=value, sustainability=1.0, reward_upper_bound=bound,
-                    upper_bound=bound, requested_fraction=0.5, delivered_m3=0.0, allowed_fraction=0.5, pressure=0.6,
-                    flow_penalty=0.0, quota_penalty=0.0, failed=False,
+                Assessment(
+                    objective=value, terms={"mean_reward": value, "sustainability": 1.0},
+                    diagnostics={"reward_upper_bound": bound, "requested_fraction": 0.5, "delivered_m3": 0.0,
+                                 "allowed_fraction": 0.5, "pressure": 0.6, "flow_penalty": 0.0, "quota_penalty": 0.0},
+                    upper_bound=bound, failed=False,
                 )
             )  # fmt: skip
         return out

@@ -12,7 +12,7 @@ import pytest
 import ray
 
 from bilevel_tune.inner import Shard, ShardedInnerLoop
-from bilevel_tune.world import Rules
+from bilevel_tune.worlds.fresh_water import Rules
 
 from .conftest import TEST_THREAD_CAP
 
@@ -102,7 +102,9 @@ def test_thread_caps_and_scratch_tmpdir_hold_inside_workers_and_the_actor(ray_cl
 def test_tight_quota_delivers_less_and_evaluation_is_repeatable(ray_cluster, tiny_inner):
     from bilevel_tune.appo import PopulationPolicyLoop
 
-    loop = PopulationPolicyLoop(dataclasses.replace(tiny_inner, horizon=30))
+    loop = PopulationPolicyLoop(
+        dataclasses.replace(tiny_inner, world_settings=dataclasses.replace(tiny_inner.world_settings, horizon=30))
+    )
     try:
         loop.reset([TIGHT, LOOSE], seed=1, candidates=[0, 1])
         for _ in range(2):
@@ -117,7 +119,7 @@ def test_tight_quota_delivers_less_and_evaluation_is_repeatable(ray_cluster, tin
         assert loop.stop()
 
 
-FOUR = [Rules.from_unit({"min_demand_frac": u, "fixed_quota": 1 - u}).as_dict() for u in (0.1, 0.4, 0.6, 0.9)]
+FOUR = [Rules.at_unit({"min_demand_frac": u, "fixed_quota": 1 - u}).as_dict() for u in (0.1, 0.4, 0.6, 0.9)]
 
 
 def test_a_generation_trains_every_shard_and_merges_in_candidate_order(ray_cluster, tiny_inner):

@@ -122,7 +122,7 @@ def test_untrained_policies_act_alike_in_both_loops_and_training_runs_on_another
 def test_the_fishery_study_runs_with_real_appo_and_a_summary(ray_cluster, tmp_path):
     import pandas as pd
 
-    from bilevel_tune.running.cli import main
+    from bilevel_tune.cli.main import main
 
     args = ["fishery", "--quick", "--population", "2", "--seed", "42", "--optimize-params", "quota_max"]
     assert main([*args, "--set", "world.horizon=10", "--wandb", "disabled", "--results", str(tmp_path)]) == 0

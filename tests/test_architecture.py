@@ -4,7 +4,7 @@ import re
 import textwrap
 from pathlib import Path
 
-from .import_graph import imports, violations
+from .import_graph import LAYERS, imports, upward, violations
 
 PACKAGE = Path(__file__).resolve().parent.parent / "bilevel_tune"
 
@@ -14,6 +14,28 @@ def test_the_house_keeps_its_import_rules():
     assert "ray.rllib" in graph["bilevel_tune.appo.env_runner"] and "ray.rllib" in graph["bilevel_tune.appo.module"]
     assert "ray.tune" in graph["bilevel_tune.tune_edge.trainable"]
     assert violations(graph) == []
+
+
+# At most one import may run up the floors, with its reason; today none does.
+UPWARD_EXCEPTIONS: dict[str, str] = {}
+
+
+def test_every_import_runs_down_the_floors():
+    graph = imports(PACKAGE)
+    folders = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").is_file()} - {"studies"}
+    assert folders == set(LAYERS), "every folder of the package is a floor of docs/architecture.md"
+    assert len(UPWARD_EXCEPTIONS) <= 1
+    assert [line for line in upward(graph) if line not in UPWARD_EXCEPTIONS] == []
+    page = (PACKAGE.parent / "docs" / "architecture.md").read_text()
+    assert [f for f in re.findall(r"^\| \*\*.*?\*\* `(\w+)/`", page, re.M)] == list(reversed(LAYERS))
+
+
+def test_the_floor_check_sees_an_import_that_runs_up(tmp_path):
+    package = write_package(
+        tmp_path,
+        {"base.__init__": "", "base.knobs": "from bilevel_tune.core import es\n", "core.__init__": "", "core.es": ""},
+    )
+    assert upward(imports(package)) == ["bilevel_tune.base.knobs → bilevel_tune.core.es"]
 
 
 def write_package(root: Path, modules: dict[str, str]) -> Path:
@@ -32,8 +54,9 @@ def test_each_rule_fails_when_broken(tmp_path):
         {
             "core.__init__": "",
             "core.es": "def f():\n    import ray  # a numpy-core module reaching for Ray, inside a function\n",
-            "world.__init__": "",
-            "world.law": "from bilevel_tune import helper\n",
+            "worlds.__init__": "",
+            "worlds.fresh_water.__init__": "",
+            "worlds.fresh_water.law": "from bilevel_tune import helper\n",
             "helper": "import ray.util\n",
             "loop": "from ray.rllib.algorithms import appo\nfrom bilevel_tune import tuned\n",
             "tuned": "from ray import tune\n",
@@ -42,9 +65,9 @@ def test_each_rule_fails_when_broken(tmp_path):
             "b": "def f():\n    from bilevel_tune.a import x\n",
         },
     )
-    found = violations(imports(broken), numpy_core=("bilevel_tune.core.es", "bilevel_tune.world.law"))
+    found = violations(imports(broken), numpy_core=("bilevel_tune.core", "bilevel_tune.worlds"))
     assert "bilevel_tune.core.es is numpy core but imports Ray" in found
-    assert "bilevel_tune.world.law is numpy core but imports Ray" in found  # through another module
+    assert "bilevel_tune.worlds.fresh_water.law is numpy core but imports Ray" in found  # through another module
     assert "bilevel_tune.loop imports ray.rllib and ray.tune" in found
     assert "bilevel_tune.report imports pandas/matplotlib and, through bilevel_tune.loop, ray.rllib" in found
     assert "import circle: bilevel_tune.a → bilevel_tune.b → bilevel_tune.a" in found
@@ -59,7 +82,7 @@ def test_every_name_the_docs_quote_exists_in_the_code():
         "bilevel_tune/**/*.py",
         "tests/*.py",
         "benchmarks/*.py",
-        "bilevel_tune/studies/*.toml",
+        "studies/*.toml",
         "notebooks/*.ipynb",
     )
     corpus = "\n".join(
@@ -93,47 +116,45 @@ def test_the_paths_people_and_scripts_use_still_import_after_the_move_to_layer_f
     import bilevel_tune.objective as objective_path
     import bilevel_tune.study as study_path
     import bilevel_tune.summary as summary_path
+    import bilevel_tune.world as world_path
     from bilevel_tune import inner
-    from bilevel_tune.core import es, objective
+    from bilevel_tune.cli import main
+    from bilevel_tune.core import es
     from bilevel_tune.report import analysis, summary
-    from bilevel_tune.running import cli
+    from bilevel_tune.worlds import fresh_water
+    from bilevel_tune.worlds.fresh_water import objective
 
     assert es_path.ESConfig is es.ESConfig and es_path.ask is es.ask
-    for name in ("day_upper_bound", "sustainability", "candidate_outcomes", "ObjectiveWeights", "CandidateOutcome"):
+    for name in ("day_upper_bound", "sustainability", "assess", "ObjectiveWeights", "ObjectiveSettings"):
         assert getattr(objective_path, name) is getattr(objective, name)
-    assert study_path.main is cli.main and summary_path.main is summary.main
+    for name in ("Basin", "Rules", "WorldConfig", "FreshWater", "RULE_SPECS"):
+        assert getattr(world_path, name) is getattr(fresh_water, name)
+    assert study_path.main is main.main and summary_path.main is summary.main
     assert summary_path.verdicts is analysis.verdicts and summary_path.write_summary is summary.write_summary
     assert (
-        inner.InnerLoopConfig().horizon == 150
+        inner.InnerLoopConfig().season_length == 150
         and inner.BUILTIN_LOOPS["appo"] == "bilevel_tune.appo:PopulationPolicyLoop"
     )
 
 
-# Modules outside the worlds' own packages (`world/`, `worlds/`) that still name fresh water, each for a reason
-# docs/worlds.md ("Where the study stands") gives; the list only shrinks: a module not on it may not start.
-NAMES_FRESH_WATER = {
-    "bilevel_tune.core.objective": "fresh water's objective, bound and outcome type (one outcome type: to do)",
-    "bilevel_tune.inner.analytic": "fresh water's myopic farms, evaluated as every analytic summary was",
-    "bilevel_tune.inner.contract": "InnerLoopConfig's fields are fresh water's [world] beside another world's",
-    "bilevel_tune.inner.evaluation": "fresh water's evaluation, with which every fresh-water result was made",
-    "bilevel_tune.report.landscape": "mechanism labels: the campaign's 1-D, 2-D",
-    "bilevel_tune.report.plots": "mechanism names and labels",
-    "bilevel_tune.study_data.definition": "a study without [world] is fresh water's",
-    "bilevel_tune.study_data.run_folder": "trial names carry mechanism names",
-    "bilevel_tune.study_data.settings": "fresh water's settings table is the default one",
-}
+# The world packages' own modules name their worlds; every other module reaches a world through the contract
+# (`worlds.load_world`, a study's `world_kind`) — none may import a built-in world's package.
+SHIMS = {"bilevel_tune.objective", "bilevel_tune.world"}  # the import paths of earlier releases, re-exported
 
 
-def test_no_module_outside_a_world_s_package_starts_to_name_fresh_water_or_the_fishery():
+def test_no_module_outside_the_worlds_names_a_world():
     graph = imports(PACKAGE)
-    own = lambda m: m.startswith(("bilevel_tune.world.", "bilevel_tune.worlds")) or m == "bilevel_tune.world"  # noqa: E731
-    # the re-exports of today's import paths (bilevel_tune.objective, …) are exempt, as the worlds' own modules are
-    shims = {"bilevel_tune.objective", "bilevel_tune.es", "bilevel_tune.summary", "bilevel_tune.study"}
-    naming = {
+    naming = sorted(
         module
         for module, targets in graph.items()
-        if not own(module) and module not in shims
-        and any(t == "bilevel_tune.world" or t.startswith(("bilevel_tune.world.", "bilevel_tune.worlds.fishery")) for t in targets)
-    }  # fmt: skip
-    assert naming - set(NAMES_FRESH_WATER) == set(), "a module outside the worlds' packages names a world's quantities"
-    assert set(NAMES_FRESH_WATER) - naming == set(), "a module no longer names fresh water: take it off the list"
+        if not module.startswith("bilevel_tune.worlds") and module not in SHIMS
+        and any(t.startswith(("bilevel_tune.worlds.fresh_water", "bilevel_tune.worlds.fishery")) for t in targets)
+    )  # fmt: skip
+    assert naming == [], "modules outside worlds/ that import a world's package"
+    code = {
+        path.relative_to(PACKAGE).as_posix(): path.read_text()
+        for path in PACKAGE.rglob("*.py")
+        if "worlds" not in path.relative_to(PACKAGE).parts[:1] and path.stem not in ("objective", "world")
+    }
+    outcome_types = [name for name, text in code.items() if "CandidateOutcome" in text]
+    assert outcome_types == [], "one outcome type: the contract's Assessment"

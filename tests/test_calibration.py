@@ -28,7 +28,7 @@ def test_a_probe_is_measured_once_then_read_from_the_store(store):
 
 
 def test_a_probe_that_runs_past_its_time_leaves_the_plan_to_work_alone_and_says_why(store, monkeypatch, capsys):
-    from bilevel_tune.running.cli import main
+    from bilevel_tune.cli.main import main
 
     monkeypatch.setattr(calibration, "PROBE_TIMEOUT_S", 0.01)  # a machine so busy the probe cannot finish
     study = load_study("weekend").with_budget("quick").with_overrides(inner="analytic")

@@ -5,10 +5,10 @@ import dataclasses
 import numpy as np
 import pytest
 
+from bilevel_tune.base.sections import DecideSettings
 from bilevel_tune.report import decide
 from bilevel_tune.study_data.definition import load_study
 from bilevel_tune.study_data.run_folder import Stage
-from bilevel_tune.study_data.sections import DecideSettings
 from bilevel_tune.study_data.stages import at_most, check_stageable, drawn_seeds, next_stage, with_stage
 from bilevel_tune.study_data.study_checks import StudyError
 

@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 
 import bilevel_tune
+from bilevel_tune.base.knobs import SettingError, knob, section_settings
+from bilevel_tune.base.sections import AppoSettings, ESSettings, NetworkSettings
 from bilevel_tune.core.es import ESConfig
 from bilevel_tune.inner import InnerLoopConfig
-from bilevel_tune.study_data.declared import SettingError, knob, section_settings
-from bilevel_tune.study_data.sections import AppoSettings, ESSettings, NetworkSettings, ObjectiveSettings
-from bilevel_tune.study_data.settings import BY_KEY, DEFAULTS, docs_table
-from bilevel_tune.world import WorldConfig
+from bilevel_tune.study_data.settings import docs_table, settings_table
+from bilevel_tune.worlds.fresh_water import WorldConfig
+from bilevel_tune.worlds.fresh_water.objective import ObjectiveSettings
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "study.md"
 
@@ -25,7 +26,7 @@ ANCHOR = "    fragments_per_batch: int = knob("
 
 PROBE = r"""
 import json, sys
-from bilevel_tune.study_data import sections
+from bilevel_tune.base import sections
 from bilevel_tune.study_data.definition import Study, StudyError, load_study
 from bilevel_tune.inner import InnerLoopConfig
 from bilevel_tune.study_data.settings import docs_table
@@ -55,7 +56,7 @@ print(json.dumps({
 def test_a_setting_declared_in_one_place_reaches_the_file_the_command_line_the_docs_the_record_and_the_loop(tmp_path):
     package = tmp_path / "bilevel_tune"
     shutil.copytree(Path(bilevel_tune.__file__).parent, package, ignore=shutil.ignore_patterns("__pycache__"))
-    sections = package / "study_data" / "sections.py"
+    sections = package / "base" / "sections.py"
     assert sections.read_text().count(ANCHOR) == 1
     sections.write_text(sections.read_text().replace(ANCHOR, NEW_KNOB + ANCHOR))
     study = tmp_path / "mine.toml"
@@ -89,13 +90,14 @@ def test_the_docs_table_is_the_declarations_table():
 
 
 def test_the_configs_take_their_defaults_from_the_sections():
-    assert InnerLoopConfig().lr == AppoSettings().lr == DEFAULTS["appo.lr"]
-    assert InnerLoopConfig().num_farms == WorldConfig().num_farms == DEFAULTS["world.farms"]
-    assert InnerLoopConfig().hidden == NetworkSettings().hidden == DEFAULTS["network.hidden"]
-    assert InnerLoopConfig().econ_weight == ObjectiveSettings().econ_weight
-    assert ESConfig().sigma == ESSettings().sigma == DEFAULTS["es.sigma"] and ESConfig().population == 1
+    defaults, by_key = settings_table().defaults, settings_table().by_key
+    assert InnerLoopConfig().lr == AppoSettings().lr == defaults["appo.lr"]
+    assert InnerLoopConfig().world_settings.num_farms == WorldConfig().num_farms == defaults["world.farms"]
+    assert InnerLoopConfig().hidden == NetworkSettings().hidden == defaults["network.hidden"]
+    assert InnerLoopConfig().objective_settings == ObjectiveSettings()  # the default world's, whole
+    assert ESConfig().sigma == ESSettings().sigma == defaults["es.sigma"] and ESConfig().population == 1
     assert [s.key for s in section_settings("world", WorldConfig)][:2] == ["world.farms", "world.horizon"]
-    assert BY_KEY["world.farms"].field_name == "num_farms"
+    assert by_key["world.farms"].field_name == "num_farms"
 
 
 def test_a_config_checks_its_fields_with_the_studys_ranges():
@@ -105,8 +107,8 @@ def test_a_config_checks_its_fields_with_the_studys_ranges():
         InnerLoopConfig(fragments_per_batch=0)
     with pytest.raises(SettingError, match=r"^hidden=\(\) must be a non-empty list of layer sizes ≥ 1$"):
         InnerLoopConfig(hidden=())
-    with pytest.raises(ValueError, match="both 0"):
-        InnerLoopConfig(econ_weight=0.0, sus_weight=0.0)
+    with pytest.raises(SettingError, match="both 0"):
+        ObjectiveSettings(econ_weight=0.0, sus_weight=0.0)
     with pytest.raises(TypeError):
         ESConfig(16)  # the population is a keyword: ESConfig(population=16)
 

@@ -55,7 +55,9 @@ def test_a_stale_quote_is_seen(tmp_path):
 
     (tmp_path / "pyproject.toml").write_text("")
     (tmp_path / "run").mkdir()
-    (tmp_path / "run" / "summary.md").write_text("# Study x\n\n## Answers\n\n| a |\n|---|\n| 1 |\n\n## Trials\n\nrest\n")
+    (tmp_path / "run" / "summary.md").write_text(
+        "# Study x\n\n## Answers\n\n| a |\n|---|\n| 1 |\n\n## Trials\n\nrest\n"
+    )
     page = tmp_path / "page.md"
     page.write_text("intro\n<!-- answers: run -->\n| a |\n|---|\n| 2 |\n<!-- /answers -->\nend\n")
     assert quotes.stale(page) == ["run"]

@@ -16,6 +16,7 @@ import pytest
 
 from bilevel_tune.core import metrics as M
 from bilevel_tune.runtime.lifecycle import SCRATCH_PREFIX
+from bilevel_tune.study_data.definition import load_study
 from bilevel_tune.study_data.run_folder import TENSORBOARD_DIR, trial_name
 
 from .study_helpers import (
@@ -80,7 +81,7 @@ def test_ctrl_c_exits_130_with_a_resume_command_that_resumes_with_its_new_sessio
     assert interrupted, "the trial that was interrupted must resume with two shards"
     ids = wandb_run_ids(tmp_path / "run" / interrupted[0])
     assert len(ids) >= 2 and len(set(ids)) == 1, f"a resumed trial continues its own W&B run: {ids}"
-    board = tmp_path / "run" / TENSORBOARD_DIR / trial_name("weekend", records[interrupted[0]][0][0])
+    board = tmp_path / "run" / TENSORBOARD_DIR / trial_name(load_study("weekend"), records[interrupted[0]][0][0])
     assert len(list(board.glob("events.*"))) == 2, "one event file per session"
     steps = [step for step, _ in curve_points(tensorboard_run(board), "objective/this_generation")]
     assert steps == list(range(generations)), "TensorBoard's curve continues across sessions, each generation once"
@@ -198,7 +199,7 @@ def test_the_summary_reaches_wandb_and_tensorboard_reads_every_trials_curve(tmp_
     for trial_dir in [p.parent for p in run.glob("*/generations.jsonl")]:
         rows = [json.loads(line) for line in (trial_dir / "generations.jsonl").read_text().splitlines()]
         generations = [r for r in rows if r[M.KIND] == "generation"]
-        board = run / TENSORBOARD_DIR / trial_name("weekend", generations[0])
+        board = run / TENSORBOARD_DIR / trial_name(load_study("weekend"), generations[0])
         logged = curve_points(tensorboard_run(board), "objective/this_generation")
         assert logged == [(r[M.GENERATION], pytest.approx(r[M.OBJECTIVE], rel=1e-6)) for r in generations]
 

@@ -20,8 +20,8 @@ from contextlib import contextmanager
 import psutil
 import pytest
 
+from bilevel_tune.cli.main import main
 from bilevel_tune.core import metrics as M
-from bilevel_tune.running.cli import main
 from bilevel_tune.study_data.run_folder import TENSORBOARD_DIR
 from bilevel_tune.views import curves
 from bilevel_tune.views.live_view import LiveView, LiveViewError

@@ -5,7 +5,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from bilevel_tune.running.cli import main
+from bilevel_tune.cli.main import main
 
 from .study_helpers import REPO, study_args
 

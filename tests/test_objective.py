@@ -1,21 +1,20 @@
 """The objective's upper bound against a brute force over the requested fraction."""
 
-import dataclasses
 import json
 
 import numpy as np
 import pytest
 
-from bilevel_tune.core.objective import (
-    CandidateOutcome,
+from bilevel_tune.study_data.run_folder import json_safe
+from bilevel_tune.worlds.contract import Assessment
+from bilevel_tune.worlds.fresh_water import Basin, Rules, WorldConfig, stack_days
+from bilevel_tune.worlds.fresh_water.objective import (
     ObjectiveWeights,
-    candidate_outcomes,
+    assess,
     day_reward_for_fraction,
     day_upper_bound,
     sustainability,
 )
-from bilevel_tune.study_data.run_folder import json_safe
-from bilevel_tune.world import Basin, Rules, WorldConfig, stack_days
 
 FINE_GRID = np.linspace(0.0, 1.0, 200_001)
 
@@ -55,7 +54,7 @@ def test_sustainability_is_one_for_the_baseline_itself():
     assert sustainability([0.6, 0.7], [0.8, 0.7]) == pytest.approx(1 / (1 + 0.2 / 1.5))
 
 
-def test_candidate_outcomes_bound_the_objective():
+def test_an_assessment_bounds_the_objective():
     rules = [Rules(risk_penalty_scale=1.0), Rules(fixed_quota=0.95, min_demand_frac=0.0)]
     basin = Basin(WorldConfig(num_farms=3, horizon=60), rules)
     episodes = []
@@ -63,17 +62,18 @@ def test_candidate_outcomes_bound_the_objective():
         basin.reset(np.random.default_rng(seed))
         days = [basin.step(np.full((2, 3), 0.5)) for _ in range(60)]
         episodes.append(stack_days(days))
-    out = candidate_outcomes(episodes, rules, ObjectiveWeights(), basin.failed)
+    out = assess(episodes, rules, ObjectiveWeights(), basin.failed)
     for o in out:
         assert o.objective <= o.upper_bound + 1e-12
-        assert o.requested_fraction == pytest.approx(0.5)
-    mixed = candidate_outcomes(episodes, rules, ObjectiveWeights(econ=1.0, sus=0.5), np.array([False, True]))
-    assert mixed[0].objective == pytest.approx(out[0].mean_reward + 0.5 * out[0].sustainability)
+        assert o.diagnostics["requested_fraction"] == pytest.approx(0.5)
+    mixed = assess(episodes, rules, ObjectiveWeights(econ=1.0, sus=0.5), np.array([False, True]))
+    assert mixed[0].objective == pytest.approx(out[0].terms["mean_reward"] + 0.5 * out[0].terms["sustainability"])
     assert np.isnan(mixed[1].objective)
-    # through a record: the failed candidate's NaN is written as null and read back as NaN
-    back = CandidateOutcome.from_dict(json.loads(json.dumps(json_safe(mixed[1].as_dict()))))
-    assert np.isnan(back.objective) and back.failed
-    assert dataclasses.replace(back, objective=0.0) == dataclasses.replace(mixed[1], objective=0.0)
+    # through a record: the failed candidate's NaN is written as null and read back as NaN, every number kept
+    record = mixed[1].as_dict()
+    back = Assessment.from_dict(json.loads(json.dumps(json_safe(record))))
+    assert np.isnan(back.objective) and back.failed and back.upper_bound == record["upper_bound"]
+    assert back.as_dict().keys() == record.keys() and back.bound_by_rule == record["bound_by_rule"]
 
 
 def test_weights_are_validated():
@@ -92,7 +92,7 @@ def test_bound_by_rule_names_the_rules_that_lift_the_quarter():
     days = []
     while not basin.done:
         days.append(basin.step(np.full((1, 5), 0.5)))
-    (out,) = candidate_outcomes([stack_days(days)], rules, ObjectiveWeights(), basin.failed, world.smoothing)
+    (out,) = assess([stack_days(days)], rules, ObjectiveWeights(), basin.failed, world.smoothing)
     assert out.upper_bound == pytest.approx(0.25, abs=1e-12) and out.objective == pytest.approx(0.25, abs=1e-12)
     lifted = {rule for rule, bound in out.bound_by_rule.items() if bound > out.upper_bound + 1e-4}
     assert lifted == {"risk_penalty_scale", "risk_penalty_power"}
@@ -101,6 +101,6 @@ def test_bound_by_rule_names_the_rules_that_lift_the_quarter():
 
 
 def test_an_outcome_recorded_before_bound_by_rule_still_reads():
-    fields = {f.name: 0.1 for f in dataclasses.fields(CandidateOutcome) if f.name not in ("failed", "bound_by_rule")}
-    old = CandidateOutcome.from_dict({**fields, "failed": False})
-    assert old.bound_by_rule == {} and old.objective == 0.1
+    fields = {name: 0.1 for name in ("objective", "mean_reward", "sustainability", "upper_bound", "pressure")}
+    old = Assessment.from_dict({**fields, "failed": False})
+    assert old.bound_by_rule == {} and old.objective == 0.1 and old.diagnostics["pressure"] == 0.1

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from bilevel_tune.running.options import (
+from bilevel_tune.cli.options import (
     SESSION,
     STUDY,
     RunOptions,

@@ -8,6 +8,8 @@ from bilevel_tune.planning.plan import CostModel, PlanError, describe_plan, hms,
 from bilevel_tune.study_data.definition import load_study
 from bilevel_tune.study_data.run_folder import Cell, trial_name
 
+WEEKEND = load_study("weekend")
+
 # Per busy CPU, weekend settings on the 2-core reference machine (calibration probe, rounded)
 MODEL = CostModel(
     rebuild_s=0.13,
@@ -108,11 +110,11 @@ def test_the_printed_plan_ends_on_its_eta_for_the_whole_command_or_for_what_a_re
     plan = make_plan(cells, budget, 2, MODEL)
     for what in ("the whole command", "what is left"):
         lines = []
-        describe_plan("weekend", plan, lines.append, what=what)
+        describe_plan(WEEKEND, plan, lines.append, what=what)
         assert lines[-1].startswith(f"ETA {hms(plan.eta_s)} for {what}: start ")
         assert [line.split()[0] for line in lines[1 : 1 + len(plan.trials)]] == [
-            trial_name("weekend", t.cell) for t in plan.trials
+            trial_name(WEEKEND, t.cell) for t in plan.trials
         ]
     lines = []
-    describe_plan("weekend", make_plan(cells, budget, 2, CostModel.by_work("no figures")), lines.append)
+    describe_plan(WEEKEND, make_plan(cells, budget, 2, CostModel.by_work("no figures")), lines.append)
     assert lines[-1] == "no ETA: this machine has no figures for these settings"

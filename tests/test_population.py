@@ -8,7 +8,7 @@ weekend's world and network.
 import pytest
 
 from bilevel_tune.inner import InnerLoopConfig, ShardedInnerLoop
-from bilevel_tune.world import Rules
+from bilevel_tune.worlds.fresh_water import Rules
 
 pytestmark = pytest.mark.rllib  # RLlib is imported by the tests, not at collection
 
@@ -71,7 +71,7 @@ def test_learning_parity_at_the_weekend_world_and_network(ray_cluster):
     """
     from bilevel_tune.appo.equivalence import learning_parity
 
-    rules = [Rules.from_unit({"min_demand_frac": u}, Rules(risk_penalty_scale=1.0)) for u in (0.25, 0.75)]
+    rules = [Rules.at_unit({"min_demand_frac": u}, {"risk_penalty_scale": 1.0}) for u in (0.25, 0.75)]
     report = learning_parity(InnerLoopConfig(), rules, seeds=(1, 2, 3), inner_iters=50)
     print(report.summary())
     assert report.before["appo"] == report.before["appo-multiagent"]  # K = 0: identical policies, identical seasons

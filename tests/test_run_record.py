@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from bilevel_tune.cli import runner
+from bilevel_tune.cli.options import RunOptions
 from bilevel_tune.core import metrics as M
 from bilevel_tune.planning.plan import CostModel, make_plan
 from bilevel_tune.report import run_record
-from bilevel_tune.running import runner
-from bilevel_tune.running.options import RunOptions
 from bilevel_tune.study_data.definition import load_study
 from bilevel_tune.study_data.run_folder import GENERATIONS_FILE, STUDY_FILE, read_study_file
 

@@ -12,15 +12,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from bilevel_tune.cli.main import main
 from bilevel_tune.core import metrics as M
 from bilevel_tune.core import scan
 from bilevel_tune.inner import InnerLoopConfig
 from bilevel_tune.inner.analytic import AnalyticLoop
-from bilevel_tune.running.cli import main
 from bilevel_tune.study_data.definition import Study, StudyError, load_study
 from bilevel_tune.study_data.run_folder import SCAN_CSV
 from bilevel_tune.tune_edge.trainable import Seeds, candidate_rules
-from bilevel_tune.world.rules import rule_spec
+from bilevel_tune.worlds.fresh_water.rules import rule_spec
 
 from .study_helpers import kill_inner_actor_after, study_args, trial_records
 

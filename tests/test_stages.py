@@ -6,11 +6,11 @@ import signal
 
 import pytest
 
+from bilevel_tune.cli.main import main
+from bilevel_tune.cli.staging import ARCHIVE_DIR
 from bilevel_tune.core import metrics as M
 from bilevel_tune.report import decide
 from bilevel_tune.report.summary import summarise
-from bilevel_tune.running.cli import main
-from bilevel_tune.running.staging import ARCHIVE_DIR
 
 from .study_helpers import interrupt, raw_generation_lines, study_args, study_process, trial_records, wait_for
 

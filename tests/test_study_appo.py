@@ -5,8 +5,8 @@ import json
 import numpy as np
 import pytest
 
+from bilevel_tune.cli.main import main
 from bilevel_tune.core import metrics as M
-from bilevel_tune.running.cli import main
 
 from .study_helpers import kill_inner_actor_after, study_args, trial_records
 

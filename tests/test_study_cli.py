@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bilevel_tune.running.cli import main
-from bilevel_tune.running.runner import RunOptions, resume_command
+from bilevel_tune.cli.main import main
+from bilevel_tune.cli.runner import RunOptions, resume_command
 
 WEEKEND = ["weekend", "--wandb", "disabled"]
 
@@ -131,7 +131,7 @@ def test_bad_input_is_one_line_exit_2_nothing_written(argv, message, capsys, tmp
 )
 def test_bad_decide_and_search_sections_are_one_line_exit_2_nothing_written(section, message, tmp_path, capsys):
     study = tmp_path / "s.toml"
-    weekend = (Path(__file__).resolve().parent.parent / "bilevel_tune" / "studies" / "weekend.toml").read_text()
+    weekend = (Path(__file__).resolve().parent.parent / "studies" / "weekend.toml").read_text()
     study.write_text(weekend + section)
     assert main([str(study), "--until-decided", "--results", str(tmp_path / "r"), "--wandb", "disabled"]) == 2
     err = capsys.readouterr().err

@@ -6,13 +6,13 @@ import os
 import numpy as np
 import pytest
 
+from bilevel_tune.cli.main import main
 from bilevel_tune.core import es
 from bilevel_tune.core import metrics as M
 from bilevel_tune.inner import InnerLoopConfig
 from bilevel_tune.inner.analytic import AnalyticLoop
 from bilevel_tune.planning import calibration
 from bilevel_tune.report import plots, summary
-from bilevel_tune.running.cli import main
 from bilevel_tune.study_data.definition import load_study
 from bilevel_tune.study_data.run_folder import SUMMARY_FILES, TENSORBOARD_DIR, trial_name
 from bilevel_tune.tune_edge.trainable import Seeds, candidate_rules, searched_values
@@ -48,7 +48,7 @@ def test_the_weekend_grid_runs_under_tune(ray_cluster, tmp_path, capsys, monkeyp
         assert (trial_dir / "progress.csv").read_text().count("\n") == 1 + 4 + 1  # header, 4 generations, final
         assert not list(trial_dir.glob("events.out.tfevents.*")), "Tune's own TensorBoard logger is off"
     boards = {p.name for p in (run / TENSORBOARD_DIR).iterdir()}
-    assert boards == {trial_name("weekend", r[0][0]) for r in records.values()} | {"summary"}
+    assert boards == {trial_name(load_study("weekend"), r[0][0]) for r in records.values()} | {"summary"}
     study = json.loads((run / "study.json").read_text())
     assert study["study"]["name"] == "weekend" and study["provenance"]["versions"]["ray"]
     out = capsys.readouterr().out

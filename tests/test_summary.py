@@ -111,11 +111,11 @@ def test_a_trials_status_says_whether_it_finished_stopped_or_may_still_be_runnin
 
 def mechanisms_table(rows):
     """(population, optimize_params, seed, best) rows, with the columns a trial table has."""
-    from bilevel_tune.world import mechanism_label
+    from bilevel_tune.study_data.definition import load_study
 
     out = pd.DataFrame(rows, columns=["population", "optimize_params", "seed", "best_objective"])
     params = out["optimize_params"].str.split(",")
-    return out.assign(dims=params.map(len), mechanism=params.map(mechanism_label))
+    return out.assign(dims=params.map(len), mechanism=params.map(load_study("ceiling").mechanisms.label))
 
 
 FLOOR, QUOTA, RISK = "min_demand_frac", "min_demand_frac,fixed_quota", "min_demand_frac,risk_penalty_scale"

@@ -3,9 +3,10 @@
 import numpy as np
 import pytest
 
-from bilevel_tune.world import Basin, Rules, WorldConfig, crops, hydrology, law, stack_days
-from bilevel_tune.world.hydrology import CAPACITY_M3, SECONDS_PER_DAY
-from bilevel_tune.world.rules import RULE_NAMES, check_optimize_params, rule_spec
+from bilevel_tune.study_data.settings import settings_table
+from bilevel_tune.worlds.fresh_water import Basin, Rules, WorldConfig, crops, hydrology, law, stack_days
+from bilevel_tune.worlds.fresh_water.hydrology import CAPACITY_M3, SECONDS_PER_DAY
+from bilevel_tune.worlds.fresh_water.rules import RULE_NAMES, rule_spec
 
 
 def test_july_reference_et_at_45n():
@@ -159,15 +160,15 @@ def test_unknown_rule_and_out_of_range_u_name_the_problem():
     with pytest.raises(ValueError, match=r"unknown rule 'min_demand'.*did you mean 'min_demand_frac'.*fixed_quota"):
         rule_spec("min_demand")
     with pytest.raises(ValueError, match=r"fine_amount.*u=1.2.*outside \[0, 1\]"):
-        Rules.from_unit({"fine_amount": 1.2})
+        Rules.at_unit({"fine_amount": 1.2})
     with pytest.raises(ValueError, match="unknown rule 'quota'"):
-        check_optimize_params(["quota"])
+        settings_table().check_params(["quota"])
     with pytest.raises(ValueError, match="repeats"):
-        check_optimize_params(["fixed_quota", "fixed_quota"])
+        settings_table().check_params(["fixed_quota", "fixed_quota"])
 
 
 def test_rule_maps_and_defaults():
-    assert Rules.from_search(["min_demand_frac", "fixed_quota"], [1.0, 0.0]).as_dict() == {
+    assert Rules.at_unit({"min_demand_frac": 1.0, "fixed_quota": 0.0}).as_dict() == {
         **Rules().as_dict(),
         "min_demand_frac": 0.35,
         "fixed_quota": 0.6,

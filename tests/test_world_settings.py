@@ -5,7 +5,7 @@ import json
 import pytest
 
 from bilevel_tune.study_data.definition import Study, StudyError, load_study
-from bilevel_tune.study_data.settings import FRESH_WATER, settings_table
+from bilevel_tune.study_data.settings import settings_table
 from bilevel_tune.worlds.fishery import FisheryObjective, FisherySettings
 
 FISHERY = """
@@ -59,7 +59,7 @@ def test_a_study_on_the_fishery_holds_the_fishery_s_sections_and_rules(tmp_path)
 
 def test_a_study_file_naming_no_world_is_fresh_water_as_before():
     weekend = load_study("weekend")
-    assert weekend.world_kind == "fresh-water" and weekend.table is FRESH_WATER
+    assert weekend.world_kind == "fresh-water" and weekend.table is settings_table("fresh-water")
     assert "kind" not in json.dumps(weekend.to_dict()["world"])  # the world's name is not one of its settings
 
 
@@ -84,7 +84,7 @@ def test_a_world_s_study_file_fails_in_one_line_naming_the_world_s_own_keys(tmp_
 
 # -- a study on another world, end to end ---------------------------------------------------------------
 def test_the_analytic_loop_refuses_a_world_without_a_myopic_best_response_in_one_line(tmp_path, capsys):
-    from bilevel_tune.running.cli import main
+    from bilevel_tune.cli.main import main
 
     path = write(tmp_path, FISHERY.replace('kind = "fishery"', 'kind = "tests.test_worlds:NoMyopicResponse"'))
     assert main([str(path), "--dry-run", "--inner", "analytic"]) == 2
@@ -94,7 +94,7 @@ def test_the_analytic_loop_refuses_a_world_without_a_myopic_best_response_in_one
 
 
 def test_a_broken_world_named_by_a_study_is_refused_before_anything_runs(tmp_path, capsys):
-    from bilevel_tune.running.cli import main
+    from bilevel_tune.cli.main import main
 
     path = write(tmp_path, FISHERY.replace('kind = "fishery"', 'kind = "tests.test_worlds:NaNRewards"'))
     assert main([str(path), "--dry-run", "--results", str(tmp_path / "out")]) == 2
@@ -107,7 +107,7 @@ def test_a_broken_world_named_by_a_study_is_refused_before_anything_runs(tmp_pat
 def test_the_fishery_study_runs_the_analytic_loop_with_a_scan_and_a_summary(ray_cluster, tmp_path):
     import pandas as pd
 
-    from bilevel_tune.running.cli import main
+    from bilevel_tune.cli.main import main
 
     args = ["fishery", "--quick", "--population", "8", "--seed", "42", "--scan", "3", "--wandb", "disabled"]
     assert main([*args, "--optimize-params", "quota_max,restoration_subsidy", "--results", str(tmp_path)]) == 0

@@ -173,7 +173,7 @@ def learning_parity(
     from bilevel_tune.appo.population import PopulationPolicyLoop
 
     physical = [r.as_dict() if hasattr(r, "as_dict") else dict(r) for r in rules]
-    score = lambda outcome: outcome.mean_reward if config.fresh_water else outcome.objective  # noqa: E731
+    score = lambda outcome: outcome.objective  # noqa: E731 - fresh water's econ 1, sus 0: its mean reward, bit for bit
     before, after = {}, {}
     for name, loop_class in (("appo", PopulationPolicyLoop), ("appo-multiagent", MultiAgentPolicyLoop)):
         before[name], after[name] = [], []

@@ -16,13 +16,11 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from bilevel_tune.appo.local_learner import drain_learner, learner_thread_class, stop_algorithm
-from bilevel_tune.appo.module import farm_fraction
 from bilevel_tune.appo.rllib_config import quiet_rllib
 from bilevel_tune.appo.world_io import acting_in
-from bilevel_tune.core.objective import CandidateOutcome
 from bilevel_tune.inner import InnerLoopConfig
 from bilevel_tune.inner.census import return_free_memory
-from bilevel_tune.inner.evaluation import evaluate_on_world, evaluate_policy
+from bilevel_tune.inner.evaluation import evaluate
 from bilevel_tune.worlds.contract import Assessment
 
 
@@ -57,15 +55,11 @@ class APPOLoop:
     def train(self) -> dict[str, Any]:
         return self.algo.train()
 
-    def evaluate(self, seeds: Sequence[int]) -> list[CandidateOutcome | Assessment]:
+    def evaluate(self, seeds: Sequence[int]) -> list[Assessment]:
         """Explore-off evaluation on fixed seeds, after every queued update is applied."""
         drain_learner(self.algo)
-        raw = self.greedy_actions()
-        if self.config.fresh_water:  # the basin's own evaluation, with which every fresh-water result was made
-            fractions = lambda obs: farm_fraction(raw(obs)[:, 0].astype(np.float64))  # noqa: E731
-            return evaluate_policy(self.config.world, self.config.weights, self.rules, seeds, fractions)
         world = self.config.build_world(self.rules)
-        return evaluate_on_world(world, seeds, acting_in(world, raw), self.config.objective_section)
+        return evaluate(world, seeds, acting_in(world, self.greedy_actions()), self.config.objective_settings)
 
     def learner_thread_class(self) -> type | None:
         """What the shard's census counts as learner threads."""

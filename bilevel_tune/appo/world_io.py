@@ -1,8 +1,8 @@
 """Where the APPO loops meet a world (docs/worlds.md): a block's world from its env_config, one agent's spaces,
 and a raw Gaussian action mapped into the world's action bounds.
 
-Any world on the contract runs here; fresh water's env_config keeps its flat form (`world.env`'s card), another
-world's names it under "world".
+Any world on the contract runs here, every one the same way: the env_config names the world under "world" (the
+default world where it names none, as an env shell made by hand may) beside its [world] settings.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Any, Mapping, Sequence
 import gymnasium as gym
 import numpy as np
 
-from bilevel_tune.inner.contract import FRESH_WATER_KIND, InnerLoopConfig
-from bilevel_tune.worlds import load_world
+from bilevel_tune.inner.contract import InnerLoopConfig
+from bilevel_tune.worlds import DEFAULT_WORLD, load_world
 
 WORLD_KEY, RULES_KEY, SEED_KEY = "world", "rules", "seed"
 
@@ -22,17 +22,14 @@ WORLD_KEY, RULES_KEY, SEED_KEY = "world", "rules", "seed"
 def block_env_config(config: InnerLoopConfig, rules: Sequence[Any], seed: int) -> dict[str, Any]:
     """A block's world as RLlib carries it to the env runner: the world's settings, one rule set per candidate, the seed."""
     physical = [r.as_dict() if hasattr(r, "as_dict") else dict(r) for r in rules]
-    if config.fresh_water:
-        settings = dataclasses.asdict(config.world)
-    else:
-        settings = {WORLD_KEY: config.world_kind, **dataclasses.asdict(config.world_settings)}
+    settings = {WORLD_KEY: config.world_kind, **dataclasses.asdict(config.world_settings)}
     return {**settings, RULES_KEY: physical, SEED_KEY: int(seed)}
 
 
 def block_world(env_config: Mapping[str, Any] | None):
     """(the world's copies, one per rule set, the env_config's seed or None); ValueError naming an unknown key."""
     settings = dict(env_config or {})
-    world_class = load_world(settings.pop(WORLD_KEY, FRESH_WATER_KIND))
+    world_class = load_world(settings.pop(WORLD_KEY, DEFAULT_WORLD))
     rules = settings.pop(RULES_KEY, None) or [{}]
     seed = settings.pop(SEED_KEY, None)
     allowed = [f.name for f in dataclasses.fields(world_class.settings_class)]
@@ -72,9 +69,10 @@ def acting_in(world, raw_actions):
     (N, agents, action_size); one row per copy (a shared observation) is every agent's."""
 
     def act(observation: np.ndarray) -> np.ndarray:
-        raw = np.asarray(raw_actions(observation))
+        # in float64 before the map, as fresh water's farms always acted (its `farm_fraction`): the same bits
+        raw = np.asarray(raw_actions(observation), dtype=np.float64)
         if raw.ndim == 2:  # one action per copy
             raw = np.broadcast_to(raw[:, None, :], (world.copies, world.agents, raw.shape[-1]))
-        return unsquash(raw, world.action_low, world.action_high).astype(np.float64)
+        return unsquash(raw, world.action_low, world.action_high)
 
     return act

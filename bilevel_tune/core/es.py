@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from bilevel_tune.base.sections import SHAPINGS, ESSettings
 from bilevel_tune.core import metrics as M
-from bilevel_tune.study_data.sections import SHAPINGS, ESSettings
 
 U_EPS = 1e-6
 FLAT_STD = 1e-8

@@ -15,7 +15,7 @@ CELL = "cell"  # Tune's one grid axis: each trial's cell fields (runs before 0.2
 # Record structure (bilevel_tune.study_data.run_folder)
 KIND = "kind"  # "generation" or "final"
 CANDIDATES = "candidates"  # the generation's candidates, u per searched rule
-OUTCOMES = "outcomes"  # one CandidateOutcome (as a dict) per candidate
+OUTCOMES = "outcomes"  # one Assessment (as a dict, `Assessment.as_dict`) per candidate
 STOP_REASON = "stop_reason"  # on a final record: why the trial stopped before its budget
 SETTINGS = "settings"  # on generation 0's record and the final one: every setting as the trial ran it
 
@@ -65,7 +65,7 @@ PID = "inner_pid"  # one shard's process: which one to look at (or kill, in faul
 CENSUS_KEYS = (THREADS_PY, THREADS_OS, THREADS_GRPC, LEARNER_THREADS, RSS_MB, RSS_ANON_MB, RSS_SHMEM_MB, PID)
 REPORT_FIRST = (OBJECTIVE, BEST_OBJECTIVE, SEC_PER_GEN, THREADS_OS)
 
-# Per-candidate outcome fields (bilevel_tune.core.objective.CandidateOutcome)
+# Per-candidate outcome fields (an Assessment's; fresh water's terms and diagnostics: worlds/fresh_water/objective.py)
 UPPER_BOUND = "upper_bound"
 DIAGNOSTICS = (
     "mean_reward",

@@ -17,11 +17,9 @@ Plain numpy.
 from __future__ import annotations
 
 import itertools
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
-
-from bilevel_tune.worlds.contract import RuleSpec
 
 MIN_POINTS = 2  # a grid needs both ends of every searched rule
 BLOCK = 16  # candidates per inner-loop call in a pass: the CPU plan's largest probed block
@@ -33,12 +31,13 @@ def scan_grid(dims: int, points: int) -> np.ndarray:
     return np.array(list(itertools.product(axis, repeat=dims)), dtype=float).reshape(-1, dims)
 
 
-def grid_spacing(specs: Sequence[RuleSpec], points: int) -> dict[str, float]:
-    """The distance between neighbouring grid points, per searched rule (its `RuleSpec`), physical units."""
+def grid_spacing(specs: Sequence[Any], points: int) -> dict[str, float]:
+    """The distance between neighbouring grid points, per searched rule (a world's `RuleSpec`: its name and span),
+    physical units."""
     return {spec.name: spec.span / (points - 1) for spec in specs}
 
 
-def spacing_label(specs: Sequence[RuleSpec], points: int) -> str:
+def spacing_label(specs: Sequence[Any], points: int) -> str:
     """e.g. 'min_demand_frac 0.0175, fixed_quota 0.0175'."""
     return ", ".join(f"{name} {step:.4g}" for name, step in grid_spacing(specs, points).items())
 

@@ -34,13 +34,12 @@ from typing import Any, Mapping, Protocol, Sequence
 
 import numpy as np
 
-from bilevel_tune.core.objective import CandidateOutcome, ObjectiveWeights
-from bilevel_tune.core.plugins import import_class
-from bilevel_tune.study_data.declared import check_knobs
-from bilevel_tune.study_data.sections import AppoSettings, NetworkSettings, ObjectiveSettings
-from bilevel_tune.world import WorldConfig
+from bilevel_tune.base.knobs import check_knobs
+from bilevel_tune.base.plugins import import_class
+from bilevel_tune.base.sections import AppoSettings, NetworkSettings
+from bilevel_tune.worlds import DEFAULT_WORLD
+from bilevel_tune.worlds.contract import Assessment
 
-FRESH_WATER_KIND = "fresh-water"  # the world a config names unless it names another
 BUILTIN_LOOPS = {
     "appo": "bilevel_tune.appo:PopulationPolicyLoop",
     "appo-multiagent": "bilevel_tune.appo.multiagent:MultiAgentPolicyLoop",
@@ -60,91 +59,74 @@ class InnerLoopStopped(Exception):
 
 
 @dataclass(frozen=True)
-class InnerLoopConfig(ObjectiveSettings, AppoSettings, NetworkSettings, WorldConfig):
-    """What every shard of a trial shares: the study's [world], [network], [appo] and [objective] settings.
-
-    Its fields are those sections' (`WorldConfig` first, then `sections`): their defaults, the
-    weekend campaign's (docs/weekend.md), and their ranges are declared there, once.
-    """
+class InnerLoopConfig(AppoSettings, NetworkSettings):
+    """What every shard of a trial shares: the study's [network] and [appo] settings (these fields, declared once in
+    `base.sections`) and its world — which one, and its own [world] and [objective] sections, carried whole, the
+    same way for every world (the world's defaults where a config gives none)."""
 
     # "none" skips the stop and keeps old algorithms referenced, as Ray < 2.56 effectively
     # did: the leaking "before" of benchmarks/leak.py and the test that proves the census can fail.
     stop_mode: str = "leak-free"
-    # The world the loop runs on (docs/worlds.md): fresh water's [world] and [objective] are this config's own
-    # fields above; another world's sections are carried whole.
-    world_kind: str = FRESH_WATER_KIND
-    world_settings: Any = None
-    objective_settings: Any = None
+    world_kind: str = DEFAULT_WORLD  # a built-in world's name or "module:Class" (docs/worlds.md)
+    world_settings: Any = None  # its [world] section (its settings_class); None: the defaults
+    objective_settings: Any = None  # its [objective] section (its objective_class); None: the defaults
 
     def __post_init__(self):
         check_knobs(self)
-        _ = self.weights  # not both weights 0
         if self.stop_mode not in STOP_MODES:
             raise ValueError(f"stop_mode={self.stop_mode!r} is unknown; allowed: {', '.join(STOP_MODES)}")
+        world = self.world_class
+        if self.world_settings is None:
+            object.__setattr__(self, "world_settings", world.settings_class())
+        if self.objective_settings is None:
+            object.__setattr__(self, "objective_settings", world.objective_class())
 
     @classmethod
     def from_study(cls, study) -> "InnerLoopConfig":
-        """The config of a `definition.Study`'s trials: its [world], [network], [appo] and [objective] sections."""
-        if study.world_kind != FRESH_WATER_KIND:
-            flat = {k: v for section in (study.network, study.appo) for k, v in dataclasses.asdict(section).items()}
-            return cls(
-                **flat, world_kind=study.world_kind, world_settings=study.world, objective_settings=study.objective
-            )
-        sections = (study.world, study.network, study.appo, study.objective)
-        return cls(**{k: v for section in sections for k, v in dataclasses.asdict(section).items()})
+        """The config of a `definition.Study`'s trials: its [network] and [appo] sections, its world's two."""
+        flat = {k: v for section in (study.network, study.appo) for k, v in dataclasses.asdict(section).items()}
+        return cls(**flat, world_kind=study.world_kind, world_settings=study.world, objective_settings=study.objective)
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> "InnerLoopConfig":
         """The config back from `dataclasses.asdict` through JSON (the CPU plan's probe takes it so)."""
         fields = {**record, "hidden": tuple(record["hidden"])}
-        if fields.get("world_kind", FRESH_WATER_KIND) != FRESH_WATER_KIND:
-            from bilevel_tune.worlds import load_world
-
-            world = load_world(fields["world_kind"])
-            fields["world_settings"] = world.settings_class(**fields["world_settings"])
-            fields["objective_settings"] = world.objective_class(**fields["objective_settings"])
+        world = _world(fields.get("world_kind", DEFAULT_WORLD))
+        fields["world_settings"] = world.settings_class(**_frozen(fields.get("world_settings") or {}))
+        fields["objective_settings"] = world.objective_class(**(fields.get("objective_settings") or {}))
         return cls(**fields)
+
+    @property
+    def world_class(self) -> type:
+        return _world(self.world_kind)
 
     def probe_rules(self, n: int) -> list[dict[str, float]]:
         """n rule sets spread over the world's first searched rule (u = (k + ½)/n), the others at their defaults."""
-        from bilevel_tune.worlds import load_world
         from bilevel_tune.worlds.contract import searched_rules
 
-        world = load_world(self.world_kind)
+        world = self.world_class
         first = world.searched_by_default[0]
         return [searched_rules(world.rule_specs, [first], [(k + 0.5) / n], {}) for k in range(n)]
 
     @property
     def season_length(self) -> int:
-        """Steps in one season of the config's world (fresh water's `horizon` days)."""
-        return self.horizon if self.fresh_water else int(self.build_world([{}]).horizon)
-
-    @property
-    def fresh_water(self) -> bool:
-        return self.world_kind == FRESH_WATER_KIND
-
-    @property
-    def world(self) -> WorldConfig:
-        return WorldConfig(**{f.name: getattr(self, f.name) for f in dataclasses.fields(WorldConfig)})
+        """Steps in one season of the config's world."""
+        return int(self.build_world([{}]).horizon)
 
     def build_world(self, rules: Sequence[Mapping[str, float]]):
         """The world's copies under these rules (physical), as the contract builds them: `World(settings, rules)`."""
-        from bilevel_tune.worlds import load_world
+        return self.world_class(self.world_settings, rules)
 
-        if self.fresh_water:
-            return load_world(FRESH_WATER_KIND)(self.world, rules)
-        return load_world(self.world_kind)(self.world_settings, rules)
 
-    @property
-    def objective_section(self):
-        """The world's [objective], as its `assess` takes it."""
-        return ObjectiveSettings(econ_weight=self.econ_weight, sus_weight=self.sus_weight) if self.fresh_water else (
-            self.objective_settings
-        )  # fmt: skip
+def _world(kind: str) -> type:
+    from bilevel_tune.worlds import load_world  # a user's world is imported only where a config names it
 
-    @property
-    def weights(self) -> ObjectiveWeights:
-        return ObjectiveWeights(self.econ_weight, self.sus_weight)
+    return load_world(kind)
+
+
+def _frozen(values: Mapping[str, Any]) -> dict[str, Any]:
+    """JSON's lists back as the tuples a settings class holds."""
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
 
 
 class InnerLoop(Protocol):
@@ -164,8 +146,8 @@ class InnerLoop(Protocol):
         """One training iteration (APPO: one `algo.train()`); the return value is ignored."""
         ...
 
-    def evaluate(self, seeds: Sequence[int]) -> Sequence[CandidateOutcome]:
-        """Explore-off evaluation on these seeds: one outcome per candidate, in order."""
+    def evaluate(self, seeds: Sequence[int]) -> Sequence[Assessment]:
+        """Explore-off evaluation on these seeds: one `Assessment` per candidate, in order (its world's)."""
         ...
 
     def stop(self) -> bool:
@@ -187,11 +169,9 @@ def loop_path(spec: str) -> str:
 def check_loop_on_world(spec: str, world_kind: str) -> None:
     """InnerLoopError naming the world when this loop cannot run it: the analytic loop needs the world's myopic
     best response (the APPO loops run any world on the contract)."""
-    if world_kind == FRESH_WATER_KIND or spec != "analytic":
+    if spec != "analytic":
         return
-    from bilevel_tune.worlds import load_world
-
-    if not callable(getattr(load_world(world_kind), "myopic_actions", None)):
+    if not callable(getattr(_world(world_kind), "myopic_actions", None)):
         raise InnerLoopError(f"world {world_kind!r} offers no myopic_actions: --inner analytic cannot run it")
 
 

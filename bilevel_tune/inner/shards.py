@@ -14,9 +14,9 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from bilevel_tune.core import metrics as M
-from bilevel_tune.core.objective import CandidateOutcome
 from bilevel_tune.inner.census import Census, take_census
 from bilevel_tune.inner.contract import InnerLoopConfig, InnerLoopError, InnerLoopStopped, load_loop_class
+from bilevel_tune.worlds.contract import Assessment
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ class ShardReport:
     """One shard's generation: its block's outcomes, where and how long it ran, its census."""
 
     first: int  # the global index of the shard's first candidate
-    outcomes: tuple[CandidateOutcome, ...]
+    outcomes: tuple[Assessment, ...]
     census: Census
     node: str
     sec_reset: float
@@ -88,7 +88,7 @@ class Shard:
             self.loop.train()
         t2 = time.perf_counter()
         outcomes = tuple(
-            o if hasattr(o, "as_dict") else CandidateOutcome.from_dict(o)  # a CandidateOutcome, a world's Assessment
+            o if hasattr(o, "as_dict") else Assessment.from_dict(o)  # a world's Assessment, or a loop's own record
             for o in self.loop.evaluate(eval_seeds)
         )
         t3 = time.perf_counter()
@@ -147,7 +147,7 @@ def in_turns(first: int, size: int, max_block: int | None) -> list[tuple[int, in
 class GenerationResult:
     """A generation's outcomes in candidate order, with every shard's report."""
 
-    outcomes: tuple[CandidateOutcome, ...]
+    outcomes: tuple[Assessment, ...]
     shards: tuple[ShardReport, ...]
 
     @property

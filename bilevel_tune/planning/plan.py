@@ -142,7 +142,7 @@ class Plan:
             groups.setdefault(round(t.start_s, 3), []).append(t)
         return [groups[k] for k in sorted(groups)]
 
-    def to_dict(self, study_name: str) -> dict[str, Any]:
+    def to_dict(self, study) -> dict[str, Any]:
         """The plan as study.json keeps it (by work alone, no ETA: its seconds are units of work)."""
         return {
             "cpus": self.cpus,
@@ -150,7 +150,7 @@ class Plan:
             "eta_s": round(self.eta_s, 1) if self.model.calibrated else None,
             "trials": [
                 {
-                    "trial": trial_name(study_name, t.cell),
+                    "trial": trial_name(study, t.cell),
                     "shards": t.shards,
                     "start_s": round(t.start_s, 1),
                     "seconds": round(t.seconds, 1),
@@ -243,14 +243,12 @@ def hms(seconds: float) -> str:
     return str(dt.timedelta(seconds=int(round(seconds))))
 
 
-def describe_plan(
-    study_name: str, plan: Plan, out: Callable[[str], None] = print, what: str = "the whole command"
-) -> None:
+def describe_plan(study, plan: Plan, out: Callable[[str], None] = print, what: str = "the whole command") -> None:
     """The plan's table — shards, start, duration per trial —, which trials run together, and its ETA (last) for
     `what` (a resume plans what is left)."""
     timed = plan.model.calibrated  # by work alone, the plan's "seconds" are units of work: no times to show
     when = (lambda s: hms(s)) if timed else (lambda s: "–")  # noqa: E731
-    names = [trial_name(study_name, t.cell) for t in plan.trials]
+    names = [trial_name(study, t.cell) for t in plan.trials]
     width = max([34, *map(len, names)])  # another world's mechanisms go by their rules' full names: long ones
     out(f"{'trial':<{width}} {'gens':>5} {'shards':>6} {'starts':>9} {'~time':>9}")
     for name, t in zip(names, plan.trials):

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from bilevel_tune.base.sections import SummarySettings
 from bilevel_tune.core import metrics as M
 from bilevel_tune.report import landscape
 from bilevel_tune.study_data.definition import Study
@@ -30,19 +31,18 @@ from bilevel_tune.study_data.run_folder import (
     trial_name,
     trial_records,
 )
-from bilevel_tune.study_data.settings import DEFAULTS, FRESH_WATER, is_setting_key
+from bilevel_tune.study_data.settings import is_setting_key
 
 ROBUST, NOISE, FEW = "robust", "within seed noise", "not enough seeds"
 CEILING, NO_CEILING = "ceiling", "no ceiling"
 BOUND_TOL = 1e-3  # a best this close to its upper bound is capped by the rules
-DEFAULT_CEILING, DEFAULT_TOL = FRESH_WATER.ceiling, DEFAULTS["summary.tol"]
+# a bare table's: the campaign's ceiling (a study's is its world's, `Study.ceiling`), and [summary] tol's default
+DEFAULT_CEILING, DEFAULT_TOL = 0.25, SummarySettings().tol
 # The grid's factors besides the seed (a study's further axes add theirs). The mechanism factor is `dims` (1-D vs
 # 2-D) when each dimensionality has one set of searched rules, else `mechanism`, the set itself (2-D vs 2-D floor+risk).
 BASE_FACTORS = ("population", "dims")
 MECHANISM = "mechanism"
-BOUND_BY = (
-    "bound_by/"  # bound_by/<rule>: the best candidate's upper bound with that rule at its best (CandidateOutcome)
-)
+BOUND_BY = "bound_by/"  # bound_by/<rule>: the best candidate's upper bound with that rule at its best (its Assessment)
 
 SEARCH_VS_GRID = "search_vs_grid"
 BEST, FINAL = "best_objective", "final_objective"  # the two values verdicts are judged on
@@ -83,14 +83,14 @@ def load_run(run_dir: Path) -> tuple[Study, dict[tuple, TrialRecords]]:
 # -- tables -----------------------------------------------------------------------------
 def trial_table(study: Study, trials: dict[tuple, TrialRecords]) -> pd.DataFrame:
     """One row per grid cell; missing and crashed trials are rows too (their status says which)."""
-    return pd.DataFrame([_trial_row(cell, trials.get(cell.key)) for cell in study.cells()])
+    return pd.DataFrame([_trial_row(study, cell, trials.get(cell.key)) for cell in study.cells()])
 
 
-def _trial_row(cell: Cell, trial: TrialRecords | None) -> dict[str, Any]:
+def _trial_row(study: Study, cell: Cell, trial: TrialRecords | None) -> dict[str, Any]:
     row = {
         "population": cell.population,
         "dims": cell.dims,
-        MECHANISM: cell.mechanism,
+        MECHANISM: study.mechanisms.label(cell.optimize_params),
         "optimize_params": ",".join(cell.optimize_params),
         "seed": cell.seed,
         **{key: _cell_value(value) for key, value in cell.extra},  # a column per further axis
@@ -224,9 +224,9 @@ def generation_table(study: Study, trials: dict[tuple, TrialRecords]) -> pd.Data
         if t is None or not t.generations:
             continue
         head = {
-            "trial": trial_name(study.name, cell),
+            "trial": trial_name(study, cell),
             "population": cell.population,
-            MECHANISM: cell.mechanism,
+            MECHANISM: study.mechanisms.label(cell.optimize_params),
             "optimize_params": ",".join(cell.optimize_params),
             "seed": cell.seed,
             **{key: _cell_value(value) for key, value in cell.extra},
@@ -278,7 +278,11 @@ def mean_grid(trials: pd.DataFrame, value: str) -> pd.DataFrame:
         for mechanism in order:
             v = group[group[MECHANISM] == mechanism][value]
             row[mechanism] = (
-                "–" if v.empty else f"{v.mean():.4f} ± {v.std(ddof=1):.4f} ({len(v)})" if len(v) > 1 else f"{v.mean():.4f} (1)"
+                "–"
+                if v.empty
+                else f"{v.mean():.4f} ± {v.std(ddof=1):.4f} ({len(v)})"
+                if len(v) > 1
+                else f"{v.mean():.4f} (1)"
             )
         rows.append(row)
     return pd.DataFrame(rows)

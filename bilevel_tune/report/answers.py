@@ -72,7 +72,6 @@ class Answer:
             f"`--resume --until-decided` adds seeds); {need}"
         )
 
-
     def short(self, decisions: decide.Decisions) -> str:
         """The answer in a few words (a figure's panel title)."""
         outcome = self.decision.outcome
@@ -102,9 +101,11 @@ class Answers:
 
     def lines(self) -> list[str]:
         """The one-line findings under the table: the ceiling, the edges."""
-        return [self.ceiling_line(), *(self.edge_line(e) for e in self.edges)] if self.ceiling is not None else [
-            *(self.edge_line(e) for e in self.edges)
-        ]
+        return (
+            [self.ceiling_line(), *(self.edge_line(e) for e in self.edges)]
+            if self.ceiling is not None
+            else [*(self.edge_line(e) for e in self.edges)]
+        )
 
     def ceiling_line(self) -> str:
         if self.ceiling is None:
@@ -114,11 +115,17 @@ class Answers:
             return f"ceiling {self.ceiling:.4f}: no run's best is at it or within its own evaluation's noise of it."
         causes = rows["cause"].value_counts()
         by = ", ".join(f"{n} by the {cause}" for cause, n in causes.items())
-        return f"ceiling {self.ceiling:.4f}: {len(rows)} run(s) at it or within their noise of it ({by}): the table below."
+        return (
+            f"ceiling {self.ceiling:.4f}: {len(rows)} run(s) at it or within their noise of it ({by}): the table below."
+        )
 
     @staticmethod
     def edge_line(edge: dict[str, Any]) -> str:
-        parts = [f"{edge[k]} of {edge[k + '_of']} {label}" for k, label in (("means", "search means"), ("scans", "scans' bests")) if edge[k + "_of"]]
+        parts = [
+            f"{edge[k]} of {edge[k + '_of']} {label}"
+            for k, label in (("means", "search means"), ("scans", "scans' bests"))
+            if edge[k + "_of"]
+        ]
         return (
             f"edge: {edge['rule']} at its {edge['side']} limit {plain(edge['limit'])} in {' and '.join(parts)} "
             f"(within one grid spacing, {edge['spacing']:.4g}): widen its range to see past it."
@@ -260,10 +267,10 @@ def ceiling_table(study, trials: pd.DataFrame, generations: pd.DataFrame, bests:
         capped = cap_rules(row, band)
         rows.append(
             {
-                "run": trial_name(study.name, cell),
+                "run": trial_name(study, cell),
                 "best": float(best),
                 "± noise": band,
-                "first generation": _first_near(generations, trial_name(study.name, cell), ceiling - band),
+                "first generation": _first_near(generations, trial_name(study, cell), ceiling - band),
                 "upper bound": float(bound) if bound is not None and pd.notna(bound) else float("nan"),
                 "cause": _cause(best, bound, band),
                 "fixed rules that set it": ", ".join(f"{k} (bound up to {v:.4f})" for k, v in capped.items())

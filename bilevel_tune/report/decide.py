@@ -37,13 +37,13 @@ rebuilt run decides as the run did.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 import numpy as np
 
+from bilevel_tune.base.knobs import StudyError
 from bilevel_tune.core import metrics as M
-from bilevel_tune.study_data.declared import StudyError
 from bilevel_tune.study_data.run_folder import Cell, is_scan, num, trial_records
 from bilevel_tune.study_data.settings import plain
 
@@ -67,13 +67,14 @@ class Comparison:
     factor: str  # population, mechanism, or a further axis's key
     a: tuple
     b: tuple
+    mechanisms: Any = field(default=None, compare=False, repr=False)  # its world's names (`Study.mechanisms`)
 
     def level(self, group: tuple) -> Any:
         population, params, extra = group
         if self.factor == POPULATION:
             return population
         if self.factor == MECHANISM:
-            return _mechanism(params)
+            return self.mechanisms.label(params)
         return dict(extra)[self.factor]
 
     def levels(self) -> tuple[str, str]:
@@ -84,7 +85,7 @@ class Comparison:
         """What the two groups share, e.g. '2-D' or 'population 16, es.sigma 0.05'; '' when nothing else varies."""
         population, params, extra = self.a
         parts = [] if self.factor == POPULATION else [f"population {population}"]
-        parts += [] if self.factor == MECHANISM else [_mechanism(params)]
+        parts += [] if self.factor == MECHANISM else [self.mechanisms.label(params)]
         parts += [f"{key} {plain(value)}" for key, value in extra if key != self.factor]
         return ", ".join(parts)
 
@@ -94,11 +95,6 @@ class Comparison:
         a, b = self.levels()
         where = self.matched()
         return f"{b} vs {a}" + (f" at {where}" if where else "")
-
-
-def _mechanism(params: tuple) -> str:
-    """A set of searched rules as tables show it (1-D, 2-D floor+risk): its cells' `mechanism`."""
-    return Cell(1, tuple(params), 0, 1).mechanism
 
 
 def _shown_level(factor: str, level) -> str:
@@ -123,7 +119,7 @@ def comparisons(study) -> list[Comparison]:
         for b in groups[i + 1 :]:
             factor = _only_difference(a, b)
             if factor is not None and factor in wanted:
-                out.append(Comparison(factor, a, b))
+                out.append(Comparison(factor, a, b, study.mechanisms))
     return out
 
 

@@ -27,7 +27,6 @@ from bilevel_tune.core import metrics as M
 from bilevel_tune.core.scan import spacing_label
 from bilevel_tune.study_data.run_folder import num
 from bilevel_tune.study_data.settings import is_setting_key
-from bilevel_tune.world.rules import mechanism_label
 
 SCAN_TERMS = (M.OBJECTIVE, "mean_reward", "sustainability", M.UPPER_BOUND)
 KEY = ["optimize_params", "seed"]  # what a trial shares with its scan, with the inner loop's further axes
@@ -50,13 +49,14 @@ def scan_table(study, trials: dict) -> pd.DataFrame:
         final = np.array([[num(o[M.OBJECTIVE]) for o in p[M.OUTCOMES]] for p in finals]).reshape(len(finals), -1)
         for k, outcome in enumerate(evaluation[M.OUTCOMES]):
             rules = {
-                name: study.rule_specs_by_name[name].to_physical(grid[k, j]) for j, name in enumerate(cell.optimize_params)
+                name: study.rule_specs_by_name[name].to_physical(grid[k, j])
+                for j, name in enumerate(cell.optimize_params)
             }
             values = final[:, k][np.isfinite(final[:, k])] if final.size else np.array([])
             rows.append(
                 {
                     "dims": cell.dims,
-                    "mechanism": cell.mechanism,
+                    "mechanism": study.mechanisms.label(cell.optimize_params),
                     "optimize_params": ",".join(cell.optimize_params),
                     "seed": cell.seed,
                     **{key: ",".join(map(str, v)) if isinstance(v, tuple) else v for key, v in cell.extra},
@@ -90,7 +90,7 @@ def scan_bests(scans: pd.DataFrame, study) -> pd.DataFrame:
                 **dict(zip(key, values)),
                 "seed": int(seed),
                 "dims": len(names),
-                "mechanism": mechanism_label(names),
+                "mechanism": study.mechanisms.label(names),
                 "points": len(group),
                 "scan_best": float(best[M.OBJECTIVE]),
                 "scan_best_final": float(best["final_objective"]),
@@ -142,7 +142,9 @@ def search_vs_grid(trials: pd.DataFrame, bests: pd.DataFrame) -> dict[str, Any] 
     parts, cells = [], []
     for (dims, params), scans in bests.groupby(["dims", "optimize_params"]):
         runs = done[done["optimize_params"] == params]
-        part = f"{mechanism_label(params.split(','))} grid {int(scans['points'].iloc[0])} points → {scans['scan_best'].mean():.4f}"
+        part = (
+            f"{scans['mechanism'].iloc[0]} grid {int(scans['points'].iloc[0])} points → {scans['scan_best'].mean():.4f}"
+        )
         for population, group in runs.groupby("population"):
             evaluations = int((group["generations"] * population).mean())
             regret = float(group["regret"].mean())

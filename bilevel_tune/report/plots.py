@@ -32,7 +32,6 @@ from bilevel_tune.report.run_summary import Summary, summarise
 from bilevel_tune.study_data.run_folder import PLOTS_DIR
 from bilevel_tune.study_data.settings import is_setting_key, plain
 from bilevel_tune.study_data.study_overrides import budget_label
-from bilevel_tune.world.rules import mechanism_name
 
 PLOT_NAMES = (
     "best_so_far_evaluations",
@@ -213,7 +212,9 @@ def plot_ceiling(s: Summary):
         for rule, value in re.findall(r"(\S+) \(bound up to ([-\d.]+)\)", str(text)):
             lifts.setdefault(rule, []).append(float(value))
     if lifts:
-        named = [f"{rule}: the bound up to {min(v):.3f}–{max(v):.3f} over its range" for rule, v in sorted(lifts.items())]
+        named = [
+            f"{rule}: the bound up to {min(v):.3f}–{max(v):.3f} over its range" for rule, v in sorted(lifts.items())
+        ]
         ax.text(0.02, 0.98, f"the fixed rules that set the bound of the {len(rows)} runs at the ceiling:\n"
                 + "\n".join(named), transform=ax.transAxes, va="top", fontsize=7,
                 bbox={"facecolor": "w", "alpha": 0.8, "lw": 0})  # fmt: skip
@@ -242,7 +243,13 @@ def plot_objective(s: Summary):
         x = run["generation"].to_numpy()
         mean, std = run["mean"].to_numpy(), run["std"].to_numpy()
         single = bool(np.nanmax(np.nan_to_num(std, nan=0.0)) == 0)  # one candidate: its mean is itself
-        ax.plot(x, run["generation_best"], color="0.6", lw=0.6, label="generation's candidate" if single else "generation's best")
+        ax.plot(
+            x,
+            run["generation_best"],
+            color="0.6",
+            lw=0.6,
+            label="generation's candidate" if single else "generation's best",
+        )
         if not single:
             ax.plot(x, mean, color=COLOURS[0], lw=0.9, label="population mean")
             ax.fill_between(x, mean - std, mean + std, color=COLOURS[0], alpha=0.15, lw=0, label="mean ± SD")
@@ -322,7 +329,7 @@ def plot_landscape(s: Summary, mechanism: str | int):
     and seed on top."""
     scans, specs = s.scans, s.study.rule_specs_by_name
     if not scans.empty:
-        names = scans["optimize_params"].map(lambda p: mechanism_name(p.split(",")))
+        names = scans["optimize_params"].map(lambda p: s.study.mechanisms.name(p.split(",")))
         scans = scans[scans["dims"] == mechanism] if isinstance(mechanism, int) else scans[names == mechanism]
     dims = int(scans["dims"].iloc[0]) if not scans.empty else 1
     axes = _axes(scans)  # the inner loop's further axes a scan crosses
@@ -371,7 +378,9 @@ def plot_landscape(s: Summary, mechanism: str | int):
             if dims == 1:
                 along = np.interp(means[:, 0], x, y)  # the mean's path, on the landscape
                 ax.plot(means[:, 0], along, color=c, lw=0.9, alpha=0.8, label=f"{who}: search mean's path")
-                ax.scatter(best[:, 0], run["generation_best"], color=c, s=5, alpha=0.6, label=f"{who}: generation's best")
+                ax.scatter(
+                    best[:, 0], run["generation_best"], color=c, s=5, alpha=0.6, label=f"{who}: generation's best"
+                )
                 ax.plot(means[-1, 0], along[-1], "*", color=c, ms=9, mec="k", mew=0.5)
             else:
                 ax.plot(means[:, 0], means[:, 1], color=c, lw=0.9, label=f"{who}: search mean's path")
@@ -389,7 +398,7 @@ def landscape_names(summary: Summary) -> list[str]:
     if summary.scans.empty:
         return []
     params = summary.scans.sort_values(["dims", "optimize_params"])["optimize_params"].unique()
-    return [mechanism_name(p.split(",")) for p in params]
+    return [summary.study.mechanisms.name(p.split(",")) for p in params]
 
 
 def drawings(s: Summary) -> dict[str, object]:

@@ -293,7 +293,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--no-plots", action="store_true", help="tables and verdicts only")
     parser.add_argument("--record", action="store_true", help="also print the run's record: sessions, stages, pace")
-    parser.add_argument("--ship", type=Path, metavar="DIR", help="copy the summary, tables and plots to DIR with run.md")
+    parser.add_argument(
+        "--ship", type=Path, metavar="DIR", help="copy the summary, tables and plots to DIR with run.md"
+    )
     parser.add_argument("--notes", type=Path, metavar="FILE", help="markdown for run.md: commands, what else ran")
     try:
         args = parser.parse_args(argv)
@@ -304,7 +306,9 @@ def main(argv: list[str] | None = None) -> int:
         print(write_summary(args.run_dir, with_plots=not args.no_plots))
         if args.record or args.ship:
             if not tables.has_records(args.run_dir):
-                raise SummaryError(f"{args.run_dir} keeps no trial records: its record and shipping need the run folder")
+                raise SummaryError(
+                    f"{args.run_dir} keeps no trial records: its record and shipping need the run folder"
+                )
             run_record.report(args.run_dir, args.ship, notes)
     except SummaryError as err:
         print(f"bilevel_tune.summary: error: {err}", file=sys.stderr)

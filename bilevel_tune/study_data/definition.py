@@ -15,24 +15,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from bilevel_tune.core.es import ESConfig
-from bilevel_tune.study_data import study_file, study_overrides
-from bilevel_tune.study_data.run_folder import Cell, Stage, json_safe
-from bilevel_tune.study_data.sections import (
+from bilevel_tune.base.sections import (
     AppoSettings,
     Budget,
     DecideSettings,
     ESSettings,
     NetworkSettings,
-    ObjectiveSettings,
     SummarySettings,
 )
-from bilevel_tune.study_data.settings import FRESH_WATER, SettingsTable, section_value, settings_table
+from bilevel_tune.core.es import ESConfig
+from bilevel_tune.study_data import study_file, study_overrides
+from bilevel_tune.study_data.run_folder import Cell, Stage, json_safe
+from bilevel_tune.study_data.settings import SettingsTable, section_value, settings_table
 from bilevel_tune.study_data.study_checks import StudyError, check_study
 from bilevel_tune.study_data.study_file import available_studies
 from bilevel_tune.study_data.study_record import current_record, frozen
-from bilevel_tune.world.basin import WorldConfig
-from bilevel_tune.world.rules import RULE_SPECS
+from bilevel_tune.worlds import DEFAULT_WORLD
 
 __all__ = ["Budget", "Study", "StudyError", "available_studies", "load_study"]
 
@@ -48,13 +46,13 @@ class Study:
     optimize_params: tuple[tuple[str, ...], ...]
     seeds: tuple[int, ...]
     budget: Budget  # [budget] as run, with its generations
-    world: Any = dataclasses.field(default_factory=WorldConfig)  # the world's settings class: fresh water's here
+    world: Any = None  # [world]: its world's settings class; None: the world's defaults
     network: NetworkSettings = dataclasses.field(default_factory=NetworkSettings)
     appo: AppoSettings = dataclasses.field(default_factory=AppoSettings)
     es: ESSettings = dataclasses.field(default_factory=ESSettings)
-    objective: ObjectiveSettings = dataclasses.field(default_factory=ObjectiveSettings)
-    rules: tuple[tuple[str, float], ...] = tuple((r.name, r.default) for r in RULE_SPECS)  # fixed values, physical
-    search: tuple[tuple[str, tuple[float, float]], ...] = tuple((r.name, (r.low, r.high)) for r in RULE_SPECS)
+    objective: Any = None  # [objective]: its world's objective class; None: the world's defaults
+    rules: tuple[tuple[str, float], ...] = ()  # every rule's fixed value, physical; a rule left out: its default
+    search: tuple[tuple[str, tuple[float, float]], ...] = ()  # every rule's search range; left out: its default
     summary: SummarySettings = dataclasses.field(default_factory=SummarySettings)
     decide: DecideSettings = dataclasses.field(default_factory=DecideSettings)
     axes: tuple[tuple[str, tuple], ...] = ()  # settings crossed as further grid axes, each with its values
@@ -66,8 +64,20 @@ class Study:
     overrides: tuple[tuple[str, Any], ...] = ()  # what the command line changed, in order
     scan: int | None = None  # grid points per searched rule of the rules scan (bilevel_tune.core.scan); None: no scan
     source: str = ""
-    world_kind: str = FRESH_WATER.world  # the world it runs on: a built-in name or "module:Class"
+    world_kind: str = DEFAULT_WORLD  # the world it runs on: a built-in name or "module:Class"
     stages: tuple[Stage, ...] = ()  # seeds added after the grid's, stage by stage, to undecided comparisons' cells
+
+    def __post_init__(self):
+        """Its world's sections and rules where not given: every default is the world's own."""
+        table = self.table
+        defaults = {
+            "world": self.world if self.world is not None else table.section_classes["world"](),
+            "objective": self.objective if self.objective is not None else table.section_classes["objective"](),
+            "rules": tuple((r.name, dict(self.rules).get(r.name, r.default)) for r in table.rule_specs),
+            "search": tuple((r.name, tuple(dict(self.search).get(r.name, (r.low, r.high)))) for r in table.rule_specs),
+        }
+        for name, value in defaults.items():
+            object.__setattr__(self, name, value)
 
     # -- where a study comes from, and its record ---------------------------
     @classmethod
@@ -83,13 +93,14 @@ class Study:
     def from_dict(cls, data: Mapping[str, Any]) -> "Study":
         """From study.json or a trial's config (`to_dict`); an earlier release's record is brought up to date first."""
         fields = current_record(data)
-        table = settings_table(fields.setdefault("world_kind", FRESH_WATER.world))
+        table = settings_table(fields.setdefault("world_kind", DEFAULT_WORLD))  # a record before worlds: the default
         for name, section in table.section_classes.items():  # a setting added since the record was made: its default
             fields[name] = section(**frozen_values(fields.get(name, {})))
         fields["stages"] = tuple(Stage.from_dict(stage) for stage in fields.get("stages", ()))
-        rules, search = dict(fields["rules"]), dict(fields.get("search", ()))
-        fields["rules"] = tuple((r.name, rules.get(r.name, r.default)) for r in table.rule_specs)
-        fields["search"] = tuple((r.name, tuple(search.get(r.name, (r.low, r.high)))) for r in table.rule_specs)
+        fields["rules"], fields["search"] = (
+            tuple(map(tuple, fields["rules"])),
+            tuple(map(tuple, fields.get("search", ()))),
+        )
         full = fields.get("full_budget")
         return cls(**{**fields, "full_budget": Budget(**frozen_values(full)) if full is not None else None})
 
@@ -127,6 +138,12 @@ class Study:
         """Its world's one line on the regime these settings make (fresh water: capped at 1/4 or not); None when
         the world has no such line."""
         return self.table.regime(self.world, self.fixed_rules) if self.table.regime else None
+
+    @property
+    def mechanisms(self):
+        """How its world names a mechanism (its searched rules): `mechanisms.label(params)` 1-D, 2-D floor+risk;
+        `mechanisms.name(params)` 1d, 2d-floor-risk."""
+        return self.table.mechanisms
 
     @property
     def rule_specs(self) -> tuple:

@@ -23,7 +23,6 @@ from typing import Any, Mapping
 
 from bilevel_tune.core import metrics as M
 from bilevel_tune.study_data.settings import plain, short_name
-from bilevel_tune.world.rules import mechanism_label, mechanism_name
 
 STUDY_FILE = "study.json"
 GENERATIONS_FILE = "generations.jsonl"
@@ -59,11 +58,6 @@ class Cell:
     @property
     def dims(self) -> int:
         return len(self.optimize_params)
-
-    @property
-    def mechanism(self) -> str:
-        """Its searched rules as tables show them: 1-D, 2-D, 2-D floor+risk."""
-        return mechanism_label(self.optimize_params)
 
     @property
     def key(self) -> tuple:
@@ -122,17 +116,18 @@ def is_scan(key: tuple) -> bool:
     return key[0] == SCAN
 
 
-def trial_name(study_name: str, cell: Mapping[str, Any] | Cell) -> str:
-    """Trial names carry study, cell (its mechanism: `world.rules.mechanism_name`), seed and further axes:
-    weekend_pop16_2d_seed42, weekend_scan_2d_seed42, weekend_pop16_2d_seed42_sigma0.05, ceiling_pop16_2d-floor-risk_seed7."""
+def trial_name(study, cell: Mapping[str, Any] | Cell) -> str:
+    """Trial names carry study, cell (its mechanism, named by the study's world: `Study.mechanisms`), seed and
+    further axes: weekend_pop16_2d_seed42, weekend_scan_2d_seed42, weekend_pop16_2d_seed42_sigma0.05,
+    ceiling_pop16_2d-floor-risk_seed7. `study`: the `definition.Study`."""
     first, params, seed, extra = cell.key if isinstance(cell, Cell) else Cell.key_of(cell)
     kind = SCAN if first == SCAN else f"pop{first}"
     axes = "".join(f"_{short_name(key)}{plain(value, '-')}" for key, value in extra)
-    return f"{study_name}_{kind}_{mechanism_name(params)}_seed{seed}{axes}"
+    return f"{study.name}_{kind}_{study.mechanisms.name(params)}_seed{seed}{axes}"
 
 
-def trial_dirname(study_name: str, cell: Mapping[str, Any] | Cell, trial_id: str) -> str:
-    return f"{trial_name(study_name, cell)}_{trial_id}"
+def trial_dirname(study, cell: Mapping[str, Any] | Cell, trial_id: str) -> str:
+    return f"{trial_name(study, cell)}_{trial_id}"
 
 
 # -- the per-trial record --------------------------------------------------------

@@ -1,12 +1,11 @@
 """Every setting of a study: the table of keys, derived from the sections that declare them.
 
-Each setting is declared once, as a `declared.knob` field of the config that
-holds it (`sections`, and the world's settings class); this module lists
+Each setting is declared once, as a `base.knobs.knob` field of the config that
+holds it (`base.sections`, and the world's settings class); this module lists
 them under their study-file keys, one `SettingsTable` per world: [world],
-[objective] and [rules] are the world's (`settings_table("fishery")`), the
-other sections the runner's. Fresh water's table keeps its long-standing
-names (`SETTINGS`, `BY_KEY`, `setting`, …). A setting is named
-`section.name` — its study file section and key; for fresh water:
+[objective], [rules] and [search] are the world's (`settings_table("fishery")`),
+the other sections the runner's. A setting is named `section.name` — its
+study file section and key; on the default world, fresh water:
 
     [world]     farms, horizon, smoothing,              the fresh-water world (docs/world.md)
                 release_share, rain_probability, rain_mean_mm, farm_area_km2
@@ -33,9 +32,9 @@ from __future__ import annotations
 import functools
 from typing import Any, Sequence
 
-from bilevel_tune.study_data.declared import Setting, SettingError, section_settings
-from bilevel_tune.study_data.hints import unknown_name
-from bilevel_tune.study_data.sections import (
+from bilevel_tune.base.hints import unknown_name
+from bilevel_tune.base.knobs import Setting, SettingError, section_settings
+from bilevel_tune.base.sections import (
     AppoSettings,
     Budget,
     DecideSettings,
@@ -43,7 +42,8 @@ from bilevel_tune.study_data.sections import (
     NetworkSettings,
     SummarySettings,
 )
-from bilevel_tune.world.fresh_water import FreshWater
+from bilevel_tune.worlds import DEFAULT_WORLD
+from bilevel_tune.worlds.contract import Mechanisms
 
 RULE_SECTIONS = ("rules", "search")  # held as (rule, value) pairs in the world's order, not as a dataclass
 GENERATIONS = "budget.generations"  # [budget]'s one value that is not a knob: a count, or one per population
@@ -62,6 +62,7 @@ class SettingsTable:
         self.rule_specs = tuple(world_class.rule_specs)
         self.ceiling: float | None = getattr(world_class, "ceiling", None)  # the value its summary looks for
         self.regime = getattr(world_class, "regime", None)  # (settings, rules) -> one line; optional
+        self.mechanisms = Mechanisms.of(world_class)  # how its mechanisms are named: 1d, 2d-floor-risk
         self.section_classes: dict[str, type] = {
             "world": world_class.settings_class,
             "network": NetworkSettings,
@@ -129,23 +130,15 @@ class SettingsTable:
 
 
 @functools.lru_cache(maxsize=None)
-def settings_table(world: str = FreshWater.name) -> SettingsTable:
+def settings_table(world: str = DEFAULT_WORLD) -> SettingsTable:
     """The settings table of a study on this world (a built-in name or `module:Class`); WorldError if it is none."""
-    if world == FreshWater.name:
-        return FRESH_WATER
     from bilevel_tune.worlds import load_world  # a user's world is imported only when a study names it
 
     return SettingsTable(world, load_world(world))
 
 
-FRESH_WATER = SettingsTable(FreshWater.name, FreshWater)
-# fresh water's table under its long-standing names: a study names no world unless it runs another
-SETTINGS = FRESH_WATER.settings
-BY_KEY = FRESH_WATER.by_key
-SECTIONS = FRESH_WATER.sections
-DEFAULTS = FRESH_WATER.defaults
-RULE_ALIASES = FRESH_WATER.rule_aliases
-setting = FRESH_WATER.setting
+# The sections of every world's table, in order: [world], [objective] and [rules] are each world's own
+SECTIONS = ("world", "network", "appo", "es", "objective", "rules", "search", "budget", "summary", "decide")
 
 
 def is_setting_key(name: str) -> bool:
@@ -179,7 +172,7 @@ def shown(value: Any) -> str:
     return repr(value) if isinstance(value, float) else str(value)
 
 
-def describe(values: dict[str, Any], appo_loop: bool, table: SettingsTable = FRESH_WATER) -> list[str]:
+def describe(values: dict[str, Any], appo_loop: bool, table: SettingsTable) -> list[str]:
     """One line per section: its settings as run; a loop that is not APPO is told it ignores the APPO ones."""
     lines, by_key = [], table.by_key
     for section in SECTIONS:
@@ -192,8 +185,10 @@ def describe(values: dict[str, Any], appo_loop: bool, table: SettingsTable = FRE
     return lines
 
 
-def docs_table(settings: tuple[Setting, ...] = SETTINGS) -> str:
-    """docs/study.md's table of every setting, as the declarations give it (a test keeps the page equal to it)."""
+def docs_table(world: str = DEFAULT_WORLD) -> str:
+    """docs/study.md's table of every setting of a study on this world (the default one's), as the declarations
+    give it (a test keeps the page equal to it)."""
+    settings = settings_table(world).settings
     rows = ["| key | default | allowed | what |", "|---|---|---|---|"]
     for s in settings:
         what = s.doc + (" (APPO loops only)" if s.appo else "")

@@ -17,7 +17,7 @@ import dataclasses
 
 import numpy as np
 
-from bilevel_tune.study_data.declared import StudyError
+from bilevel_tune.base.knobs import StudyError
 from bilevel_tune.study_data.run_folder import Stage
 
 SEED_RANGE = (1, 10_000)  # short enough for a trial name

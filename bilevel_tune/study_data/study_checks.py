@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+from bilevel_tune.base.hints import unknown_name
+from bilevel_tune.base.knobs import StudyError, section_kwargs
+from bilevel_tune.base.sections import ESSettings
 from bilevel_tune.core.es import ESConfig
 from bilevel_tune.core.scan import MIN_POINTS
 from bilevel_tune.inner import InnerLoopError, check_loop_spec
-from bilevel_tune.study_data.declared import StudyError, section_kwargs
-from bilevel_tune.study_data.hints import unknown_name
-from bilevel_tune.study_data.sections import ESSettings
-from bilevel_tune.study_data.settings import FRESH_WATER, SettingsTable, plain
+from bilevel_tune.study_data.settings import SettingsTable, plain
 
 __all__ = ["StudyError"]  # declared where a setting is checked: a setting's error is a study's
 
@@ -53,22 +53,20 @@ def check_scan(value, where: str = "--scan") -> int:
     return value
 
 
-def check_params(value, table: SettingsTable = FRESH_WATER) -> tuple[str, ...]:
+def check_params(value, table: SettingsTable) -> tuple[str, ...]:
     """One mechanism: a list of the world's rule names to search."""
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
         raise StudyError(f"[grid].optimize_params entry {value!r} must be a list of rule names")
     return table.check_params(value)
 
 
-def check_setting(
-    key: str, value: Any, where: str, text: bool = False, table: SettingsTable = FRESH_WATER
-) -> tuple[str, Any]:
+def check_setting(key: str, value: Any, where: str, text: bool = False, *, table: SettingsTable) -> tuple[str, Any]:
     """(the setting's full key, its value typed and in range); StudyError otherwise. `text`: a command line's value."""
     spec = table.setting(key, where)
     return spec.key, spec.parse(value, where) if text else spec.check(value, where)
 
 
-def check_axis(key: str, values, where: str, table: SettingsTable = FRESH_WATER) -> tuple[str, tuple]:
+def check_axis(key: str, values, where: str, table: SettingsTable) -> tuple[str, tuple]:
     """A further grid axis: a setting and its values (a non-empty list, each checked)."""
     text = isinstance(values, str)  # a command line's "a,b,c"
     values = [v for v in values.split(",") if v.strip()] if text else values
@@ -96,8 +94,8 @@ def check_study(study):
             ESConfig(population=study.populations[0], **section_kwargs(values, "es", ESSettings))
         except ValueError as err:
             raise StudyError(f"[es]: {err}") from None
-        if values.get("objective.econ_weight") == 0 and values.get("objective.sus_weight") == 0:  # fresh water's
-            raise StudyError("[objective] econ_weight and sus_weight are both 0; at least one must be > 0")
+        objective = study.table.section_classes["objective"]  # the world's own checks of its [objective]
+        objective(**section_kwargs(values, "objective", objective))
     for axis in ("populations", "seeds", "optimize_params"):
         values = getattr(study, axis)
         if len(set(values)) != len(values):

@@ -1,6 +1,6 @@
 """Reading a study file: TOML → the fields of a `definition.Study`, every value checked where it enters.
 
-A study file (bilevel_tune/studies/weekend.toml, docs/study.md) holds every
+A study file (studies/weekend.toml, docs/study.md) holds every
 setting of the study in the sections `settings.SETTINGS` lists —
 [world], [network], [appo], [es], [objective], [rules], [budget],
 [summary] — the grid ([grid]: population × optimize_params × seed, and any
@@ -18,9 +18,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping
 
-from bilevel_tune.study_data.hints import unknown_name
+from bilevel_tune.base.hints import unknown_name
 from bilevel_tune.study_data.settings import (
-    FRESH_WATER,
     GENERATIONS,
     LEGACY_BUDGET_KEYS,
     RULE_SECTIONS,
@@ -38,10 +37,11 @@ from bilevel_tune.study_data.study_checks import (
     check_population,
     check_scan,
 )
+from bilevel_tune.worlds import DEFAULT_WORLD
 
 STUDIES_PACKAGE = "bilevel_tune.studies"  # the built-in studies ship inside the package
 GRID_AXES = ("population", "optimize_params", "seed")
-WORLD_KIND = "kind"  # [world] kind = "fishery" (or "module:Class"): the world a study runs on; fresh water's by default
+WORLD_KIND = "kind"  # [world] kind = "fishery" (or "module:Class"): the world a study runs on; by default DEFAULT_WORLD
 TOP_KEYS = (
     "name",
     "description",
@@ -73,7 +73,7 @@ def study_fields(data: Mapping[str, Any], source: str = "") -> dict[str, Any]:
     for section in SECTIONS:
         if not isinstance(data.get(section, {}), Mapping):
             raise StudyError(f"{file}: [{section}] must be a table")
-    world = data.get("world", {}).get(WORLD_KIND, FRESH_WATER.world)
+    world = data.get("world", {}).get(WORLD_KIND, DEFAULT_WORLD)
     if not isinstance(world, str):
         raise StudyError(f"{file} [world] {WORLD_KIND}={world!r} must be a world's name or 'module:Class'")
     try:
@@ -149,9 +149,7 @@ def parse_generations(value, where: str):
     return check_int(value, where, 1)
 
 
-def budget_section(
-    data: Mapping[str, Any], where: str, settings: SettingsTable = FRESH_WATER
-) -> tuple[Any, dict[str, Any]]:
+def budget_section(data: Mapping[str, Any], where: str, settings: SettingsTable) -> tuple[Any, dict[str, Any]]:
     """([budget]'s or a named budget's generations (None if absent), its other settings as dotted keys).
 
     Its own keys are budget settings; before 0.2 it also held the world's and network's

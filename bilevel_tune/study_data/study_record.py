@@ -12,7 +12,14 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from bilevel_tune.study_data.settings import BY_KEY, DEFAULTS, FRESH_WATER, LEGACY_BUDGET_KEYS
+from bilevel_tune.study_data.settings import LEGACY_BUDGET_KEYS, settings_table
+from bilevel_tune.worlds import DEFAULT_WORLD
+
+
+def _old_table():
+    """Records made before studies named a world (0.1, 0.2) are the default world's (fresh water's)."""
+    return settings_table(DEFAULT_WORLD)
+
 
 OLD_CEILING = 0.25  # summary.ceiling's default before [decide] came (0.3): fresh water's, then set for every world
 
@@ -45,10 +52,11 @@ def _from_settings_list(data: Mapping[str, Any]) -> dict[str, Any]:
     """A 0.2 record (fresh water's: the only world then): every setting in one list of (key, value), the generations
     beside it."""
     data = dict(data)
-    sections: dict[str, Any] = {section: {} for section in FRESH_WATER.section_classes}
+    table = _old_table()
+    sections: dict[str, Any] = {section: {} for section in table.section_classes}
     pairs: dict[str, list] = {"rules": [], "search": []}
     for key, value in data.pop("values"):
-        spec = BY_KEY[key]
+        spec = table.by_key[key]
         if spec.section in pairs:
             pairs[spec.section].append((spec.name, value))
         else:
@@ -61,7 +69,8 @@ def _from_release_0_1(data: Mapping[str, Any]) -> dict[str, Any]:
     """A 0.1 study.json: budgets held world and network fields; rules, objective, world, ES and summary were fields."""
     data = dict(data)
     budget = data.pop("budget")
-    values = dict(DEFAULTS)
+    defaults = _old_table().defaults
+    values = dict(defaults)
     values.update(
         {f"budget.{k}": budget[k] for k in ("inner_iters", "eval_episodes", "final_eval_seeds") if k in budget}
     )
@@ -71,10 +80,10 @@ def _from_release_0_1(data: Mapping[str, Any]) -> dict[str, Any]:
     values["objective.econ_weight"] = data.pop("econ_weight", 1.0)
     values["objective.sus_weight"] = data.pop("sus_weight", 0.0)
     values["world.smoothing"] = data.pop("smoothing", 0.0)
-    values["summary.ceiling"] = data.pop("ceiling", DEFAULTS["summary.ceiling"])
-    values["summary.tol"] = data.pop("tol", DEFAULTS["summary.tol"])
+    values["summary.ceiling"] = data.pop("ceiling", defaults["summary.ceiling"])
+    values["summary.tol"] = data.pop("tol", defaults["summary.tol"])
     data["generations"] = budget["generations"]
-    data["values"] = [(k, values[k]) for k in DEFAULTS]
+    data["values"] = [(k, values[k]) for k in defaults]
     data["budgets"] = [
         (name, [(LEGACY_BUDGET_KEYS.get(k, f"budget.{k}"), v) for k, v in b.items()])
         for name, b in data.get("budgets", ())

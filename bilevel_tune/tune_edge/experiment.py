@@ -92,8 +92,8 @@ def fresh_tuner(
             metric=M.TUNE_METRIC,
             mode=M.TUNE_MODE,
             max_concurrent_trials=options.max_concurrent,
-            trial_name_creator=lambda t: trial_name(study.name, t.config),
-            trial_dirname_creator=lambda t: trial_dirname(study.name, t.config, t.trial_id),
+            trial_name_creator=lambda t: trial_name(study, t.config),
+            trial_dirname_creator=lambda t: trial_dirname(study, t.config, t.trial_id),
         ),
         run_config=tune.RunConfig(
             name=run_dir.name,
@@ -173,9 +173,9 @@ class TrialCurves(tune.Callback):
     Tune pickles its callbacks into tuner.pkl: the open event files are not part of that.
     """
 
-    def __init__(self, run_dir: Path, study_name: str):
+    def __init__(self, run_dir: Path, study: Study):
         self.run_dir = Path(run_dir)
-        self.study_name = study_name
+        self.study = study
         self._writers: curves.TrialCurveWriters | None = None
 
     def __getstate__(self):
@@ -188,10 +188,10 @@ class TrialCurves(tune.Callback):
         return self._writers
 
     def on_trial_result(self, iteration: int, trials: list[Trial], trial: Trial, result: dict, **info):
-        self.writers.report(trial_name(self.study_name, trial.config), result)
+        self.writers.report(trial_name(self.study, trial.config), result)
 
     def on_trial_complete(self, iteration: int, trials: list[Trial], trial: Trial, **info):
-        self.writers.close(trial_name(self.study_name, trial.config))
+        self.writers.close(trial_name(self.study, trial.config))
 
     on_trial_error = on_trial_complete
 

@@ -172,7 +172,7 @@ class TrialRecord:
         trial_id = tune.get_context().get_trial_id()
         # a trial resumed under a release that names it otherwise keeps writing where it began
         earlier = sorted(p for p in Path(run_dir).glob(f"*_{trial_id}") if (p / GENERATIONS_FILE).is_file())
-        folder = earlier[0] if earlier else Path(run_dir) / trial_dirname(study.name, cell, trial_id)
+        folder = earlier[0] if earlier else Path(run_dir) / trial_dirname(study, cell, trial_id)
         self.path = folder / GENERATIONS_FILE
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.cell = cell.as_config()

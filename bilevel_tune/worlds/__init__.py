@@ -2,18 +2,18 @@
 written for one copy (`single_copy`), the built-in worlds.
 
 A world is named in a study by a built-in name or as `module:Class`, found as
-`--inner` specs are. Fresh water is `bilevel_tune.world`'s (its modules stay
-where they are); the fishery is `fishery/`.
+`--inner` specs are. The built-in ones are packages here, each one folder: `fresh_water/` and `fishery/`.
 """
 
 from __future__ import annotations
 
-from bilevel_tune.core.plugins import import_class
+from bilevel_tune.base.plugins import import_class
 from bilevel_tune.worlds.contract import METHODS_AND_DECLARATIONS, WorldError
 from bilevel_tune.worlds.single_copy import is_single_copy, single_copy
 
+DEFAULT_WORLD = "fresh-water"  # the world of a study file, record or env shell that names none
 BUILTIN_WORLDS = {
-    "fresh-water": "bilevel_tune.world.fresh_water:FreshWater",
+    "fresh-water": "bilevel_tune.worlds.fresh_water:FreshWater",
     "fishery": "bilevel_tune.worlds.fishery:Fishery",
 }
 
@@ -34,4 +34,4 @@ def load_world(spec: str) -> type:
     return world
 
 
-__all__ = ["BUILTIN_WORLDS", "WorldError", "load_world", "world_path"]
+__all__ = ["BUILTIN_WORLDS", "DEFAULT_WORLD", "WorldError", "load_world", "world_path"]

@@ -8,7 +8,8 @@ checker): the declarations (settings and objective sections, rules with their
 ranges, the searched ones), then a few seasons of copies under the default
 rules, the rules' ends and random rules, with random actions within the bounds:
 shapes and dtypes of observations, rewards and diagnostics, no NaN, the season's
-length, determinism under a seed, the assessment, and the hooks it offers.
+length, determinism under a seed, the assessment, and the hooks it offers — its
+own invariants among them (fresh water's water balance).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from bilevel_tune.study_data.declared import StudyError, knob_fields
+from bilevel_tune.base.knobs import StudyError, knob_fields
 from bilevel_tune.worlds import BUILTIN_WORLDS, load_world
 from bilevel_tune.worlds.contract import METHODS_AND_DECLARATIONS, Assessment, RuleSpec, Step, WorldError, play_seasons
 
@@ -36,7 +37,7 @@ def check_declarations(world: type) -> None:
     for section in ("settings_class", "objective_class"):
         cls = getattr(world, section)
         if not dataclasses.is_dataclass(cls):
-            raise WorldError(f"{label}.{section} must be a dataclass of knob fields (bilevel_tune.study_data.declared)")
+            raise WorldError(f"{label}.{section} must be a dataclass of knob fields (bilevel_tune.base.knobs)")
         unknobbed = [f.name for f in dataclasses.fields(cls) if f not in knob_fields(cls)]
         if unknobbed:
             raise WorldError(f"{label}.{section} field {unknobbed[0]!r} is not declared with knob(): it has no range")
@@ -151,6 +152,11 @@ def check_world(world: type, copies: int = 4, seed: int = 0) -> None:
 
     acting = np.random.default_rng(seed + 2)
     seasons, failed = play_seasons(instance, [seed, seed + 1], lambda obs: _random_actions(instance, acting))
+    if callable(getattr(instance, "invariants", None)):  # the world's own physics (fresh water: its water balance)
+        for season in seasons:
+            broken_law = instance.invariants(season)
+            if broken_law:
+                raise WorldError(f"{label}: {broken_law}")
     assessed = instance.assess(seasons, failed, objective)
     if len(assessed) != copies or not all(isinstance(a, Assessment) for a in assessed):
         raise WorldError(f"{label}: assess() must give one Assessment per copy ({copies})")

@@ -123,6 +123,21 @@ class Assessment:
         """What the live view and the summary show beside the objective: its terms, then the diagnostics."""
         return {**self.terms, **self.diagnostics}
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Assessment":
+        """From a flat record (`as_dict`'s, or a loop's own dict): its other numbers are diagnostics; JSON's null
+        reads back as NaN (the bound's as None: none known)."""
+        skip = ("objective", "upper_bound", "failed", "bound_by_rule")
+        value = lambda v: float("nan") if v is None else v  # noqa: E731
+        return cls(
+            objective=value(data["objective"]),
+            terms={},
+            diagnostics={k: value(v) for k, v in data.items() if k not in skip},
+            upper_bound=data.get("upper_bound"),
+            failed=bool(data.get("failed", False)),
+            bound_by_rule=dict(data.get("bound_by_rule") or {}),
+        )
+
     def as_dict(self) -> dict[str, Any]:
         """Flat, as a generation's record holds an outcome (no bound known: None, JSON's null)."""
         return {
@@ -221,6 +236,36 @@ def rule_columns(specs: Sequence[RuleSpec], rules: Sequence[Mapping[str, float]]
     """The copies' rules as one (N,) column per rule, physical values."""
     full = [rule_values(specs, r) for r in rules]
     return {s.name: np.array([r[s.name] for r in full], dtype=float) for s in specs}
+
+
+@dataclass(frozen=True)
+class Mechanisms:
+    """How a world's mechanisms — its sets of searched rules — are named in trial names and tables.
+
+    By their dimensionality and their rules' short names (`RuleSpec.short`): 2d-floor-risk, "2-D floor+risk";
+    by their dimensionality alone where the rules are a prefix of the world's optional `plain_search` (fresh
+    water's: the campaign's 1d and 2d, "1-D" and "2-D").
+    """
+
+    short: Mapping[str, str]
+    plain: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, world) -> "Mechanisms":
+        return cls({s.name: s.short for s in world.rule_specs}, tuple(getattr(world, "plain_search", ())))
+
+    def _parts(self, params: Sequence[str]) -> list[str]:
+        params = tuple(params)
+        return [] if params == self.plain[: len(params)] else [self.short.get(p, p) for p in params]
+
+    def name(self, params: Sequence[str]) -> str:
+        """In a trial or file name: 1d, 2d, 2d-floor-risk."""
+        return "-".join([f"{len(params)}d", *self._parts(params)])
+
+    def label(self, params: Sequence[str]) -> str:
+        """As tables and plots show it: 1-D, 2-D, 2-D floor+risk."""
+        parts = self._parts(params)
+        return f"{len(params)}-D" + (" " + "+".join(parts) if parts else "")
 
 
 def unit_rules(specs: Sequence[RuleSpec], columns: Mapping[str, np.ndarray]) -> np.ndarray:

@@ -31,7 +31,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from bilevel_tune.study_data.declared import check_knobs, knob
+from bilevel_tune.base.knobs import check_knobs, knob
 from bilevel_tune.worlds.contract import Assessment, RuleSpec, Season, Step, rule_columns, unit_rules
 from bilevel_tune.worlds.fishery import stock as S
 

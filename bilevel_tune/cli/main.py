@@ -10,7 +10,7 @@ set a budget (--outer-iters, --inner-iters) or any setting (--set
 key=value), or cross a setting as a further axis (--grid key=v1,v2).
 Results go to RESULTS/<study>-<UTC time>/ (or --name). Bad input exits 2
 with one line, before anything is written; see docs/study.md for the exit
-statuses of a run. The options are declared once, in bilevel_tune.running.options.
+statuses of a run. The options are declared once, in bilevel_tune.cli.options.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import sys
 
-from bilevel_tune.running.options import UsageError, build_parser, options_from
+from bilevel_tune.cli.options import UsageError, build_parser, options_from
 from bilevel_tune.runtime.lifecycle import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from bilevel_tune.study_data.definition import StudyError, available_studies, load_study
 from bilevel_tune.worlds import BUILTIN_WORLDS
@@ -45,7 +45,7 @@ def find_plugins_here() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bilevel_tune.running.runner import default_command, dry_run, run_study
+    from bilevel_tune.cli.runner import default_command, dry_run, run_study
 
     find_plugins_here()
     try:

@@ -17,20 +17,33 @@ day's bound is exactly 1/4 (at f = 1/2).
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 
-from bilevel_tune.core.metrics import DIAGNOSTICS
-from bilevel_tune.world import law
-from bilevel_tune.world.hydrology import CAPACITY_M3
-from bilevel_tune.world.rules import RULE_SPECS, Rules
+from bilevel_tune.base.knobs import SettingError, check_knobs, knob
+from bilevel_tune.worlds.contract import Assessment
+from bilevel_tune.worlds.fresh_water import law
+from bilevel_tune.worlds.fresh_water.hydrology import CAPACITY_M3
+from bilevel_tune.worlds.fresh_water.rules import RULE_SPECS, Rules
 
 TINY_MM = 1e-12
 RULE_PROBE_POINTS = 5  # values per rule's range at which `bound_by_rule` reads the upper bound
 QUOTA_RULES = ("fixed_quota", "min_demand_frac", "max_demand_frac")  # the rules of the allowed fraction a(L)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ObjectiveSettings:
+    """The study file's [objective] on fresh water: how a season's reward and sustainability weigh."""
+
+    econ_weight: float = knob(1.0, "weight of the farms' mean reward", low=0)
+    sus_weight: float = knob(0.0, "weight of the lake's sustainability", low=0)
+
+    def __post_init__(self):
+        check_knobs(self)
+        if self.econ_weight == 0 and self.sus_weight == 0:
+            raise SettingError("[objective] econ_weight and sus_weight are both 0; at least one must be > 0")
 
 
 @dataclass(frozen=True)
@@ -88,38 +101,11 @@ def sustainability(levels, baseline_levels) -> float:
     return float(1.0 / (1.0 + deviation))
 
 
-@dataclass(frozen=True)
-class CandidateOutcome:
-    """One candidate's evaluation: the objective, its terms, its upper bound and diagnostics (means over days)."""
-
-    objective: float  # NaN when the candidate failed
-    mean_reward: float
-    sustainability: float
-    reward_upper_bound: float
-    upper_bound: float  # the objective's bound: econ · reward bound + sus · sustainability
-    requested_fraction: float
-    delivered_m3: float
-    allowed_fraction: float
-    pressure: float
-    flow_penalty: float
-    quota_penalty: float
-    failed: bool
-    # per rule, the objective's upper bound with that rule at its best value in its range (the others as they
-    # were, the days as logged): which rules could lift a cap (docs/objective.md); empty where not computed
-    bound_by_rule: Mapping[str, float] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    def shown(self) -> dict[str, float]:
-        """What the live view and the summary show beside the objective (`metrics.DIAGNOSTICS`)."""
-        return {key: getattr(self, key) for key in DIAGNOSTICS}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "CandidateOutcome":
-        """From a record (JSON null reads back as NaN; a record made before `bound_by_rule` has none)."""
-        values = {f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data}
-        return cls(**{k: (float("nan") if v is None else v) for k, v in values.items()})
+TERMS = ("mean_reward", "sustainability")  # the objective's: econ_weight · mean reward + sus_weight · sustainability
+DIAGNOSTICS = (  # what a candidate's assessment reports beside them: means over its evaluated days
+    "reward_upper_bound", "requested_fraction", "delivered_m3", "allowed_fraction", "pressure", "flow_penalty",
+    "quota_penalty",
+)  # fmt: skip
 
 
 def _days(episodes: Sequence[dict[str, np.ndarray]], k: int) -> dict[str, np.ndarray]:
@@ -161,21 +147,21 @@ def bound_by_rule(days: dict[str, np.ndarray], rule: Rules, smoothing: float, re
     return out
 
 
-def candidate_outcomes(
+def assess(
     episodes: Sequence[dict[str, np.ndarray]],
     rules: Sequence[Rules],
     weights: ObjectiveWeights,
     failed: np.ndarray,
     smoothing: float = 0.0,
-) -> list[CandidateOutcome]:
-    """Per candidate: objective, its terms, upper bound (and per rule, what moving it does to the bound) and
-    diagnostics.
+) -> list[Assessment]:
+    """Per candidate an `Assessment`: the objective, its terms (mean reward, sustainability), its upper bound (and
+    per rule, what moving it does to the bound) and its diagnostics.
 
     `episodes` are `basin.stack_days` records (time-major); `failed` marks
     candidates whose lake failed in any episode: their objective is NaN;
     `smoothing` is the world's quota-ramp smoothing (to recompute the allowed fraction under other rules).
     """
-    outcomes = []
+    out = []
     for k, rule in enumerate(rules):
         rewards, sus = [], []
         for ep in episodes:
@@ -202,21 +188,14 @@ def candidate_outcomes(
         def mean_of(key: str, k: int = k) -> float:
             return float(np.mean(np.concatenate([ep[key][:, k].reshape(-1) for ep in episodes])))
 
-        outcomes.append(
-            CandidateOutcome(
+        out.append(
+            Assessment(
                 objective=float("nan") if failed[k] or not np.isfinite(objective) else objective,
-                mean_reward=mean_reward,
-                sustainability=mean_sus,
-                reward_upper_bound=reward_bound,
+                terms={"mean_reward": mean_reward, "sustainability": mean_sus},
+                diagnostics={"reward_upper_bound": reward_bound, **{key: mean_of(key) for key in DIAGNOSTICS[1:]}},
                 upper_bound=weights.econ * reward_bound + weights.sus * mean_sus,
-                requested_fraction=mean_of("requested_fraction"),
-                delivered_m3=mean_of("delivered_m3"),
-                allowed_fraction=mean_of("allowed_fraction"),
-                pressure=mean_of("pressure"),
-                flow_penalty=mean_of("flow_penalty"),
-                quota_penalty=mean_of("quota_penalty"),
                 failed=bool(failed[k]),
                 bound_by_rule={name: weights.econ * b + weights.sus * mean_sus for name, b in lifted.items()},
             )
         )
-    return outcomes
+    return out

@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 from bilevel_tune.study_data.definition import Study, StudyError, load_study
-from bilevel_tune.study_data.settings import FRESH_WATER
 from bilevel_tune.study_data.study_overrides import overridden, with_budget
 from bilevel_tune.tune_edge.tracking import WANDB_MODES
 
@@ -340,10 +339,8 @@ def resolve_study(options: RunOptions) -> Study:
 
 
 def check_study_world(study: Study) -> None:
-    """A world other than fresh water keeps its contract (`worlds.check`) and the study's loop can run it, before
-    anything runs; one line if not."""
-    if study.world_kind == FRESH_WATER.world:
-        return  # the built-in basin: its design checks are the tests'
+    """The study's world keeps its contract (`worlds.check`) and the study's loop can run it, before anything runs;
+    one line if not. Every world alike, the built-in ones too."""
     from bilevel_tune.inner import InnerLoopError, check_loop_on_world
     from bilevel_tune.worlds import WorldError, load_world
     from bilevel_tune.worlds.check import check_world

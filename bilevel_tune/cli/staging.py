@@ -40,7 +40,7 @@ def has_experiment(run_dir: Path) -> bool:
 
 def decide_run(study: Study, run_dir: Path) -> decide.Decisions:
     """AdaStop's decisions on the run's finished trials (`decide.decide`)."""
-    names = {c.key: trial_name(study.name, c) for c in study.cells()}
+    names = {c.key: trial_name(study, c) for c in study.cells()}
     return decide.decide(study, decide.finals(run_dir), names)
 
 
@@ -85,7 +85,7 @@ def _entry(study: Study, stage: int, started: str | None = None) -> dict[str, An
     return {
         "stage": stage,
         "seeds": list(study.stage_seeds(stage)),
-        "trials": [trial_name(study.name, c) for c in cells],
+        "trials": [trial_name(study, c) for c in cells],
         "started_utc": started or _now(),
     }
 

@@ -1,8 +1,8 @@
 """Fresh water on the world contract (bilevel_tune.worlds.contract): the basin's lakes as a world's copies.
 
-Every number is the basin's own (`Basin`, `candidate_outcomes`): stepping and
-assessing through this class gives what `inner.evaluation.evaluate_policy`
-gives, bit for bit (tests/test_worlds.py).
+Every number is the basin's own (`Basin`, `objective.assess`): a season played through this class, as every
+inner loop plays any world, steps and scores the basin's lakes exactly as the basin itself does
+(tests/test_worlds.py: the same as stepping the basin by hand, bit for bit).
 """
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from bilevel_tune.core.objective import ObjectiveWeights, candidate_outcomes, day_upper_bound
-from bilevel_tune.study_data.sections import ObjectiveSettings
-from bilevel_tune.world.basin import OBSERVATION_SIZE, Basin, DayLog, WorldConfig
-from bilevel_tune.world.rules import RULE_SPECS, Rules
 from bilevel_tune.worlds.contract import Assessment, Season, Step
+from bilevel_tune.worlds.fresh_water.basin import OBSERVATION_SIZE, Basin, DayLog, WorldConfig
+from bilevel_tune.worlds.fresh_water.hydrology import CAPACITY_M3, SECONDS_PER_DAY
+from bilevel_tune.worlds.fresh_water.objective import ObjectiveSettings, ObjectiveWeights, assess, day_upper_bound
+from bilevel_tune.worlds.fresh_water.rules import CAMPAIGN_SEARCH, RULE_SPECS, Rules
 
-DIAGNOSTICS = tuple(f.name for f in dataclasses.fields(DayLog) if f.name != "reward")
-TERMS = ("mean_reward", "sustainability")  # the objective's: econ_weight · mean reward + sus_weight · sustainability
+LOGGED = tuple(f.name for f in dataclasses.fields(DayLog) if f.name != "reward")  # a day's log, beside its rewards
+WATER_BALANCE_RTOL = 1e-9
 
 
 def myopic_best_response(rules: Sequence[Rules]):
@@ -49,6 +49,7 @@ class FreshWater:
     objective_class = ObjectiveSettings
     rule_specs = RULE_SPECS
     searched_by_default = ("min_demand_frac",)
+    plain_search = CAMPAIGN_SEARCH  # the campaign's mechanisms go by their dimensionality alone: 1-D, 2-D
 
     shared_observation = True  # a farm sees its lake: every farm of a lake the same observation
     action_size = 1  # the requested fraction of the day's deficit
@@ -102,7 +103,7 @@ class FreshWater:
 
     def step(self, actions: np.ndarray) -> Step:
         day = self.basin.step(np.asarray(actions).reshape(self.copies, self.agents))
-        return Step(rewards=day.reward, diagnostics={name: getattr(day, name) for name in DIAGNOSTICS})
+        return Step(rewards=day.reward, diagnostics={name: getattr(day, name) for name in LOGGED})
 
     def reward_bound(self, season: Season) -> np.ndarray:
         """(T, N): each day's best reward over f ∈ [0, 1] (objective.day_upper_bound, docs/objective.md)."""
@@ -122,21 +123,23 @@ class FreshWater:
         fractions = myopic_best_response(self.rules)(np.asarray(observation))
         return np.repeat(fractions[:, None, None], self.agents, axis=1)
 
+    def invariants(self, season: Season) -> str | None:
+        """The basin's physics over a played season, or what broke: the water balance closes every day (to
+        WATER_BALANCE_RTOL of the lake's capacity), no flow or volume is negative, no reward exceeds 1."""
+        change = season["level"] * CAPACITY_M3 - season["volume_start_m3"]
+        inflow = season["inflow_m3s"].reshape(len(change), -1)
+        flows = (inflow - season["withdrawal_m3s"] - season["release_m3s"] - season["spill_m3s"]) * SECONDS_PER_DAY
+        broken = (np.abs(change - flows) > WATER_BALANCE_RTOL * CAPACITY_M3).reshape(len(change), -1).any(axis=1)
+        if broken.any():
+            day = int(np.argmax(broken))  # the first
+            return f"the water balance does not close on day {day} (ΔV − flows = {np.abs(change - flows)[day].max():.3g} m³)"
+        for name in ("withdrawal_m3s", "release_m3s", "spill_m3s", "level"):
+            if (season[name] < 0).any():
+                return f"{name} went negative"
+        if (season["reward"] > 1 + 1e-12).any():
+            return f"a reward exceeds 1 (max {season['reward'].max():.6g})"
+        return None
+
     def assess(self, seasons: Sequence[Season], failed: np.ndarray, objective: ObjectiveSettings) -> list[Assessment]:
         weights = ObjectiveWeights(objective.econ_weight, objective.sus_weight)
-        outcomes = candidate_outcomes(seasons, self.rules, weights, failed, self.settings.smoothing)
-        return [
-            Assessment(
-                objective=o.objective,
-                terms={name: getattr(o, name) for name in TERMS},
-                diagnostics={
-                    name: getattr(o, name)
-                    for name in ("reward_upper_bound", "requested_fraction", "delivered_m3", "allowed_fraction")
-                    + ("pressure", "flow_penalty", "quota_penalty")
-                },
-                upper_bound=o.upper_bound,
-                failed=o.failed,
-                bound_by_rule=dict(o.bound_by_rule),
-            )
-            for o in outcomes
-        ]
+        return assess(seasons, self.rules, weights, failed, self.settings.smoothing)

@@ -25,10 +25,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from bilevel_tune import __version__
-from bilevel_tune.planning import calibration
-from bilevel_tune.planning.plan import Plan, PlanError, describe_plan, hms, make_plan
-from bilevel_tune.running import staging
-from bilevel_tune.running.options import (  # noqa: F401 - RunOptions, UsageError: the runner's public names too
+from bilevel_tune.cli import staging
+from bilevel_tune.cli.options import (  # noqa: F401 - RunOptions, UsageError: the runner's public names too
     DEFAULT_RESULTS,
     RunOptions,
     UsageError,
@@ -37,6 +35,8 @@ from bilevel_tune.running.options import (  # noqa: F401 - RunOptions, UsageErro
     resume_command,
     session_record,
 )
+from bilevel_tune.planning import calibration
+from bilevel_tune.planning.plan import Plan, PlanError, describe_plan, hms, make_plan
 from bilevel_tune.runtime import cluster, lifecycle
 from bilevel_tune.study_data.definition import Study, StudyError, load_study
 from bilevel_tune.study_data.run_folder import (
@@ -203,7 +203,7 @@ def dry_run(options: RunOptions, out: Callable[[str], None] = print) -> Plan:
 
         out(f"stages (--until-decided): {decision_plan(study)}")
         out(f"stage 1: the grid's {len(study.seeds)} seeds in every cell")
-    describe_plan(study.name, plan, out, what="stage 1" if options.until_decided else "the whole command")
+    describe_plan(study, plan, out, what="stage 1" if options.until_decided else "the whole command")
     if options.until_decided:
         _describe_most(study, options, cpus, mode, plan, out)
     return plan
@@ -385,7 +385,7 @@ def _unfinished(study: Study, run_dir: Path) -> list:
 def _start_session(study: Study, options: RunOptions, run_dir: Path, mode: str, out) -> str:
     """This session's plan for the whole command (printed) and its entry in study.json; returns its start."""
     plan = _plan_session(study, options, run_dir, mode)
-    describe_plan(study.name, plan, out, what="what is left" if options.resume else "the whole command")
+    describe_plan(study, plan, out, what="what is left" if options.resume else "the whole command")
     return _write_study_file(study, run_dir, plan, options, mode)
 
 
@@ -406,12 +406,12 @@ def _run_stage(study, options, run_dir, mode, watch, clock, out, first: bool) ->
     plan = _plan_session(study, options, run_dir, mode)
     clock.probing_s += time.time() - calibrating  # a probe is not part of what the next ETA's launch predicts
     if not first:
-        describe_plan(study.name, plan, out, what=f"stage {staging.current_stage(study)}")
+        describe_plan(study, plan, out, what=f"stage {staging.current_stage(study)}")
     shards = {c.key: plan.shards_of(c.key) if c in cells else 1 for c in study.trial_cells()}
     session = experiment.SessionOptions(
         callbacks=(
             *tracking.callbacks(mode, group=run_dir.name, tags=_tags(study)),
-            experiment.TrialCurves(run_dir, study.name),
+            experiment.TrialCurves(run_dir, study),
             watch,
         ),
         max_failures=options.max_failures,
@@ -469,7 +469,7 @@ def _write_study_file(study: Study, run_dir: Path, plan: Plan, options: RunOptio
     """
     path = run_dir / STUDY_FILE
     data = read_study_file(run_dir) if options.resume else {"study": study.to_dict(), "provenance": provenance()}
-    planned = plan.to_dict(study.name)
+    planned = plan.to_dict(study)
     data.setdefault("plan", planned)
     started = dt.datetime.now(dt.timezone.utc).isoformat()
     session = {

@@ -14,9 +14,10 @@ from typing import Sequence
 
 import numpy as np
 
-from bilevel_tune.study_data.declared import check_knobs, knob
-from bilevel_tune.world import crops, hydrology, law
-from bilevel_tune.world.rules import RULE_NAMES, Rules
+from bilevel_tune.base.knobs import check_knobs, knob
+from bilevel_tune.worlds.contract import rule_columns, unit_rules
+from bilevel_tune.worlds.fresh_water import crops, hydrology, law
+from bilevel_tune.worlds.fresh_water.rules import RULE_NAMES, RULE_SPECS, Rules
 
 TOTAL_FARM_AREA_KM2 = 500.0  # the default of WorldConfig.farm_area_km2
 PEAK_NEED_MM = crops.KC_MAX * crops.ETO_MAX_MM_PER_DAY
@@ -90,7 +91,7 @@ class Basin:
         column = lambda name: np.array([getattr(r, name) for r in self.rules], dtype=float)  # noqa: E731
         self._rule = {name: column(name) for name in RULE_NAMES}
         self._rule_per_farm = {name: value[:, None] for name, value in self._rule.items()}
-        self._rule_obs = np.clip(np.stack([r.unit_vector() for r in self.rules]), 0.0, 1.0)
+        self._rule_obs = unit_rules(RULE_SPECS, rule_columns(RULE_SPECS, [r.as_dict() for r in self.rules]))
         self.farm_area_m2 = config.farm_area_km2 * 1e6 / config.num_farms
         self._peak_daily_need_m3 = config.peak_daily_need_m3
         self.failed = np.zeros(self.population, dtype=bool)

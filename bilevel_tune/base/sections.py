@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from bilevel_tune.study_data.declared import StudyError, check_knobs, knob
+from bilevel_tune.base.knobs import StudyError, check_knobs, knob
 
 SHAPINGS = ("zscore", "centered_rank")  # the ES's fitness shapings (es.shape)
 
@@ -58,12 +58,6 @@ class ESSettings(_Checked):
     sigma_max: float = knob(0.25, "σ's upper bound", low=0, open_low=True, inner=False)
     shaping: str = knob("zscore", "fitness shaping of population ≥ 2", choices=SHAPINGS, inner=False)
     grad_clip: float = knob(5.0, "norm clip of the ES gradient", low=0, open_low=True, inner=False)
-
-
-@dataclass(frozen=True, kw_only=True)
-class ObjectiveSettings(_Checked):
-    econ_weight: float = knob(1.0, "weight of the farms' mean reward", low=0)
-    sus_weight: float = knob(0.0, "weight of the lake's sustainability", low=0)
 
 
 @dataclass(frozen=True, kw_only=True)

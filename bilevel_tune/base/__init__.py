@@ -1,0 +1,1 @@
+"""The ground: the vocabulary every layer uses — a setting declared once (`knobs`), the study file's sections (`sections`), the "did you mean" line (`hints`), a class named by "module:Class" (`plugins`)."""
