@@ -2,7 +2,7 @@
 
     python benchmarks/env_throughput.py [--seconds 5]
 
-Prints the numpy core (`Basin`) and the RLlib env shell (`FreshWaterEnv`,
+Prints the numpy core (`Basin`) and the RLlib env shell (`WorldEnv` on fresh water,
 dict in / dict out, as RLlib drives it); the core's figure comes last.
 """
 
@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 
-from bilevel_tune.appo.fresh_water_env import FreshWaterEnv
+from bilevel_tune.appo.world_env import WorldEnv
 from bilevel_tune.worlds.fresh_water import Basin, Rules, WorldConfig
 
 FARMS, CANDIDATES = 5, 16
@@ -34,7 +34,7 @@ def main():
     rng = np.random.default_rng(0)
     rules = [Rules()] * CANDIDATES
 
-    env = FreshWaterEnv({"num_farms": FARMS, "rules": [r.as_dict() for r in rules]})
+    env = WorldEnv({"world": "fresh-water", "num_farms": FARMS, "rules": [r.as_dict() for r in rules]})
     state = {"done": False}
 
     def env_reset():
@@ -47,7 +47,7 @@ def main():
         state["done"] = env.step(actions)[3]["__all__"]
 
     shell = farm_steps_per_second(env_step, env_reset, args.seconds)
-    print(f"env shell (FreshWaterEnv, dicts): {shell:,.0f} farm-steps/s")
+    print(f"env shell (WorldEnv, dicts): {shell:,.0f} farm-steps/s")
 
     basin = Basin(WorldConfig(num_farms=FARMS), rules)
 

@@ -190,6 +190,82 @@ def test_the_docs_example_world_keeps_the_contract_with_an_observation_per_agent
     assert took[0] > took[2] > took[1] == 0.0  # each herder sees its own take
 
 
+BROKEN_ENV = '''
+import functools
+import numpy as np
+from gymnasium.spaces import Box
+from pettingzoo import ParallelEnv
+from bilevel_tune.worlds.contract import RuleSpec
+from bilevel_tune.worlds.pettingzoo import ParallelEnvWorld
+
+
+class Deaf(ParallelEnv):
+    """A ParallelEnv whose reset takes no options: PettingZoo's own test refuses it."""
+
+    metadata = {"name": "deaf_v0"}
+    possible_agents = ["a"]
+
+    @functools.lru_cache(maxsize=None)
+    def observation_space(self, agent):
+        return Box(0.0, 1.0, (1,), np.float32)
+
+    @functools.lru_cache(maxsize=None)
+    def action_space(self, agent):
+        return Box(0.0, 1.0, (1,), np.float32)
+
+    def reset(self, seed=None):
+        self.agents = list(self.possible_agents)
+        return {"a": np.zeros(1, np.float32)}, {"a": {}}
+
+    def step(self, actions):
+        return {"a": np.zeros(1, np.float32)}, {"a": 0.0}, {"a": False}, {"a": False}, {"a": {}}
+
+
+class Broken(ParallelEnvWorld):
+    name = "broken"
+    horizon = 5
+    rule_specs = (RuleSpec("tax", 0.0, 1.0, 0.0, "a tax", "tax"),)
+    searched_by_default = ("tax",)
+
+    @staticmethod
+    def make_env(settings, rules):
+        return Deaf()
+
+    @staticmethod
+    def season_objective(season, objective):
+        return {"objective": 0.0}
+'''
+
+
+def test_a_parallel_env_that_fails_pettingzoos_own_test_is_refused_in_one_line(tmp_path, capsys):
+    from bilevel_tune.cli.main import main
+
+    (tmp_path / "deaf.py").write_text(BROKEN_ENV)
+    study = tmp_path / "deaf.toml"
+    study.write_text(
+        'name = "deaf"\n[world]\nkind = "deaf:Broken"\n[grid]\npopulation = [2]\noptimize_params = [["tax"]]\n'
+        "seed = [1]\n[budget]\ngenerations = 2\n"
+    )
+    sys.path.insert(0, str(tmp_path))
+    try:
+        assert main([str(study), "--results", str(tmp_path / "r"), "--wandb", "disabled"]) == 2
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("deaf", None)
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "world 'broken' fails PettingZoo's parallel_api_test" in err, err
+    assert not (tmp_path / "r").exists()
+
+
+def test_the_docs_example_is_a_real_parallel_env_stepped_one_environment_per_copy(tmp_path):
+    from pettingzoo import ParallelEnv
+
+    world = docs_example(tmp_path)
+    assert isinstance(world.one(world.settings_class(), {"tax": 0.0, "rest_pay": 0.0}).env, ParallelEnv)
+    copies = world(world.settings_class(), [{}, {"tax": 0.5}, {"tax": 1.0}])
+    assert len({id(env) for env in copies.envs}) == 3 and (world.observation_low, world.observation_high) == (0.0, 1.0)
+
+
 def test_copies_of_a_one_copy_world_are_its_instances_run_one_by_one(tmp_path):
     world = docs_example(tmp_path)
     rules = [{"tax": 0.2}, {"tax": 0.7, "rest_pay": 0.4}]

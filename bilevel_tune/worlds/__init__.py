@@ -1,5 +1,5 @@
-"""Worlds as plug-ins: the contract every world keeps (`contract`), its check (`check`), the adapter of a world
-written for one copy (`single_copy`), the built-in worlds.
+"""Worlds as plug-ins: the contract every world keeps (`contract`), its check (`check`), the adapters of a world
+written for one copy (`single_copy`) and of a PettingZoo ParallelEnv (`pettingzoo`), the built-in worlds.
 
 A world is named in a study by a built-in name or as `module:Class`, found as
 `--inner` specs are. The built-in ones are packages here, each one folder: `fresh_water/` and `fishery/`.
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from bilevel_tune.base.plugins import import_class
 from bilevel_tune.worlds.contract import METHODS_AND_DECLARATIONS, WorldError
+from bilevel_tune.worlds.pettingzoo import as_world, is_parallel_env_world
 from bilevel_tune.worlds.single_copy import is_single_copy, single_copy
 
 DEFAULT_WORLD = "fresh-water"  # the world of a study file, record or env shell that names none
@@ -26,6 +27,8 @@ def world_path(spec: str) -> str:
 def load_world(spec: str) -> type:
     """The world class a spec names; WorldError in one line when it does not import or is not a world."""
     world = import_class(spec, BUILTIN_WORLDS, WorldError, what="world ")
+    if is_parallel_env_world(world):  # a PettingZoo ParallelEnv: its own API test first, then one env per copy
+        world = as_world(world)
     if isinstance(world, type) and is_single_copy(world):
         world = single_copy(world)  # one copy, PettingZoo-style: looped over copies
     missing = [name for name in METHODS_AND_DECLARATIONS if not hasattr(world, name)]

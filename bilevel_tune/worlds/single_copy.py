@@ -55,6 +55,8 @@ def single_copy(world: type) -> type:
         action_size = world.action_size
         action_low = np.asarray(world.action_low, dtype=float).reshape(world.action_size)
         action_high = np.asarray(world.action_high, dtype=float).reshape(world.action_size)
+        observation_low = getattr(world, "observation_low", -np.inf)  # the RLlib shell's Box: unbounded without
+        observation_high = getattr(world, "observation_high", np.inf)
 
     Copies.__name__ = Copies.__qualname__ = f"{world.__name__}Copies"
     return Copies
