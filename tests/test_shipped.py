@@ -1,7 +1,9 @@
 """Every shipped result reopens: its summary.md, tables and answers rebuilt from the folder alone are the shipped
 ones, byte for byte; its run.md quotes its Answers as the summary has them."""
 
+import re
 import shutil
+import subprocess
 
 import pytest
 
@@ -37,3 +39,25 @@ def test_a_folder_holding_neither_records_nor_tables_is_one_line(tmp_path, capsy
     assert main([str(tmp_path / "empty")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "holds neither trial records" in err
+
+
+def _ran_real_appo(shipped) -> bool:
+    return '"inner": "appo"' in (shipped / "study.json").read_text()
+
+
+@pytest.mark.parametrize("shipped", [p for p in SHIPPED if _ran_real_appo(p)], ids=lambda p: p.name)
+def test_a_full_budget_appo_result_keeps_its_recipe_and_records_beside_it(shipped):
+    recipe = (shipped / "recipe.sh").read_text()
+    assert subprocess.run(["bash", "-n", str(shipped / "recipe.sh")]).returncode == 0
+    assert f"--name {shipped.name}" in recipe and "worktree add" in recipe
+    assert " exit " in (shipped / "sessions.log").read_text()
+    assert "ETA" in (shipped / "dryrun.txt").read_text()
+
+
+def test_no_tracked_file_names_one_machines_absolute_path():
+    tracked = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    machine_paths = re.compile(r"(?<![\w.~])/(?:root|home/\w+|work)/")
+    named = [path for path in tracked.splitlines()
+             if (REPO / path).is_file() and not path.startswith("campaign/results/")
+             and machine_paths.search((REPO / path).read_bytes().decode("utf-8", "replace"))]
+    assert named == []

@@ -81,6 +81,13 @@ def store_path() -> Path:
     return cache / "bilevel_tune" / STORE_FILE
 
 
+def shown_store_path() -> str:
+    """The store's path as a plan names it: under the home folder as ~/..., so a plan kept in a shipped
+    study.json names no one machine's home."""
+    path, home = store_path(), Path.home()
+    return f"~/{path.relative_to(home)}" if path.is_relative_to(home) else str(path)
+
+
 def _load_store() -> dict[str, Any]:
     try:
         return json.loads(store_path().read_text())
@@ -337,7 +344,7 @@ def inner_loop_figures(
     load = machine_load()
     stale = cached and cached.get("busy") and load < QUIET_LOAD  # the machine is quiet now: measure it quiet
     if cached and not refresh and not stale:
-        return cached, f"cached probe of {cached['measured']} ({store_path()}){_busy_note(cached)}"
+        return cached, f"cached probe of {cached['measured']} ({shown_store_path()}){_busy_note(cached)}"
     if not probe_if_missing:
         return None, "not calibrated on this machine for these settings yet (`--dry-run` calibrates)"
     try:

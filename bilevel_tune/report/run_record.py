@@ -199,7 +199,7 @@ def ship(run_dir: Path, out: Path, rows: list[dict], notes: str) -> None:
     for png in sorted((run_dir / PLOTS_DIR).glob("*.png")):
         shutil.copy2(png, out / PLOTS_DIR / png.name)
     summary = (run_dir / SUMMARY_MARKDOWN).read_text() if (run_dir / SUMMARY_MARKDOWN).is_file() else ""
-    text = [f"# {out.name}", "", notes.strip(), ""]
+    text = [f"# {run_dir.resolve().name}", "", notes.strip(), ""]  # the run's name, wherever it ships
     text += ["## What it answers", "", f"Quoted from its [summary.md]({SUMMARY_MARKDOWN}), as the tool wrote it:", ""]
     text += [answers_block(summary), ""]
     if stages(run_dir):

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# How ceiling-appo was run: the ceiling study at its full budget with real APPO,
+# from a clone of one commit (so edits in the work tree never reach a running trial),
+# stopped with Ctrl-C between sessions and resumed:
+#   docs/results/ceiling-appo/recipe.sh --dry-run   # the plan (dryrun.txt is the one it printed)
+#   docs/results/ceiling-appo/recipe.sh             # the first session
+#   docs/results/ceiling-appo/recipe.sh --resume    # each later one
+#   Its first four sessions ran at d5c4ef5, the rest at 19fe808 (run.md says why); COMMIT=<sha> picks one.
+# The run folder lands in runs/ceiling-appo (git-ignored); sessions.log here is the log this recipe kept (then named campaign/run.sh): each session's start, exit
+# and what else ran on the machine.
+set -euo pipefail
+commit="${COMMIT:-19fe808cffefaaaf87029c4b0b67a25d105746a5}"
+repo="$(git -C "$(dirname "$0")" rev-parse --show-toplevel)"
+frozen="$repo/.frozen/$commit"
+[ -d "$frozen" ] || git -C "$repo" worktree add -q --detach "$frozen" "$commit"
+mkdir -p "$repo/runs"
+echo "$(date -u +%FT%TZ) ceiling $* start (commit $commit, load $(cut -d' ' -f1-3 /proc/loadavg))" >> "$repo/runs/sessions.log"
+cd "$frozen"
+status=0
+PYTHONPATH="$frozen" WANDB_MODE=offline "$repo/.venv/bin/python" -m bilevel_tune.study ceiling --inner appo --scan 21 \
+  --results "$repo/runs" --name ceiling-appo --wandb offline "$@" || status=$?
+echo "$(date -u +%FT%TZ) ceiling $* exit $status" >> "$repo/runs/sessions.log"
+exit $status
