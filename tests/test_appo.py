@@ -111,8 +111,8 @@ def test_tight_quota_delivers_less_and_evaluation_is_repeatable(ray_cluster, tin
             loop.train()
         first, again = loop.evaluate([5, 6]), loop.evaluate([5, 6])
         tight, loose = first
-        assert tight.allowed_fraction < loose.allowed_fraction
-        assert tight.delivered_m3 < loose.delivered_m3
+        assert tight.diagnostics["allowed_fraction"] < loose.diagnostics["allowed_fraction"]
+        assert tight.diagnostics["delivered_m3"] < loose.diagnostics["delivered_m3"]
         assert first == again
         assert all(np.isfinite(c.objective) and c.objective <= c.upper_bound + 1e-12 for c in first)
     finally:

@@ -50,6 +50,16 @@ def test_the_readme_is_one_screenful_of_answers_quoted_from_the_shipped_summarie
     assert quotes.stale(readme) == [], "run: python -m bilevel_tune.report.quotes README.md"
 
 
+def test_every_page_that_quotes_a_shipped_result_quotes_it_as_it_is():
+    from bilevel_tune.report import quotes
+
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    quoting = [p for p in pages if quotes.quoted(p)]
+    assert ROOT / "docs" / "worlds.md" in quoting  # the fishery's answers
+    for page in quoting:
+        assert quotes.stale(page) == [], f"run: python -m bilevel_tune.report.quotes {page.relative_to(ROOT)}"
+
+
 def test_a_stale_quote_is_seen(tmp_path):
     from bilevel_tune.report import quotes
 

@@ -276,7 +276,7 @@ def test_a_dashboard_study_serves_each_trials_curves_while_it_runs_and_stops_ser
     assert proc.returncode == 0, out[-3000:]
     assert refuses(url) and not servers_of(proc.pid), "TensorBoard stops with the study"
     summary_run = tensorboard_run(tmp_path / "run" / TENSORBOARD_DIR / curves.SUMMARY_RUN)
-    assert {"summary/verdicts", "plots/grid_heatmap"} <= set(summary_run.Tags()["tensors"])
+    assert {"summary/answers", "summary/seed_noise_verdicts", "plots/grid_heatmap"} <= set(summary_run.Tags()["tensors"])
     assert out.index("TensorBoard: http") < out.index("Ray Dashboard: http") < out.index("Trial status")
 
 

@@ -48,7 +48,7 @@ def test_untrained_evaluation_equals_the_per_agent_loop_for_any_sharding(ray_clu
         finally:
             loop.stop()
     assert outcomes["PopulationPolicyLoop"] == outcomes["MultiAgentPolicyLoop"]
-    assert len({o.requested_fraction for o in outcomes["PopulationPolicyLoop"]}) == len(rules), (
+    assert len({o.diagnostics["requested_fraction"] for o in outcomes["PopulationPolicyLoop"]}) == len(rules), (
         "weights of its own each"
     )
     for shards in (1, 2):

@@ -77,3 +77,21 @@ def test_the_summary_run_carries_the_answers_and_every_figure(tmp_path, monkeypa
     assert {"answers", "ceiling", "trials"} <= media
     pictures = {p.name.rsplit("_", 2)[0] for p in run.glob("wandb/offline-run-*/files/media/images/summary/*.png")}
     assert {"best_so_far_evaluations", "final_pairs", "ceiling"} <= pictures
+
+
+def test_the_summary_run_survives_an_earlier_runs_scratch_removing_wandbs_media_folder(tmp_path, monkeypatch):
+    """W&B first imported during an earlier study in this process (a notebook's second study): its media folder
+    was that study's scratch, gone at its end; the next summary run still carries its figures."""
+    import shutil
+
+    from wandb.sdk.data_types import _private
+
+    from bilevel_tune.tune_edge.tracking import log_summary
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    run = tmp_path / "weekend-analytic"
+    shutil.copytree(Path(__file__).resolve().parent.parent / "docs" / "results" / "weekend-analytic", run)
+    shutil.rmtree(_private.MEDIA_TMP.name)
+    assert log_summary(run, "offline", group="g") is None
+    assert list(run.glob("wandb/offline-run-*/files/media/images/summary/*.png"))
+    assert list(run.glob("wandb/offline-run-*/files/media/table/summary/answers*"))

@@ -117,9 +117,9 @@ def test_the_fishery_study_runs_the_analytic_loop_with_a_scan_and_a_summary(ray_
     assert sorted(set(scans["restoration_subsidy"])) == pytest.approx([0.0, 0.25, 0.5])
     assert (trials["final_objective"] > 0).all() and (trials["generations"] == 3).all()
     assert (trials["diag_harvest_over_msy"] > 0).all() and "diag_pressure" not in trials  # the world's own terms
-    assert (run / "plots" / "landscape_2d-quota_max-restoration_subsidy.png").stat().st_size > 10_000
+    assert (run / "plots" / "landscape_2d-quota-subsidy.png").stat().st_size > 10_000
     summary = (run / "summary.md").read_text()
     assert "[world] fishers 5, horizon 30" in summary and "[rules] quota_max 1.0" in summary
     assert "[objective] harvest_weight 1.0, stock_weight 2.0, stock_threshold 0.2\n" in summary
     assert Study.from_dict(json.loads((run / "study.json").read_text())["study"]).world_kind == "fishery"
-    assert "No upper bound of the objective is known in this world" in summary
+    assert "ceiling: none — this world names no upper bound of its objective" in summary

@@ -58,7 +58,7 @@ class Answer:
         """The answer in words: who is better, or why nothing is decided and what would decide it."""
         a, b = self.comparison.levels()
         outcome, e = self.decision.outcome, self.effect
-        need = _needed(e.seeds_needed)
+        need = _needed(e)
         if outcome == decide.A_BETTER:
             return f"{a} better"
         if outcome == decide.B_BETTER:
@@ -82,7 +82,10 @@ class Answer:
         return f"open after stage {decisions.looks} of {decisions.stages}"
 
 
-def _needed(seeds: int | None) -> str:
+def _needed(e: effects.Effect) -> str:
+    seeds = e.seeds_needed
+    if seeds is None and not np.isfinite(e.sd):
+        return "one seed per cell measures no seed noise: no estimate of the seeds needed"
     if seeds is None:
         return "no effect observed: no number of seeds would show one"
     if seeds > effects.MOST_SEEDS:
@@ -101,15 +104,11 @@ class Answers:
 
     def lines(self) -> list[str]:
         """The one-line findings under the table: the ceiling, the edges."""
-        return (
-            [self.ceiling_line(), *(self.edge_line(e) for e in self.edges)]
-            if self.ceiling is not None
-            else [*(self.edge_line(e) for e in self.edges)]
-        )
+        return [self.ceiling_line(), *(self.edge_line(e) for e in self.edges)]
 
     def ceiling_line(self) -> str:
         if self.ceiling is None:
-            return ""
+            return "ceiling: none — this world names no upper bound of its objective; a rules scan is the ground truth."
         rows = self.ceiling_rows
         if rows.empty:
             return f"ceiling {self.ceiling:.4f}: no run's best is at it or within its own evaluation's noise of it."

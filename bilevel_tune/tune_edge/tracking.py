@@ -122,6 +122,15 @@ def sync_command(run_dir: Path) -> str:
     return f"wandb sync {run_dir}/wandb/*run-* {run_dir}/*/wandb/*run-*"
 
 
+def _keep_media_folder() -> None:
+    """W&B stages images and tables in one temporary folder made when it is first imported. Imported first
+    during an earlier run in this process (a notebook's second study, a test session), that folder was the
+    earlier run's scratch, removed at its end (runtime.lifecycle.Scratch): make it again."""
+    from wandb.sdk.data_types import _private
+
+    Path(_private.MEDIA_TMP.name).mkdir(parents=True, exist_ok=True)
+
+
 def log_summary(run_dir: Path, mode: str, group: str, tags: Sequence[str] = ()) -> str | None:
     """The summary's tables, verdicts and plots as one more run of the group; a line when it could not."""
     if mode == "disabled":
@@ -140,6 +149,7 @@ def log_summary(run_dir: Path, mode: str, group: str, tags: Sequence[str] = ()) 
             mode=mode,
             settings=wandb.Settings(**_settings()),
         )
+        _keep_media_folder()
         for png in sorted(Path(run_dir, PLOTS_DIR).glob("*.png")):
             run.log({f"summary/{png.stem}": wandb.Image(str(png))})
         for name in SUMMARY_TABLES:

@@ -1,0 +1,50 @@
+"""The effect beside each decision: its interval, agreement, and the seeds a paired test would need — against
+scipy's own t-test and power on numbers whose answer is known."""
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from bilevel_tune.report import decide, effects
+from bilevel_tune.report.answers import Answer
+
+A = {1: 0.40, 2: 0.42, 3: 0.41, 4: 0.43}
+B = {1: 0.45, 2: 0.46, 3: 0.47, 4: 0.46}
+
+
+def test_matched_seeds_give_the_paired_t_interval_and_every_pair_agreeing():
+    e = effects.effect(A, B, level=0.05)
+    d = np.array([B[s] - A[s] for s in A])
+    low, high = stats.ttest_rel(list(B.values()), list(A.values())).confidence_interval(0.95)
+    assert e.paired and e.pairs == 4 and e.agreeing == 4
+    assert e.mean == pytest.approx(d.mean()) and (e.low, e.high) == pytest.approx((low, high))
+
+
+def test_the_seeds_needed_are_the_fewest_that_reach_the_stated_power():
+    mean, sd_d, level = 0.01, 0.02, 0.05 / 4
+    n = effects.seeds_needed(mean, sd_d, level)
+    assert effects.power(mean / sd_d, n, level) >= effects.POWER > effects.power(mean / sd_d, n - 1, level)
+    assert effects.seeds_needed(0.0, sd_d, level) is None, "no effect: no number of seeds shows one"
+    assert effects.seeds_needed(1e-6, 1.0, level) == effects.MOST_SEEDS + 1
+
+
+def test_unmatched_groups_fall_back_to_welch():
+    e = effects.effect({1: 0.40, 2: 0.42}, {3: 0.45, 4: 0.48}, level=0.05)
+    low, high = stats.ttest_ind([0.45, 0.48], [0.40, 0.42], equal_var=False).confidence_interval(0.95)
+    assert not e.paired and (e.low, e.high) == pytest.approx((low, high))
+
+
+def _undecided(e: effects.Effect, seeds: int) -> str:
+    comparison = decide.Comparison(decide.POPULATION, (1, ("fixed_quota",), ()), (16, ("fixed_quota",), ()))
+    decision = decide.Decision(comparison, decide.UNDECIDED, look=1, seeds=seeds)
+    return Answer(decision, e, (1, 1), (1.0, 1.0), (1.0, 1.0), (0.5, 0.5)).text(decisions=None)
+
+
+def test_one_seed_per_cell_says_the_noise_is_unmeasured_not_that_there_is_no_effect():
+    one = effects.effect({1: 0.40}, {1: 0.45}, level=0.05)
+    assert one.mean == pytest.approx(0.05) and one.seeds_needed is None
+    assert _undecided(one, 1) == (
+        "undecided at 1 seeds; one seed per cell measures no seed noise: no estimate of the seeds needed"
+    )
+    same = effects.effect(A, A, level=0.05)
+    assert _undecided(same, 4).endswith("no effect observed: no number of seeds would show one")
