@@ -30,8 +30,10 @@ def test_a_shipped_folder_rebuilds_its_summary_byte_for_byte(shipped, tmp_path, 
         assert (copy / name).read_bytes() == (shipped / name).read_bytes(), name
     answers = run_record.answers_block((shipped / "summary.md").read_text())
     assert answers and answers in (shipped / "run.md").read_text(), "run.md's 'What it answers' is the summary's"
+    before = {p: p.stat().st_mtime_ns for p in copy.rglob("*")}
     assert main([str(copy), "--ship", str(tmp_path / "again")]) == 2
     assert "keeps no trial records" in capsys.readouterr().err
+    assert {p: p.stat().st_mtime_ns for p in copy.rglob("*")} == before and not (tmp_path / "again").exists()
 
 
 def test_a_folder_holding_neither_records_nor_tables_is_one_line(tmp_path, capsys):

@@ -303,12 +303,11 @@ def main(argv: list[str] | None = None) -> int:
         return int(exit_.code or 0)
     try:
         notes = _notes(args.notes)
+        if (args.record or args.ship) and args.run_dir.is_dir() and not tables.has_records(args.run_dir):
+            # refused before the summary is rewritten: a bad flag writes nothing
+            raise SummaryError(f"{args.run_dir} keeps no trial records: its record and shipping need the run folder")
         print(write_summary(args.run_dir, with_plots=not args.no_plots))
         if args.record or args.ship:
-            if not tables.has_records(args.run_dir):
-                raise SummaryError(
-                    f"{args.run_dir} keeps no trial records: its record and shipping need the run folder"
-                )
             run_record.report(args.run_dir, args.ship, notes)
     except SummaryError as err:
         print(f"bilevel_tune.summary: error: {err}", file=sys.stderr)
