@@ -41,9 +41,9 @@ test-ray253: $(STAMP253)
 	RAY_AUTH_MODE=disabled $(VENV253)/bin/python -m pytest -p no:cacheprovider tests/test_appo.py tests/test_population.py tests/test_ray_compat.py \
 		tests/test_appo_worlds.py -k "not fishery_study"
 
-## The fast tier only.
+## The numpy tier: the minute-long loop (no Ray, no RLlib, no process of its own; `make test` runs every tier).
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -m "not ray and not slow and not rllib and not install"
+	$(BIN)/python -m pytest -m "not ray and not slow and not rllib and not install and not long"
 
 check: $(STAMP)
 	$(BIN)/python -m bilevel_tune.worlds.check && $(BIN)/python -m bilevel_tune.appo.env_check --world fresh-water && $(BIN)/python -m bilevel_tune.appo.env_check --world fishery

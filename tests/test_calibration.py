@@ -15,6 +15,7 @@ def store(tmp_path, monkeypatch):
     return tmp_path / "cache" / calibration.STORE_FILE
 
 
+@pytest.mark.long
 def test_a_probe_is_measured_once_then_read_from_the_store(store):
     study = load_study("weekend").with_budget("quick").with_overrides(inner="analytic")
     first, how = calibration.inner_loop_figures(study, thread_cap=1, busy_cpus=2)
@@ -133,6 +134,7 @@ def test_trial_figures_recover_the_overhead_that_makes_the_schedule_last_as_long
     assert calibration.trial_figures(plan, [([], None, 1.0)], fit_wall=10.0) is None  # a trial left no record
 
 
+@pytest.mark.long
 def test_a_probe_taken_on_a_busy_machine_says_so_and_a_quiet_machine_measures_again(store, monkeypatch):
     study = load_study("weekend").with_budget("quick").with_overrides(inner="analytic")
     monkeypatch.setattr(calibration, "machine_load", lambda: 1.6)  # another study holds the CPUs

@@ -75,6 +75,7 @@ def test_only_the_cells_of_comparisons_still_open_get_more_seeds():
     assert {c.dims for c in study.stage_cells(3)} == {2}
 
 
+@pytest.mark.long
 def test_identical_cells_are_declared_different_no_more_often_than_alpha():
     """200 simulated weekend studies whose cells are all alike, run in stages to the most seeds: AdaStop as
     corrected here rejects in at most α of them (the package as released rejects in about 11 %)."""

@@ -53,6 +53,7 @@ print(json.dumps({
 """
 
 
+@pytest.mark.long
 def test_a_setting_declared_in_one_place_reaches_the_file_the_command_line_the_docs_the_record_and_the_loop(tmp_path):
     package = tmp_path / "bilevel_tune"
     shutil.copytree(Path(bilevel_tune.__file__).parent, package, ignore=shutil.ignore_patterns("__pycache__"))

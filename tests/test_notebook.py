@@ -39,6 +39,7 @@ def test_the_committed_notebook_shows_its_outputs():
     assert images(outputs) >= 5, "committed executed against docs/results/ceiling-appo, outputs kept"
 
 
+@pytest.mark.long
 def test_the_notebook_opens_a_shipped_result_from_the_notebooks_folder(monkeypatch):
     outputs, text = execute(REPO / "notebooks", monkeypatch)  # the default: docs/results/ceiling-appo
     assert "docs/results/ceiling-appo" in text and "study ceiling · inner loop appo · budget full" in text

@@ -80,6 +80,7 @@ def test_bad_scan_values_exit_2_in_one_line_naming_scan(tmp_path, capsys, value)
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.long
 def test_the_dry_run_lists_the_scan_trials_with_their_eta(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("BILEVEL_CACHE_DIR", str(tmp_path / "cache"))
     assert main(["weekend", "--dry-run", "--scan", "3", "--inner", "analytic", "--num-cpus", "4"]) == 0

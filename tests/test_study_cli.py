@@ -16,6 +16,7 @@ WEEKEND = ["weekend", "--wandb", "disabled"]
 ETA_LINE = re.compile(r"ETA (\d+ days?, )?\d+:\d\d:\d\d")
 
 
+@pytest.mark.long
 def test_dry_run_shows_the_trials_their_shards_and_an_eta(capsys, tmp_path):
     argv = ["weekend", "--inner", "analytic", "--dry-run", "--num-cpus", "16", "--results", str(tmp_path / "r")]
     assert main(argv) == 0
@@ -33,6 +34,7 @@ def test_dry_run_shows_the_trials_their_shards_and_an_eta(capsys, tmp_path):
     assert not (tmp_path / "r").exists()
 
 
+@pytest.mark.long
 def test_dry_run_applies_overrides_and_cpus_per_trial(capsys):
     argv = ["weekend", "--quick", "--inner", "analytic", "--dry-run", "--population", "16", "--seed", "1,2,3"]
     assert main([*argv, "--optimize-params", "fixed_quota", "--num-cpus", "4", "--cpus-per-trial", "2"]) == 0
@@ -203,6 +205,7 @@ def test_an_unreachable_address_fails_fast(tmp_path, capsys):
     assert not (tmp_path / "r").exists()
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("script", ["bilevel-study", "bilevel-summary"])
 def test_console_scripts_answer_help(script):
     done = subprocess.run(
