@@ -13,6 +13,11 @@ from bilevel_tune.core import metrics as M
 from bilevel_tune.study_data.run_folder import trial_records  # noqa: F401 - tests import it from here
 
 REPO = Path(__file__).resolve().parent.parent
+FAKE_KEY = "abcdef0123456789abcdef0123456789deadbeef"  # a W&B API key's shape
+
+
+def files_containing(root: Path, needle: bytes) -> list[Path]:
+    return [p for p in root.rglob("*") if p.is_file() and needle in p.read_bytes()]
 
 
 def study_args(results: Path, *flags: str, study: str = "weekend", name: str = "run", **options) -> list[str]:

@@ -24,7 +24,10 @@ LOOSE = Rules(fixed_quota=0.6, min_demand_frac=0.35, max_demand_frac=1.0).as_dic
 APPO_LOOPS = ("appo", "appo-multiagent")
 
 
-def census_over_resets(inner, loop="appo", generations=10):
+RESETS = 5  # a leak of one thread a reset shows at any count; each reset builds an RLlib algorithm
+
+
+def census_over_resets(inner, loop="appo", generations=RESETS):
     """A PolicyActor (a shard running an APPO loop) through `generations` of reset → train → evaluate."""
     actor = ray.remote(Shard).options(num_cpus=1).remote(loop, inner)
     try:
@@ -45,8 +48,8 @@ def test_census_is_flat_over_resets_and_the_leaking_variant_grows(ray_cluster, t
     assert max(c.learner_threads for c in flat) <= 1
     assert own_threads(flat[-1]) - own_threads(flat[0]) == 0
     leaking = census_over_resets(dataclasses.replace(tiny_inner, stop_mode="none"), loop)
-    assert leaking[-1].learner_threads == 10
-    assert own_threads(leaking[-1]) - own_threads(leaking[0]) >= 9  # one learner thread a generation, at least
+    assert leaking[-1].learner_threads == RESETS
+    assert own_threads(leaking[-1]) - own_threads(leaking[0]) >= RESETS - 1  # one learner thread a reset, at least
 
 
 @pytest.mark.parametrize(

@@ -21,8 +21,10 @@ from bilevel_tune.study_data.definition import load_study
 from bilevel_tune.study_data.run_folder import TENSORBOARD_DIR, trial_name
 
 from .study_helpers import (
+    FAKE_KEY,
     command_process,
     curve_points,
+    files_containing,
     interrupt,
     study_args,
     study_process,
@@ -49,7 +51,7 @@ def wandb_run_ids(trial_dir: Path) -> list[str]:
 
 
 def test_ctrl_c_exits_130_with_a_resume_command_that_resumes_with_its_new_session_options(tmp_path):
-    generations = 200
+    generations = 50  # Ctrl-C lands at 5: the first trial is mid-run, the second not started
     args = study_args(
         tmp_path, "--quick", **ANALYTIC, wandb="offline", cpus_per_trial=1, population=16,
         optimize_params="min_demand_frac", seed="42,7", outer_iters=generations, max_concurrent=1,
@@ -120,20 +122,6 @@ def test_a_second_ctrl_c_stops_at_once_and_loses_nothing(tmp_path):
     assert [r[M.GENERATION] for r in rows] == list(range(len(rows))), "every recorded generation is whole"
 
 
-def test_resuming_unfinished_trials_without_tunes_state_is_one_line(tmp_path):
-    """Tune's state gone while a trial has no final record: nothing to restore it from, one line, exit 2.
-    (A finished stage's folder needs no Tune state: its resume only rewrites the summary.)"""
-    args = study_args(tmp_path, "--quick", **ANALYTIC, wandb="disabled", population=2, seed=1, outer_iters=2)
-    first = study_process(args)
-    first.communicate(timeout=300)
-    (tmp_path / "run" / "tuner.pkl").unlink()
-    shutil.rmtree(next((tmp_path / "run").glob("*_2d_seed1_*")))  # a trial that never started
-    again = study_process(study_args(tmp_path, "--resume"))
-    out, _ = again.communicate(timeout=120)
-    assert again.returncode == 2 and out.strip().count("\n") == 0, out
-    assert "holds no restorable Tune experiment (no tuner.pkl)" in out and "Traceback" not in out
-
-
 @pytest.fixture
 def stale_cluster_record():
     """/tmp/ray/ray_current_cluster naming a cluster that died (ray start's record, left behind)."""
@@ -148,12 +136,24 @@ def stale_cluster_record():
         record.write_text(saved)
 
 
-def test_a_stale_cluster_record_does_not_capture_the_study(tmp_path, stale_cluster_record):
+def test_a_stale_cluster_record_does_not_capture_the_study_and_a_resume_without_tunes_state_is_one_line(
+    tmp_path, stale_cluster_record
+):
+    """The study starts its own Ray beside a stale record. Then Tune's state gone while a trial has no final record:
+    nothing to restore it from, one line, exit 2. (A finished stage's folder needs no Tune state: its resume only
+    rewrites the summary.)"""
     args = study_args(tmp_path, "--quick", **ANALYTIC, wandb="disabled", population=2, seed=1, outer_iters=2)
-    proc = study_process(args)
-    out, _ = proc.communicate(timeout=180)
-    assert proc.returncode == 0, out[-3000:]
+    first = study_process(args)
+    out, _ = first.communicate(timeout=300)
+    assert first.returncode == 0, out[-3000:]
     assert "Failed to connect" not in out and "127.0.0.1:1" not in out
+
+    (tmp_path / "run" / "tuner.pkl").unlink()
+    shutil.rmtree(next((tmp_path / "run").glob("*_2d_seed1_*")))  # a trial that never started
+    again = study_process(study_args(tmp_path, "--resume"))
+    out, _ = again.communicate(timeout=120)
+    assert again.returncode == 2 and out.strip().count("\n") == 0, out
+    assert "holds no restorable Tune experiment (no tuner.pkl)" in out and "Traceback" not in out
 
 
 def test_joining_a_cluster_is_asked_for_explicitly_and_probed_first(tmp_path, stale_cluster_record):
@@ -186,12 +186,18 @@ def test_a_study_stopped_by_ctrl_c_leaves_nothing_in_tmp(tmp_path):
     assert not [p for p in Path("/tmp").glob(f"{SCRATCH_PREFIX}*") if p.name not in before]
 
 
-def test_the_summary_reaches_wandb_and_tensorboard_reads_every_trials_curve(tmp_path):
-    args = study_args(tmp_path, "--quick", **ANALYTIC, wandb="offline", population="1,2", seed=1, outer_iters=3)
-    proc = study_process(args)
+def test_the_summary_reaches_wandb_and_tensorboard_reads_every_trials_curve_and_the_key_lands_nowhere(tmp_path):
+    args = study_args(
+        tmp_path, "--quick", **ANALYTIC, wandb="offline", population="1,2", optimize_params="min_demand_frac", seed=1,
+        outer_iters=3,
+    )  # fmt: skip
+    proc = study_process(args, env={"WANDB_API_KEY": FAKE_KEY})
     out, _ = proc.communicate(timeout=300)
     assert proc.returncode == 0, out[-3000:]
     run = tmp_path / "run"
+    # the key: neither in the output nor in any file of the run folder (Tune's pickled experiment included)
+    assert FAKE_KEY not in out and (run / "tuner.pkl").is_file()
+    assert files_containing(tmp_path, FAKE_KEY.encode()) == []
     (summary_run,) = run.glob("wandb/offline-run-*")
     tables = [p for p in summary_run.glob("files/media/table/summary/*.table.json")]
     images = [p for p in summary_run.glob("files/media/images/summary/*.png")]

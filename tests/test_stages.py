@@ -18,7 +18,7 @@ pytestmark = pytest.mark.ray
 # two groups (population 1 and 16, one mechanism): one comparison; 3 stages of one seed, 2 trials each
 SMALL = dict(inner="analytic", wandb="disabled", population="1,16", optimize_params="min_demand_frac", seed=42)
 ONE_A_STAGE = ("--set", "decide.seeds_per_stage=1", "--set", "decide.max_seeds=3", "--cpus-per-trial", "1")
-GENERATIONS = 150
+GENERATIONS = 40  # enough for Ctrl-C to land mid-stage (at 10 generations); more proves nothing
 
 
 def stages_of(run) -> list[dict]:
