@@ -74,3 +74,25 @@ def test_an_interrupted_runs_trials_that_never_reported_are_not_listed_as_fetch_
         tune_logger.warning(never)
         tune_logger.warning(broken)
     assert [r.getMessage() for r in caplog.records] == [broken]  # a real failure to read stays
+
+
+def test_a_checkpoint_deleted_before_a_killed_session_ended_is_one_line_on_resume(caplog):
+    """Tune's words when a restored trial's list names a checkpoint the killed session had deleted already."""
+    import logging
+
+    controller = logging.getLogger("ray.tune.execution.tune_controller")
+
+    def tune_logs(error: Exception, trial: str) -> None:
+        try:
+            raise error
+        except Exception:
+            controller.exception("Trial %s: Error handling checkpoint %s", trial, "TrainingResult(…)")
+
+    gone = FileNotFoundError("Path not found: (<LocalFileSystem>, /r/weekend_pop1_2d_seed1671_1/checkpoint_000341)")
+    with caplog.at_level(logging.WARNING, logger=controller.name), experiment.OneLineTrialFailures():
+        tune_logs(gone, "weekend_pop1_2d_seed1671")
+        tune_logs(ValueError("a corrupt checkpoint"), "weekend_pop1_1d_seed7")
+    one_line, other = caplog.records
+    assert one_line.getMessage() == f"Trial weekend_pop1_2d_seed1671: {experiment.OneLineTrialFailures.GONE_CHECKPOINT}"
+    assert one_line.levelname == "WARNING" and one_line.exc_info is None
+    assert other.levelname == "ERROR" and other.exc_info is not None  # any other failure: Tune's own record stays

@@ -140,16 +140,26 @@ class OneLineTrialFailures(logging.Filter):
     One line per failure here; the traceback stays in the trial folder's error.txt. And when a run is
     interrupted or restored, Tune's result grid warns of every trial that never reported ("Failed to fetch
     metrics … FileNotFoundError …", a line each): the study's own line counts them as interrupted, so that goes.
+    A session killed while Tune rotated a trial's checkpoints leaves its restored list naming one it had
+    already deleted; deleting it again fails with a traceback, once, and changes nothing: one line.
     """
 
     LOGGERS = ("ray.tune.execution.tune_controller", "ray.tune.analysis.experiment_analysis")
     NEVER_REPORTED = "were not found at"  # Tune's words for a trial folder without result.json or progress.csv
+    GONE_CHECKPOINT = "an old checkpoint was deleted already (the last session ended mid-rotation); nothing lost"
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = str(record.msg)
         if message.startswith("Failed to fetch metrics for"):
             listed = [line for line in message.splitlines()[1:] if line.strip()]
             return not (listed and all(self.NEVER_REPORTED in line for line in listed))
+        err = record.exc_info[1] if record.exc_info else None
+        if isinstance(err, FileNotFoundError) and "Error handling checkpoint" in str(record.msg):
+            trial = record.args[0] if isinstance(record.args, tuple) and record.args else "?"
+            record.msg = f"Trial {trial}: {self.GONE_CHECKPOINT}"
+            record.args, record.exc_info, record.exc_text = (), None, None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+            return True
         if record.exc_info and record.exc_info[1] is not None and "Trial task failed" in str(record.msg):
             err = record.exc_info[1]
             first = next((line for line in str(err).splitlines() if line.strip()), "")
