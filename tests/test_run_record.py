@@ -143,3 +143,16 @@ def test_per_trial_figures_pace_census_and_rss_after_warm_up(two_sessions):
     assert (row["rss_mb_first"], row["rss_mb_last"], row["threads_first"], row["threads_last"]) == (500, 735, 27, 26)
     assert (row["rss_mb_warm_10_20pct"], row["rss_mb_last_10pct"], row["shards"]) == (700, 735, 2)
     assert "| 700 → 735 (+5.0 %) |" in run_report().markdown([row])
+
+
+def test_a_shipped_record_names_the_calibration_store_under_home_as_tilde(two_sessions, tmp_path):
+    """Older releases wrote the store's absolute path into a plan's source; what ships names no one's home."""
+    run_dir, _, _ = two_sessions
+    record = json.loads((run_dir / STUDY_FILE).read_text())
+    home_store = f"{Path.home()}/.cache/bilevel_tune/calibration.json"
+    record["plan"]["source"] = f"inner loop: cached probe of 2026-12-02 02:32 ({home_store})"
+    (run_dir / STUDY_FILE).write_text(json.dumps(record))
+    run_record.ship(run_dir, tmp_path / "shipped", run_record.trial_figures(run_dir), "notes")
+    shipped = (tmp_path / "shipped" / STUDY_FILE).read_text()
+    assert "(~/.cache/bilevel_tune/calibration.json)" in shipped and str(Path.home()) + "/" not in shipped
+    assert json.loads(shipped)["sessions"] == record["sessions"]  # the rest of the record as it was

@@ -195,6 +195,9 @@ def ship(run_dir: Path, out: Path, rows: list[dict], notes: str) -> None:
     for name in SHIPPED:
         if (run_dir / name).is_file():
             shutil.copy2(run_dir / name, out / name)
+    if (out / STUDY_FILE).is_file():  # older releases recorded the calibration store's absolute path in a plan
+        record = (out / STUDY_FILE).read_text()
+        (out / STUDY_FILE).write_text(record.replace(f"({Path.home()}/", "(~/"))
     (out / PLOTS_DIR).mkdir(exist_ok=True)
     for png in sorted((run_dir / PLOTS_DIR).glob("*.png")):
         shutil.copy2(png, out / PLOTS_DIR / png.name)
