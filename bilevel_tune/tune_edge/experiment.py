@@ -154,14 +154,13 @@ class OneLineTrialFailures(logging.Filter):
             listed = [line for line in message.splitlines()[1:] if line.strip()]
             return not (listed and all(self.NEVER_REPORTED in line for line in listed))
         err = record.exc_info[1] if record.exc_info else None
-        if isinstance(err, FileNotFoundError) and "Error handling checkpoint" in str(record.msg):
+        if isinstance(err, FileNotFoundError) and "Error handling checkpoint" in message:
             trial = record.args[0] if isinstance(record.args, tuple) and record.args else "?"
             record.msg = f"Trial {trial}: {self.GONE_CHECKPOINT}"
             record.args, record.exc_info, record.exc_text = (), None, None
             record.levelno, record.levelname = logging.WARNING, "WARNING"
             return True
-        if record.exc_info and record.exc_info[1] is not None and "Trial task failed" in str(record.msg):
-            err = record.exc_info[1]
+        if err is not None and "Trial task failed" in message:
             first = next((line for line in str(err).splitlines() if line.strip()), "")
             record.msg = f"{record.getMessage()} ({type(err).__name__}: {first[:200]}); traceback in its error.txt"
             record.args, record.exc_info, record.exc_text = (), None, None
