@@ -72,11 +72,13 @@ def test_by_hand_stop_ends_rllibs_own_learner_thread(ray_cluster, tiny_inner, bu
         algo.stop()
 
 
-def test_thread_caps_and_scratch_tmpdir_hold_inside_workers_and_the_actor(ray_cluster, scratch):
+def test_thread_caps_scratch_tmpdir_and_the_quiet_exit_hold_inside_workers_and_the_actor(ray_cluster, scratch):
     @ray.remote(num_cpus=1)
     def pools():
+        import sys
         import tempfile
 
+        import bilevel_tune.appo  # noqa: F401 - as an APPO inner loop starts: torch's pools capped as it comes in
         import torch
         from threadpoolctl import threadpool_info
 
@@ -85,6 +87,7 @@ def test_thread_caps_and_scratch_tmpdir_hold_inside_workers_and_the_actor(ray_cl
             "interop": torch.get_num_interop_threads(),
             "blas": {i["num_threads"] for i in threadpool_info()},
             "tmp": tempfile.gettempdir(),
+            "unraisable": sys.unraisablehook.__name__,
         }
 
     @ray.remote(num_cpus=1)
@@ -97,6 +100,7 @@ def test_thread_caps_and_scratch_tmpdir_hold_inside_workers_and_the_actor(ray_cl
     worker, actor = ray.get(pools.remote()), ray.get(probe.read.remote())
     # torch's and every library's temporary files land in the session's scratch folder, never in /tmp itself
     assert worker.pop("tmp") == actor.pop("tmp") == scratch.path, (worker, actor)
+    assert worker.pop("unraisable") == actor.pop("unraisable") == "exit_when_an_exit_is_swallowed"
     assert worker == {"torch": TEST_THREAD_CAP, "interop": TEST_THREAD_CAP, "blas": {TEST_THREAD_CAP}}
     assert actor["self"] == TEST_THREAD_CAP
     ray.kill(probe)

@@ -8,7 +8,11 @@ Shared: `algorithm` (APPO's settings, building, the leak-free stop),
 The population loop's RLlib pieces: `module`, `env_runner`, `batch`, `learner`.
 """
 
-from bilevel_tune.appo.population import PopulationPolicyLoop
+from bilevel_tune.runtime.ray_init import cap_torch_threads
+
+cap_torch_threads()  # before RLlib starts torch's pools: in a Ray worker, at the study's cap (ray_init)
+
+from bilevel_tune.appo.population import PopulationPolicyLoop  # noqa: E402 - after the cap
 
 PolicyLoop = PopulationPolicyLoop  # its name until this release: a study file's inner = "bilevel_tune.appo:PolicyLoop" still loads
 

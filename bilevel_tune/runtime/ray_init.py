@@ -4,7 +4,9 @@ Thread caps are set three ways, because each pool reads its cap at a
 different moment: environment variables in the driver (before numpy/torch
 start their pools), the same variables in every worker through
 runtime_env, and a worker setup hook (`worker_setup`) that applies
-threadpoolctl and torch's intra/inter-op caps inside each worker process.
+threadpoolctl inside each worker process. Torch's intra/inter-op caps are
+applied where torch comes in (`cap_torch_threads`, called by the APPO
+package on import), so that a numpy worker never pays for importing it.
 Nothing is uploaded: the package is installed, runtime_env carries env
 vars only (caps, quiet W&B, the run's scratch TMPDIR). `local_mode` is
 never used (Ray ≥ 2.55 refuses it). Without an address, `ray.init` is told
@@ -14,9 +16,11 @@ cluster /tmp/ray/ray_current_cluster names, dead or alive.
 
 from __future__ import annotations
 
+import _thread
 import dataclasses
 import logging
 import os
+import signal
 import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -62,15 +66,27 @@ def thread_env(cap: int, quiet_proctitle: bool = False) -> dict[str, str]:
 
 
 def cap_threads(cap: int) -> None:
-    """Cap BLAS/OpenMP and torch pools in this process (driver or worker)."""
+    """Cap BLAS/OpenMP pools in this process (driver or worker), and torch's if torch is already here.
+
+    Torch is not imported for it: a worker of the numpy inner loop never needs torch, and importing it costs
+    each worker process a second. Where torch comes in, `cap_torch_threads` caps it (the APPO package calls it
+    first thing); until then OMP_NUM_THREADS already holds its intra-op pool.
+    """
     os.environ.update(thread_env(cap))
     from threadpoolctl import threadpool_limits
 
     threadpool_limits(limits=cap)
-    try:
-        import torch
-    except ImportError:  # the numpy core runs without torch
+    if "torch" in sys.modules:
+        cap_torch_threads()
+
+
+def cap_torch_threads() -> None:
+    """Cap torch's intra- and inter-op pools at this process's cap (none set: leave torch as it is)."""
+    if CAP_ENV not in os.environ:
         return
+    import torch
+
+    cap = int(os.environ[CAP_ENV])
     torch.set_num_threads(cap)
     try:
         torch.set_num_interop_threads(cap)
@@ -78,8 +94,27 @@ def cap_threads(cap: int) -> None:
         pass
 
 
+def exit_when_an_exit_is_swallowed(unraisable) -> None:
+    """`sys.unraisablehook` for workers: a SystemExit Python swallowed is signalled again, so the worker exits quietly.
+
+    Ray's worker answers SIGTERM by raising SystemExit wherever the main thread is. Landing in a weakref callback
+    or a `__del__`, Python cannot raise it: it prints "Exception ignored in" with a traceback, which reaches the
+    driver's console, and the worker carries on until it is killed. SIGTERM sent again from a new thread runs
+    Ray's handler once the callback has returned: sent from here, or from a thread this one waits to see started
+    (`threading.Thread.start`), it would land inside the callback again; should it still, this hook sends it again.
+    """
+    if not issubclass(unraisable.exc_type, SystemExit):
+        sys.__unraisablehook__(unraisable)
+        return
+    try:
+        _thread.start_new_thread(os.kill, (os.getpid(), signal.SIGTERM))
+    except RuntimeError:  # the interpreter is already shutting down: the exit is under way
+        pass
+
+
 def worker_setup() -> None:
-    """Ray worker setup hook: apply the caps, and silence per-task process titles if asked."""
+    """Ray worker setup hook: apply the caps, exit quietly on SIGTERM, silence per-task process titles if asked."""
+    sys.unraisablehook = exit_when_an_exit_is_swallowed
     if os.environ.get("TMPDIR"):  # the run's scratch folder: on another node it does not exist yet
         os.makedirs(os.environ["TMPDIR"], exist_ok=True)
     cap_threads(int(os.environ.get(CAP_ENV, "1")))
