@@ -105,23 +105,6 @@ def test_sigterm_exits_143_and_says_how_to_resume(tmp_path):
     assert LAST_LINE.match(last_line(out)), last_line(out)
 
 
-def test_a_second_ctrl_c_stops_at_once_and_loses_nothing(tmp_path):
-    args = study_args(
-        tmp_path, "--quick", inner="appo", wandb="disabled", population=2, optimize_params="fixed_quota", seed=1,
-        outer_iters=200,
-    )  # fmt: skip
-    proc = study_process(args)
-    wait_for(lambda: any(len(g) >= 2 for g, _ in trial_records(tmp_path / "run").values()), timeout=300)
-    proc.send_signal(signal.SIGINT)
-    time.sleep(0.5)
-    proc.send_signal(signal.SIGINT)
-    out, _ = proc.communicate(timeout=120)
-    assert proc.returncode == 130, out[-3000:]
-    assert LAST_LINE.match(last_line(out)), last_line(out)
-    ((rows, _),) = trial_records(tmp_path / "run").values()
-    assert [r[M.GENERATION] for r in rows] == list(range(len(rows))), "every recorded generation is whole"
-
-
 @pytest.fixture
 def stale_cluster_record():
     """/tmp/ray/ray_current_cluster naming a cluster that died (ray start's record, left behind)."""
@@ -170,17 +153,24 @@ def _tmp_entries() -> set[str]:
     return {p.name for p in Path("/tmp").iterdir()}
 
 
-def test_a_study_stopped_by_ctrl_c_leaves_nothing_in_tmp(tmp_path):
+def test_a_second_ctrl_c_stops_at_once_loses_nothing_and_leaves_nothing_in_tmp(tmp_path):
+    """The hardest stop a user makes, with real APPO and W&B writing temporary files: still nothing in /tmp."""
     real_tmp = {"TMPDIR": "/tmp", "RAY_TMPDIR": "/tmp"}  # the test session has a scratch TMPDIR; here, the real one
     before = _tmp_entries()
     args = study_args(
         tmp_path, "--quick", inner="appo", wandb="offline", population=2, optimize_params="fixed_quota", seed=1,
-        outer_iters=100,
+        outer_iters=200,
     )  # fmt: skip
     proc = study_process(args, env=real_tmp)
     wait_for(lambda: any(len(g) >= 2 for g, _ in trial_records(tmp_path / "run").values()), timeout=300)
-    out = interrupt(proc, signal.SIGINT)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 130, out[-3000:]
+    assert LAST_LINE.match(last_line(out)), last_line(out)
+    ((rows, _),) = trial_records(tmp_path / "run").values()
+    assert [r[M.GENERATION] for r in rows] == list(range(len(rows))), "every recorded generation is whole"
     left = _tmp_entries() - before - RAYS_OWN
     assert left == set(), f"debris in /tmp: {sorted(left)}"
     assert not [p for p in Path("/tmp").glob(f"{SCRATCH_PREFIX}*") if p.name not in before]
