@@ -167,15 +167,11 @@ def _group_alive(pgid: int) -> bool:
 
 
 def test_a_sigkilled_driver_resumes_without_rerunning_finished_trials_or_leaving_processes(tmp_path):
+    generations = 100  # the second trial's run: the seconds in which the driver is killed
     args = study_args(
-        tmp_path,
-        **ANALYTIC,
-        population=16,
-        optimize_params="min_demand_frac",
-        seed="42,7",
-        outer_iters=30,
-        max_concurrent=1,
-    )
+        tmp_path, "--quick", **ANALYTIC, population=16, optimize_params="min_demand_frac", seed="42,7",
+        outer_iters=generations, max_concurrent=1,
+    )  # fmt: skip
     proc = study_process(args)
 
     def one_finished_one_started():
@@ -194,8 +190,8 @@ def test_a_sigkilled_driver_resumes_without_rerunning_finished_trials_or_leaving
     out, _ = resumed.communicate(timeout=300)
     assert resumed.returncode == 0, out[-3000:]
     assert (tmp_path / "run" / finished / "generations.jsonl").read_text() == lines_before, "a finished trial was rerun"
-    for generations, final in trial_records(tmp_path / "run").values():
-        assert [g[M.GENERATION] for g in generations] == list(range(30)) and final is not None
+    for rows, final in trial_records(tmp_path / "run").values():
+        assert [g[M.GENERATION] for g in rows] == list(range(generations)) and final is not None
     killed, resumed_session = json.loads((tmp_path / "run" / "study.json").read_text())["sessions"]
     assert "wall_s" not in killed and "ended_utc" not in killed, "a SIGKILLed session writes no end"
     assert (resumed_session["exit_code"], resumed_session["finished"]) == (0, 2) and resumed_session["wall_s"] > 0
