@@ -78,7 +78,7 @@ def test_thread_caps_scratch_tmpdir_and_the_quiet_exit_hold_inside_workers_and_t
         import sys
         import tempfile
 
-        import bilevel_tune.appo  # noqa: F401 - as an APPO inner loop starts: torch's pools capped as it comes in
+        __import__("bilevel_tune.appo")  # as an APPO inner loop starts: torch's pools capped as torch comes in
         import torch
         from threadpoolctl import threadpool_info
 

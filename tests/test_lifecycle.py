@@ -84,6 +84,8 @@ def test_ctrl_c_exits_130_with_a_resume_command_that_resumes_with_its_new_sessio
     assert interrupted, "the trial that was interrupted must resume with two shards"
     ids = wandb_run_ids(tmp_path / "run" / interrupted[0])
     assert len(ids) >= 2 and len(set(ids)) == 1, f"a resumed trial continues its own W&B run: {ids}"
+    stopped = sorted((tmp_path / "run" / interrupted[0]).glob("wandb/offline-run-*"))[0] / "logs" / "debug.log"
+    assert "finishing run" in stopped.read_text(), "the stopped session's W&B run ended, its end in the run folder"
     board = tmp_path / "run" / TENSORBOARD_DIR / trial_name(load_study("weekend"), records[interrupted[0]][0][0])
     assert len(list(board.glob("events.*"))) == 2, "one event file per session"
     steps = [step for step, _ in curve_points(tensorboard_run(board), "objective/this_generation")]

@@ -29,6 +29,7 @@ def test_a_worker_imports_torch_only_with_the_appo_package_and_then_with_its_poo
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["False", "1", "1"], "torch: not imported by the setup; both pools at the cap"
 
+
 # What a Ray worker does (its SIGTERM handler raises SystemExit), with the signal landing inside a weakref callback.
 WORKER = textwrap.dedent(
     """

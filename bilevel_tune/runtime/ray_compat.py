@@ -14,6 +14,7 @@ edge and the RLlib edge both use it without importing each other.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import re
@@ -51,6 +52,16 @@ PRIVATE_NAMES = (
     ),  # fmt: skip
     PrivateName("ray._private.utils", "setproctitle", "silencing per-task process titles (macOS)", optional=True),
     PrivateName("ray._raylet", "setproctitle", "silencing per-task process titles (macOS)", optional=True),
+    PrivateName(
+        "ray.air.integrations.wandb",
+        "WandbLoggerCallback.self._trial_logging_actors",
+        "ending the W&B runs of trials a stopped study leaves running",
+    ),  # fmt: skip
+    PrivateName(
+        "ray.air.integrations.wandb",
+        "WandbLoggerCallback._signal_logging_actor_stop",
+        "ending the W&B runs of trials a stopped study leaves running",
+    ),  # fmt: skip
     PrivateName("ray.rllib.algorithms.impala.impala_learner", "_LearnerThread", "the census's learner threads"),
     PrivateName("ray.rllib.core.learner.learner_group", "LearnerGroup.self._learner", "APPO's local learner"),
     PrivateName(
@@ -69,7 +80,7 @@ def resolve(private: PrivateName) -> Any:
     try:
         module = importlib.import_module(private.module)
         if ".self." not in private.name:
-            return getattr(module, private.name)
+            return functools.reduce(getattr, private.name.split("."), module)  # a name, or a class's method
         cls_name, attribute = private.name.split(".self.")
         assigned = re.compile(rf"self\.{attribute}\s*(:[^=\n]*)?=[^=]")  # plain or annotated assignment
         if not assigned.search(inspect.getsource(getattr(module, cls_name))):
@@ -112,6 +123,19 @@ def tuner_configs(tuner) -> tuple[Any, Any]:
     if run_config is None or tune_config is None:
         raise _moved(_named("ray.tune.impl.tuner_internal", "TunerInternal.self._run_config"))
     return run_config, tune_config
+
+
+def end_wandb_runs_still_open(callback) -> list:
+    """Send each W&B logging actor of Tune's `WandbLoggerCallback` still running the end a finished trial's gets;
+    the trials whose runs were still open."""
+    actors = getattr(callback, "_trial_logging_actors", None)
+    if actors is None:
+        raise _moved(_named("ray.air.integrations.wandb", "WandbLoggerCallback.self._trial_logging_actors"))
+    signal_stop = resolve(_named("ray.air.integrations.wandb", "WandbLoggerCallback._signal_logging_actor_stop"))
+    still_open = list(actors)
+    for trial in still_open:
+        signal_stop(callback, trial)
+    return still_open
 
 
 # -- Ray core ----------------------------------------------------------------------------------------

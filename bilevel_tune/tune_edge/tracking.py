@@ -91,13 +91,13 @@ def callbacks(mode: str, group: str, tags: Sequence[str] = ()) -> list:
     os.environ.setdefault("WANDB_SILENT", "true")
     if mode == "disabled":
         return found
-    from ray.air.integrations.wandb import WandbLoggerCallback
+    from bilevel_tune.tune_edge.wandb_runs import WandbRunsCallback
 
     # W&B logs from actors on the cluster, which need not share the driver's environment:
     # the settings travel with the callback. The key does not — Tune pickles callbacks into the
     # run folder — Ray hands it to the logging actors from the driver's environment (or W&B reads netrc).
     return [
-        WandbLoggerCallback(
+        WandbRunsCallback(
             project=WANDB_PROJECT,
             group=group,
             upload_timeout=UPLOAD_TIMEOUT_S,
