@@ -271,18 +271,32 @@ def run_study(options: RunOptions, out: Callable[[str], None] = print) -> RunOut
 
                 out(ray_dashboard_line(own_ray=cluster.requested_address(options.address) is None))
             outcome = _run_on_cluster(study, options, root, run_dir, mode, signals, clock, out)
-        finally:
-            if cluster.requested_address(options.address):
-                cluster.remove_on_every_node(scratch.path)
-            if started_ray:
-                from bilevel_tune.runtime import ray_init
-
-                ray_init.shutdown()
-            signals.restore()
+        except BaseException:
+            _leave_ray(options, scratch, started_ray, signals)
+            raise
+        try:
+            _leave_ray(options, scratch, started_ray, signals)
+        except KeyboardInterrupt:  # a Ctrl-C while Ray shuts down: the study's end stands, Ray's exit hook finishes
+            pass
+    # the last line after Ray's: a message Ray prints late (a lost node's, say) would otherwise follow it
+    out(outcome.last_line)
     learned = clock.learned()
     if learned and not options.dashboard:  # TensorBoard's and Ray Dashboard's start are not a trial's overhead
         calibration.learn_overheads(mode, study, learned)
     return outcome
+
+
+def _leave_ray(options: RunOptions, scratch: lifecycle.Scratch, started_ray: bool, signals: lifecycle.Signals) -> None:
+    """Remove the run's scratch from every node, shut down the Ray this run started or joined, restore the signals."""
+    try:
+        if cluster.requested_address(options.address):
+            cluster.remove_on_every_node(scratch.path)
+        if started_ray:
+            from bilevel_tune.runtime import ray_init
+
+            ray_init.shutdown()
+    finally:
+        signals.restore()
 
 
 @contextlib.contextmanager
@@ -370,8 +384,7 @@ def _run_on_cluster(study, options, root, run_dir, mode, signals, clock: calibra
         _record_session_end(run_dir, started, time.time() - clock.process_start, code, counts)
     except (OSError, ValueError) as err:  # the records are safe; only this session's end goes unrecorded
         out(f"study.json: this session's end not recorded ({type(err).__name__}: {err})")
-    out(line)
-    return RunOutcome(run_dir, code, *counts, line)
+    return RunOutcome(run_dir, code, *counts, line)  # its line is printed once Ray is gone (run_study)
 
 
 def _unfinished(study: Study, run_dir: Path) -> list:
