@@ -124,7 +124,7 @@ def test_a_trial_that_no_longer_fits_stops_the_study_in_one_line_and_resume_repl
     cluster.start_worker(cpus=2)
     args = study_args(
         tmp_path, "--quick", **ANALYTIC, address=cluster.address, cpus_per_trial=3, population=16,
-        optimize_params="min_demand_frac", seed=1, outer_iters=GENERATIONS_TO_REPLAN,
+        optimize_params="min_demand_frac", seed=1, outer_iters=GENERATIONS_TO_REPLAN, node_wait=2,
     )  # fmt: skip
     proc = study_process(args)
     wait_for(lambda: any(len(rows) >= 20 for rows, _ in trial_records(tmp_path / "run").values()), timeout=240)

@@ -40,19 +40,19 @@ def test_replan_gives_every_unfinished_trial_this_sessions_shards_once_before_an
     assert len(trials[0].updates) == 1
 
 
-def test_cluster_watch_stops_the_study_once_a_pending_trial_has_not_fit_for_its_grace(monkeypatch):
+def test_cluster_watch_stops_the_study_once_a_pending_trial_has_not_fit_for_its_wait(monkeypatch):
     clock, kills = [0.0], []
     monkeypatch.setattr(experiment.time, "monotonic", lambda: clock[0])
     monkeypatch.setattr(experiment.os, "kill", lambda pid, sig: kills.append(sig))
     monkeypatch.setattr("bilevel_tune.runtime.cluster.cluster_cpus", lambda: 2)
     cells = load_study("weekend").cells()[:2]
     fits, too_big = StandInTrial(cells[0], Trial.PENDING, 1), StandInTrial(cells[1], Trial.PENDING, 3)
-    watch = experiment.ClusterWatch()
-    for now in (10.0, 20.0, 30.0):  # within the grace: Ray may still be placing it
+    watch = experiment.ClusterWatch(wait_s=20.0)
+    for now in (10.0, 20.0, 30.0):  # within the wait: Ray may still be placing it
         clock[0] = now
         watch.on_step_begin(0, [fits, too_big])
     assert watch.reason is None and kills == []
-    clock[0] = 10.0 + experiment.UNPLACEABLE_GRACE_S + experiment.WATCH_EVERY_S
+    clock[0] = 10.0 + watch.wait_s + watch.every_s
     watch.on_step_begin(0, [fits, too_big])
     assert kills == [signal.SIGINT] and "needs 3 CPUs but the cluster has 2 left" in watch.reason
     assert "--resume re-plans" in watch.reason

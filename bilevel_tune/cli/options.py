@@ -224,6 +224,12 @@ class RunOptions:
     max_concurrent: int | None = option(
         "--max-concurrent", "trials at once (default: as CPUs allow)", SESSION, parse=_positive_int("--max-concurrent")
     )
+    node_wait: int = option(
+        "--node-wait",
+        "seconds a trial that no longer fits the cluster (a node was lost) waits for room before the study stops, "
+        "resumable (default 20; on an autoscaling cluster, the minutes a new node takes)",
+        SESSION, 20, parse=_positive_int("--node-wait"),
+    )  # fmt: skip
     max_failures: int = option(
         "--max-failures",
         "retries of a failed trial from its checkpoint",

@@ -354,7 +354,7 @@ def _run_on_cluster(study, options, root, run_dir, mode, signals, clock: calibra
         cluster.check_shared_storage(root)
     except cluster.ClusterError as err:
         raise UsageError(str(err)) from None
-    watch = experiment.ClusterWatch()
+    watch = experiment.ClusterWatch(wait_s=options.node_wait)
     started = _start_session(study, options, run_dir, mode, out)
     first, start = True, time.time()
     try:

@@ -30,8 +30,7 @@ from bilevel_tune.tune_edge.trainable import study_trial, trial_resources
 from bilevel_tune.views import curves
 
 UNFINISHED = (Trial.PENDING, Trial.PAUSED, Trial.ERROR)
-WATCH_EVERY_S = 5.0
-UNPLACEABLE_GRACE_S = 20.0  # Ray takes a few heartbeats to declare a node dead
+WATCH_EVERY_S = 5.0  # at most; twice within a shorter wait
 
 
 class RestoreError(RuntimeError):
@@ -230,16 +229,20 @@ class ClusterWatch(tune.Callback):
 
     It ends it the way Ctrl-C does — Tune saves every unfinished trial as
     resumable —, not through a Tune Stopper, which would mark them finished.
+    A trial waits `wait_s` first (`--node-wait`): Ray takes a few heartbeats
+    to declare a node dead, and an autoscaler a few minutes to add one.
     """
 
-    def __init__(self):
+    def __init__(self, wait_s: float):
         self.reason: str | None = None
+        self.wait_s = wait_s
+        self.every_s = min(WATCH_EVERY_S, wait_s / 2)
         self._since: dict[str, float] = {}
         self._last = 0.0
 
     def on_step_begin(self, iteration: int, trials: list[Trial], **info):
         now = time.monotonic()
-        if now - self._last < WATCH_EVERY_S or self.reason:
+        if now - self._last < self.every_s or self.reason:
             return
         self._last = now
         from bilevel_tune.runtime.cluster import cluster_cpus
@@ -250,7 +253,7 @@ class ClusterWatch(tune.Callback):
                 self._since.pop(trial.trial_id, None)
                 continue
             since = self._since.setdefault(trial.trial_id, now)
-            if now - since > UNPLACEABLE_GRACE_S:
+            if now - since > self.wait_s:
                 self.reason = (
                     f"trial {trial} needs {_cpus(trial)} CPUs but the cluster has {cpus} left (a node was lost?); "
                     "--resume re-plans the unfinished trials for the cluster as it is"
