@@ -25,7 +25,9 @@ pytestmark = [pytest.mark.ray, pytest.mark.skipif(WHY_NOT is not None, reason=st
 ANALYTIC = {"inner": "analytic", "wandb": "disabled"}
 
 
-GENERATIONS_TO_REPLAN = 100  # the worker dies at 20: the trial is mid-run
+# The worker dies at generation 20 and the trial must still be mid-run when Ray notices: on a quiet machine it ran
+# about 70 more first (with 100 it had finished).
+GENERATIONS_TO_REPLAN = 300
 SHARED = Path(__file__).resolve().parent.parent / ".pytest-shared"
 
 
