@@ -1,5 +1,7 @@
 """The import rules of docs/architecture.md hold, and the check would catch a break of each."""
 
+import ast
+import dataclasses
 import re
 import textwrap
 from pathlib import Path
@@ -158,3 +160,44 @@ def test_no_module_outside_the_worlds_names_a_world():
     }
     outcome_types = [name for name, text in code.items() if "CandidateOutcome" in text]
     assert outcome_types == [], "one outcome type: the contract's Assessment"
+
+
+def _code_names(tree) -> set[str]:
+    """The identifiers and string constants a module's code uses: its docstrings and comments are not code."""
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)
+    }  # fmt: skip
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            names.add(node.value)
+        elif isinstance(node, ast.Name):
+            names.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            names.add(node.attr)
+    return names
+
+
+# Loaders of records made when fresh water was the only world: they read its old keys by name.
+OLD_RECORD_LOADERS = {"study_data/study_record.py", "study_data/settings.py"}  # 0.1 and 0.2 records, budget keys
+
+
+def test_no_code_outside_the_worlds_names_a_fresh_water_rule_or_outcome():
+    from bilevel_tune.worlds.fresh_water import FreshWater
+    from bilevel_tune.worlds.fresh_water.objective import DIAGNOSTICS, TERMS
+
+    own = {spec.name for spec in FreshWater.rule_specs} | set(TERMS) | set(DIAGNOSTICS) | {
+        f.name for f in dataclasses.fields(FreshWater.settings_class)} - {"horizon"}  # fmt: skip
+    naming = {}
+    for path in PACKAGE.rglob("*.py"):
+        name = path.relative_to(PACKAGE).as_posix()
+        if name.startswith(("worlds/", "studies/")) or name in OLD_RECORD_LOADERS | {"world.py", "objective.py"}:
+            continue
+        found = sorted(own & _code_names(ast.parse(path.read_text())))
+        if found:
+            naming[name] = found
+    assert naming == {}, "code outside worlds/ that names fresh water's rules, settings or outcome fields"
+    assert {"quota_penalty", "num_farms", "min_demand_frac"} <= own  # the check looks for what it should

@@ -48,3 +48,16 @@ def test_one_seed_per_cell_says_the_noise_is_unmeasured_not_that_there_is_no_eff
     )
     same = effects.effect(A, A, level=0.05)
     assert _undecided(same, 4).endswith("no effect observed: no number of seeds would show one")
+
+
+def test_a_paired_test_content_with_the_seeds_that_ran_says_so_beside_adastops_undecided():
+    # six matched pairs that all agree (a paired test's case) in two groups whose spread hides it from an unpaired one
+    a = {s: v for s, v in enumerate([0.40, 0.42, 0.44, 0.46, 0.48, 0.50])}
+    b = {s: v + 0.01 + 0.001 * (s % 2) for s, v in a.items()}
+    e = effects.effect(a, b, level=0.05)
+    assert e.seeds_needed is not None and e.seeds_needed <= 6
+    text = _undecided(e, 6)
+    many = "as many as" if e.seeds_needed == 6 else "fewer than"
+    need = f"a paired test would need {e.seeds_needed} seeds"
+    assert text == f"undecided at 6 seeds; {need}, {many} ran (AdaStop does not pair them)"
+    assert _undecided(e, e.seeds_needed - 1).endswith(need)

@@ -65,17 +65,8 @@ PID = "inner_pid"  # one shard's process: which one to look at (or kill, in faul
 CENSUS_KEYS = (THREADS_PY, THREADS_OS, THREADS_GRPC, LEARNER_THREADS, RSS_MB, RSS_ANON_MB, RSS_SHMEM_MB, PID)
 REPORT_FIRST = (OBJECTIVE, BEST_OBJECTIVE, SEC_PER_GEN, THREADS_OS)
 
-# Per-candidate outcome fields (an Assessment's; fresh water's terms and diagnostics: worlds/fresh_water/objective.py)
+# Per-candidate outcome fields beside the objective (an Assessment's; its world names the rest)
 UPPER_BOUND = "upper_bound"
-DIAGNOSTICS = (
-    "mean_reward",
-    "sustainability",
-    "requested_fraction",
-    "allowed_fraction",
-    "pressure",
-    "flow_penalty",
-    "quota_penalty",
-)
 
 # Flattened prefixes
 MEAN_RULE = "mean/"  # mean/<rule>: the search mean, physical

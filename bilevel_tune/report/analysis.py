@@ -123,7 +123,7 @@ def _trial_row(study: Study, cell: Cell, trial: TrialRecords | None) -> dict[str
         "failed_candidates": sum(g[M.FAILED] for g in gens),
         M.UPPER_BOUND: num(best.get(M.UPPER_BOUND)),
         M.STOP_REASON: final.get(M.STOP_REASON, ""),
-        **{f"diag_{k}": num(best.get(k)) for k in _diagnostic_keys(best)},
+        **{f"diag_{k}": num(best.get(k)) for k in _diagnostic_keys(best, study.table.summary_diagnostics)},
         **{BOUND_BY + rule: num(value) for rule, value in (best.get("bound_by_rule") or {}).items()},
         **{k: v for k, v in last.items() if k.startswith((M.BEST_RULE, M.MEAN_RULE))},
     }
@@ -138,11 +138,11 @@ def nodes_used(gens: list[dict[str, Any]]) -> int:
     return max((len({s[M.NODE] for s in g.get(M.SHARD_DETAIL, [])}) for g in gens), default=0) or 1
 
 
-def _diagnostic_keys(outcome: dict[str, Any]) -> list[str]:
-    """Fresh water's diagnostics (`metrics.DIAGNOSTICS`), or another world's terms and diagnostics: every number
-    its recorded outcome holds beside the objective and its bound."""
-    if not outcome or all(k in outcome for k in M.DIAGNOSTICS):
-        return list(M.DIAGNOSTICS)
+def _diagnostic_keys(outcome: dict[str, Any], declared: tuple[str, ...] | None) -> list[str]:
+    """What the world declares its summary shows of an outcome (`summary_diagnostics`), else every number the
+    recorded outcome holds beside the objective and its bound: its terms and diagnostics."""
+    if declared is not None:
+        return list(declared)
     skip = (M.OBJECTIVE, M.UPPER_BOUND, "failed", "bound_by_rule")
     return [k for k, v in outcome.items() if k not in skip and isinstance(v, (int, float)) and not isinstance(v, bool)]
 
@@ -532,12 +532,8 @@ def _ceiling_part(c: dict[str, Any]) -> str:
     when = f" from generation {int(c['best_generation'])}" if "best_generation" in c else ""
     if M.UPPER_BOUND not in c:
         return f"{where}{when}: no upper bound recorded — cannot tell rules from search"
-    diag = ""
-    if "diag_requested_fraction" in c:
-        diag = (
-            f"; requested fraction {c['diag_requested_fraction']:.3f}, pressure {c['diag_pressure']:.3f}, "
-            f"flow penalty {c['diag_flow_penalty']:.3f}, quota penalty {c['diag_quota_penalty']:.3f}"
-        )
+    shown = [f"{k.removeprefix('diag_').replace('_', ' ')} {c[k]:.3f}" for k in c if k.startswith("diag_")]
+    diag = f"; {', '.join(shown)}" if shown else ""
     verdict = "the rules cap the objective there" if c["capped_by"] == "rules" else "the search stopped below the bound"
     scan = f"; {c['scan']}" if "scan" in c else ""
     return f"{where}{when}: upper bound {c[M.UPPER_BOUND]:.4f} — {verdict}{_cap_sentence(c)}{diag}{scan}"

@@ -58,7 +58,7 @@ class Answer:
         """The answer in words: who is better, or why nothing is decided and what would decide it."""
         a, b = self.comparison.levels()
         outcome, e = self.decision.outcome, self.effect
-        need = _needed(e)
+        need = _needed(e, self.decision.seeds)
         if outcome == decide.A_BETTER:
             return f"{a} better"
         if outcome == decide.B_BETTER:
@@ -82,7 +82,7 @@ class Answer:
         return f"open after stage {decisions.looks} of {decisions.stages}"
 
 
-def _needed(e: effects.Effect) -> str:
+def _needed(e: effects.Effect, used: int) -> str:
     seeds = e.seeds_needed
     if seeds is None and not np.isfinite(e.sd):
         return "one seed per cell measures no seed noise: no estimate of the seeds needed"
@@ -90,6 +90,9 @@ def _needed(e: effects.Effect) -> str:
         return "no effect observed: no number of seeds would show one"
     if seeds > effects.MOST_SEEDS:
         return f"a paired test would need more than {effects.MOST_SEEDS:,} seeds"
+    if seeds <= used:  # the t-test pairs the seeds, AdaStop permutes the groups' scores unpaired
+        as_many = "as many as" if seeds == used else "fewer than"
+        return f"a paired test would need {seeds} seeds, {as_many} ran (AdaStop does not pair them)"
     return f"a paired test would need {seeds} seeds"
 
 

@@ -28,7 +28,6 @@ from bilevel_tune.core.scan import spacing_label
 from bilevel_tune.study_data.run_folder import num
 from bilevel_tune.study_data.settings import is_setting_key
 
-SCAN_TERMS = (M.OBJECTIVE, "mean_reward", "sustainability", M.UPPER_BOUND)
 KEY = ["optimize_params", "seed"]  # what a trial shares with its scan, with the inner loop's further axes
 
 
@@ -40,6 +39,7 @@ def _key(table: pd.DataFrame) -> list[str]:
 def scan_table(study, trials: dict) -> pd.DataFrame:
     """One row per scan and grid point (empty without scans)."""
     rows = []
+    terms = (M.OBJECTIVE, *study.table.scan_terms, M.UPPER_BOUND)  # the world's terms beside the objective
     for cell in study.scan_cells():
         records = trials.get(cell.key)
         if records is None or not records.generations:
@@ -62,7 +62,7 @@ def scan_table(study, trials: dict) -> pd.DataFrame:
                     **{key: ",".join(map(str, v)) if isinstance(v, tuple) else v for key, v in cell.extra},
                     "point": k,
                     **rules,
-                    **{term: num(outcome.get(term)) for term in SCAN_TERMS},
+                    **{term: num(outcome.get(term)) for term in terms},
                     "failed": bool(outcome.get("failed", False)),
                     "final_objective": float(values.mean()) if values.size else float("nan"),
                     "final_objective_std": float(values.std(ddof=1)) if values.size > 1 else float("nan"),

@@ -62,6 +62,10 @@ class SettingsTable:
         self.rule_specs = tuple(world_class.rule_specs)
         self.ceiling: float | None = getattr(world_class, "ceiling", None)  # the value its summary looks for
         self.regime = getattr(world_class, "regime", None)  # (settings, rules) -> one line; optional
+        # what the summary's tables show of an outcome: a trial's best candidate (None: every number it holds), and
+        # a scan point beside its objective and bound
+        self.summary_diagnostics: tuple[str, ...] | None = getattr(world_class, "summary_diagnostics", None)
+        self.scan_terms: tuple[str, ...] = tuple(getattr(world_class, "scan_terms", ()))
         self.mechanisms = Mechanisms.of(world_class)  # how its mechanisms are named: 1d, 2d-floor-risk
         self.section_classes: dict[str, type] = {
             "world": world_class.settings_class,

@@ -28,6 +28,12 @@ An instance, built as `World(settings, rules)` (`rules`: one mapping of physical
     assess(seasons, failed, objective)  per copy, an `Assessment` of its evaluated seasons (`failed`: (N,),
                                     the copies that failed in any of them)
 
+and may declare what the summary's tables show of an outcome:
+
+    summary_diagnostics  the fields of a trial's best candidate, in order (diag_<field>); without it, every
+                         number its Assessment holds beside the objective and the bound
+    scan_terms           the fields a rules scan shows per point beside its objective and bound; none without it
+
 and may offer two hooks:
 
     reward_bound(season) -> (T, N)  the best reward any action could have earned, step by step (given what

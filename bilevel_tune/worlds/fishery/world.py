@@ -103,6 +103,7 @@ class Fishery:
     objective_class = FisheryObjective
     rule_specs = RULE_SPECS
     searched_by_default = ("quota_max",)
+    scan_terms = ("harvest_over_msy", "stock_above_threshold")  # the objective's terms, per point of a rules scan
 
     shared_observation = True
     action_size = 2  # harvest fraction, restoration effort

@@ -15,7 +15,13 @@ import numpy as np
 from bilevel_tune.worlds.contract import Assessment, Season, Step
 from bilevel_tune.worlds.fresh_water.basin import OBSERVATION_SIZE, Basin, DayLog, WorldConfig
 from bilevel_tune.worlds.fresh_water.hydrology import CAPACITY_M3, SECONDS_PER_DAY
-from bilevel_tune.worlds.fresh_water.objective import ObjectiveSettings, ObjectiveWeights, assess, day_upper_bound
+from bilevel_tune.worlds.fresh_water.objective import (
+    TERMS,
+    ObjectiveSettings,
+    ObjectiveWeights,
+    assess,
+    day_upper_bound,
+)
 from bilevel_tune.worlds.fresh_water.rules import CAMPAIGN_SEARCH, RULE_SPECS, Rules
 
 LOGGED = tuple(f.name for f in dataclasses.fields(DayLog) if f.name != "reward")  # a day's log, beside its rewards
@@ -60,6 +66,12 @@ class FreshWater:
     agent_word = "farm"  # agent ids in the RLlib shell: c{k}/farm{i}
     # The campaign's ceiling: with the flow pressure saturated, a farm's day earns at most f − f² = 1/4 (docs/objective.md)
     ceiling = 0.25
+    # What the summary's tables show of an outcome: the columns every fresh-water summary has had (trials.csv
+    # unchanged), and a scan point's terms
+    summary_diagnostics = (
+        *TERMS, "requested_fraction", "allowed_fraction", "pressure", "flow_penalty", "quota_penalty",
+    )  # fmt: skip
+    scan_terms = TERMS
 
     @staticmethod
     def regime(settings: WorldConfig, rules: Mapping[str, float]) -> str:
