@@ -96,3 +96,21 @@ def test_a_checkpoint_deleted_before_a_killed_session_ended_is_one_line_on_resum
     assert one_line.getMessage() == f"Trial weekend_pop1_2d_seed1671: {experiment.OneLineTrialFailures.GONE_CHECKPOINT}"
     assert one_line.levelname == "WARNING" and one_line.exc_info is None
     assert other.levelname == "ERROR" and other.exc_info is not None  # any other failure: Tune's own record stays
+
+
+def test_a_restore_whose_checkpoint_is_gone_takes_the_newest_complete_one_after_it(tmp_path, caplog):
+    from ray import tune
+
+    from bilevel_tune.tune_edge.restoring import newest_if_gone
+
+    for index, files in ((4, ["es_state.json"]), (5, ["es_state.json"]), (6, [])):  # 6: cut short by a kill
+        (tmp_path / f"checkpoint_{index:06d}").mkdir()
+        for name in files:
+            (tmp_path / f"checkpoint_{index:06d}" / name).write_text("{}")
+    named = lambda i: tune.Checkpoint(str(tmp_path / f"checkpoint_{i:06d}"))  # noqa: E731
+
+    assert newest_if_gone(named(4), "es_state.json").path == named(4).path, "a checkpoint still there is Tune's"
+    with caplog.at_level("WARNING"):
+        assert newest_if_gone(named(3), "es_state.json").path == named(5).path
+    assert "checkpoint_000003 was deleted" in caplog.text and "restoring from checkpoint_000005" in caplog.text
+    assert newest_if_gone(named(7), "es_state.json").path == named(7).path, "nothing later: Tune says what is wrong"

@@ -8,6 +8,7 @@ import sys
 import sysconfig
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from .study_helpers import REPO
@@ -72,10 +73,12 @@ def test_a_wheel_lists_and_plans_the_weekend_study_from_another_folder(tmp_path)
     example.mkdir()
     (example / "tragedy.py").write_text(re.search(r"```python\n(.*?)```", page, re.S).group(1))
     (example / "tragedy.toml").write_text(re.search(r"```toml\n(.*?)```", page, re.S).group(1))
-    out = run([study, "tragedy.toml", "--quick", "--wandb", "disabled"], cwd=example, env=env)
-    assert "2 finished, 0 errored, 0 interrupted of 2 trials" in out, out
+    out = run([study, "tragedy.toml", "--quick", "--scan", "2", "--wandb", "disabled"], cwd=example, env=env)
+    assert "4 finished, 0 errored, 0 interrupted of 4 trials" in out, out  # two ES runs, a scan of each mechanism
     (run_folder,) = (example / "results").iterdir()
     assert "[world] herders 3, horizon 20" in (run_folder / "summary.md").read_text()
+    scan = pd.read_csv(run_folder / "scan.csv")  # the rules scan trained real APPO on the ParallelEnv per point
+    assert len(scan) == 2 + 4 and scan["objective"].notna().all() and scan["final_objective"].notna().all()
     refused = subprocess.run(
         [study, "tragedy.toml", "--quick", "--inner", "analytic"], cwd=example, capture_output=True, text=True
     )

@@ -2,6 +2,8 @@
 
 import json
 import os
+import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -166,7 +168,18 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
-def test_a_sigkilled_driver_resumes_without_rerunning_finished_trials_or_leaving_processes(tmp_path):
+def _lose_the_checkpoint_tunes_state_names(trial_dir: Path) -> str:
+    """What a session killed mid-rotation leaves (Tune deletes a checkpoint before it saves the state that stops
+    naming it): whichever checkpoint the saved state names is gone, and a newer one is there."""
+    *older, newest = sorted(trial_dir.glob("checkpoint_*"))
+    for checkpoint in older:
+        shutil.rmtree(checkpoint)
+    later = f"checkpoint_{int(newest.name.split('_')[1]) + 10:06d}"
+    newest.rename(trial_dir / later)
+    return later
+
+
+def test_a_sigkilled_driver_resumes_from_the_newest_checkpoint_without_rerunning_finished_trials(tmp_path):
     generations = 100  # the second trial's run: the seconds in which the driver is killed
     args = study_args(
         tmp_path, "--quick", **ANALYTIC, population=16, optimize_params="min_demand_frac", seed="42,7",
@@ -177,18 +190,20 @@ def test_a_sigkilled_driver_resumes_without_rerunning_finished_trials_or_leaving
     def one_finished_one_started():
         recs = trial_records(tmp_path / "run")
         finished = [n for n, (_, final) in recs.items() if final]
-        started = [n for n, (g, final) in recs.items() if g and not final]
+        started = [n for n, (g, final) in recs.items() if len(g) >= 5 and not final]  # Tune's state names one
         return (finished, started) if finished and started else None
 
-    (finished,), _ = wait_for(one_finished_one_started, timeout=240, interval=0.05)
+    (finished,), (started,) = wait_for(one_finished_one_started, timeout=240, interval=0.05)
     lines_before = (tmp_path / "run" / finished / "generations.jsonl").read_text()
     proc.kill()  # SIGKILL the driver alone: no handler, no cleanup
     proc.communicate(timeout=60)
+    newest = _lose_the_checkpoint_tunes_state_names(tmp_path / "run" / started)
     # Ray's fate sharing takes the embedded cluster down at once, but for its dashboard and
     # runtime-env agents, which notice ~90 s later; the resumed run starts a cluster of its own.
     resumed = study_process(study_args(tmp_path, "--resume", **ANALYTIC))
     out, _ = resumed.communicate(timeout=300)
     assert resumed.returncode == 0, out[-3000:]
+    assert f"restoring from {newest}, nothing lost" in out, out[-3000:]
     assert (tmp_path / "run" / finished / "generations.jsonl").read_text() == lines_before, "a finished trial was rerun"
     for rows, final in trial_records(tmp_path / "run").values():
         assert [g[M.GENERATION] for g in rows] == list(range(generations)) and final is not None

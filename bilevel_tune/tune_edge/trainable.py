@@ -41,6 +41,7 @@ from bilevel_tune.study_data.run_folder import (
     read_records,
     trial_dirname,
 )
+from bilevel_tune.tune_edge.restoring import restorable
 from bilevel_tune.worlds.contract import searched_rules
 
 logger = logging.getLogger(__name__)
@@ -206,9 +207,11 @@ class TrialRecord:
         return passes[0][M.BEST_OBJECTIVE] if passes else None
 
 
-def study_trial(study: Study, run_dir: Path):
-    """The trial function with its study in the one serialisable form `run_trial` reads back, and its run folder."""
-    return tune.with_parameters(run_trial, study=study.to_dict(), run_dir=str(Path(run_dir).resolve()))
+def study_trial(study: Study, run_dir: Path) -> type:
+    """The trial function with its study in the one serialisable form `run_trial` reads back, and its run folder:
+    Tune's class for it, which a resume restores from the trial's newest checkpoint where Tune's is gone."""
+    trial = tune.with_parameters(run_trial, study=study.to_dict(), run_dir=str(Path(run_dir).resolve()))
+    return restorable(trial, marker=STATE_FILE)
 
 
 def run_trial(config: dict[str, Any], study: dict[str, Any], run_dir: str) -> None:
