@@ -45,18 +45,22 @@ def newest_if_gone(restoring: Any, marker: str) -> Any:
         return restoring
     fs, gone = checkpoint.filesystem, checkpoint.path
     parent, name = gone.rstrip("/").rsplit("/", 1)
-    index = CHECKPOINT_DIR.match(name)
-    if index is None:
+    match = CHECKPOINT_DIR.match(name)
+    if match is None:
         return restoring
-    later = sorted(
-        (int(m[1]), info.path)
-        for info in fs.get_file_info(pafs.FileSelector(parent, allow_not_found=True))
-        if info.type == pafs.FileType.Directory and (m := CHECKPOINT_DIR.match(info.base_name))
-        and int(m[1]) > int(index[1]) and _exists(fs, f"{info.path}/{marker}")
+    after = int(match[1])
+    later = max(
+        (
+            (int(m[1]), info.path)
+            for info in fs.get_file_info(pafs.FileSelector(parent, allow_not_found=True))
+            if info.type == pafs.FileType.Directory and (m := CHECKPOINT_DIR.match(info.base_name))
+            and int(m[1]) > after and _exists(fs, f"{info.path}/{marker}")
+        ),
+        default=None,
     )  # fmt: skip
-    if not later:
+    if later is None:
         return restoring
-    newest = tune.Checkpoint(later[-1][1], filesystem=fs)
+    newest = tune.Checkpoint(later[1], filesystem=fs)
     logger.warning(
         "%s was deleted after the last session saved its state (it ended mid-rotation): restoring from %s, "
         "nothing lost",
