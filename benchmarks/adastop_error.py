@@ -6,7 +6,7 @@ Simulated studies whose agents all draw from one normal distribution, run look b
 are (n scores per agent per look, K looks at most, stopping when every comparison is decided); a study errs
 when it declares any pair different. The family-wise error should stay at or below α = 0.05. The `adastop`
 0.1.3 package tests the absolute mean difference against the permutation distribution of the signed one,
-and a rounding error can break its tie with the largest permutation; `report.decide.two_sided_adastop`
+and a rounding error can break its tie with the largest permutation; `verdicts.adastop.two_sided_adastop`
 corrects both. Prints one line per setting and one JSON line.
 """
 
@@ -18,7 +18,7 @@ import json
 import numpy as np
 from adastop import MultipleAgentsComparator
 
-from bilevel_tune.report.decide import two_sided_adastop
+from bilevel_tune.verdicts.adastop import two_sided_adastop
 
 SETTINGS = ((5, 1, 2), (2, 3, 2), (2, 3, 4), (3, 2, 3))  # (n per look, K looks, agents)
 ALPHA = 0.05

@@ -15,7 +15,8 @@ from pathlib import Path
 NUMPY_CORE = ("bilevel_tune.base", "bilevel_tune.core", "bilevel_tune.worlds")  # and every module inside them
 # The folders from the ground up (docs/architecture.md): a module imports only from its own folder or below.
 LAYERS = (
-    "base", "core", "worlds", "runtime", "inner", "appo", "study_data", "planning", "views", "tune_edge", "report", "cli",
+    "base", "core", "worlds", "runtime", "inner", "appo", "study_data", "verdicts", "planning", "views", "tune_edge",
+    "report", "cli",
 )  # fmt: skip
 ENTRY_POINTS = ("study", "summary", "es", "objective", "world")  # the root's entry points and re-exports: the top
 REPORT_SIDE = ("pandas", "matplotlib")

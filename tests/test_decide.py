@@ -1,4 +1,5 @@
-"""Deciding a study's comparisons (AdaStop, in stages) on synthetic cells with known effects: no Ray, no trials."""
+"""Deciding a study's hypotheses in stages on synthetic cells with known effects — the paired test (the default) and
+AdaStop —: no Ray, no trials."""
 
 import dataclasses
 
@@ -6,24 +7,26 @@ import numpy as np
 import pytest
 
 from bilevel_tune.base.sections import DecideSettings
-from bilevel_tune.report import decide
 from bilevel_tune.study_data.definition import load_study
 from bilevel_tune.study_data.run_folder import Stage
-from bilevel_tune.study_data.stages import at_most, check_stageable, drawn_seeds, next_stage, with_stage
+from bilevel_tune.study_data.stages import at_most, check_stageable, drawn_seeds, extended_plan, next_stage, with_stage
 from bilevel_tune.study_data.study_checks import StudyError
+from bilevel_tune.verdicts import adastop, decide, family
 
 WEEKEND = load_study("weekend")
 
 
-def staged(study, effect, rng, sd=0.01, level=None):
-    """Run a synthetic study in stages as `--until-decided` does: each stage's cells scored, AdaStop, next stage.
+def staged(study, effect, rng, sd=0.01, seed_sd=0.0):
+    """Run a synthetic study in stages as `--until-decided` does: each stage's cells scored, decided, next stage.
 
-    A cell's score is N(0.4 + its effect, sd); `effect(cell)` gives it. Returns (study, decisions after each look).
+    A cell's score is 0.4 + its effect + its seed's level N(0, seed_sd) + N(0, sd); `effect(cell)` gives the effect.
+    Returns (study, decisions after each look).
     """
-    scores, looks = {}, []
+    scores, looks, blocks = {}, [], {}
     while True:
         for cell in study.cells():
-            scores.setdefault(cell.key, rng.normal(0.4 + effect(cell), sd))
+            block = blocks.setdefault(cell.seed, rng.normal(0, seed_sd) if seed_sd else 0.0)
+            scores.setdefault(cell.key, 0.4 + effect(cell) + block + rng.normal(0, sd))
         decisions = decide.decide(study, scores)
         looks.append(decisions)
         stage = next_stage(study, decisions.open_groups)
@@ -40,8 +43,15 @@ def with_decide(study, **settings):
     return dataclasses.replace(study, decide=DecideSettings(**{**dataclasses.asdict(study.decide), **settings}))
 
 
+ADASTOP = with_decide(WEEKEND, test="adastop")
+
+
+def outcomes(decisions) -> dict[str, str]:
+    return {d.hypothesis.key: d.outcome for d in decisions.decisions}
+
+
 def test_the_weekend_has_four_comparisons_each_between_two_cells_that_differ_in_one_factor():
-    pairs = decide.comparisons(WEEKEND)
+    pairs = family.simple_comparisons(WEEKEND)
     assert [p.key for p in pairs] == [
         "2-D vs 1-D at population 1",
         "population 16 vs population 1 at 1-D",
@@ -50,13 +60,13 @@ def test_the_weekend_has_four_comparisons_each_between_two_cells_that_differ_in_
     ]
     assert {p.factor for p in pairs} == {"population", "mechanism"}
     only_population = with_decide(WEEKEND, compare=("population",))
-    assert [p.factor for p in decide.comparisons(only_population)] == ["population", "population"]
+    assert [p.factor for p in family.simple_comparisons(only_population)] == ["population", "population"]
 
 
-def test_a_clear_difference_is_decided_within_two_stages():
-    study = with_decide(WEEKEND.with_overrides(seeds=(1, 2, 3)), seeds_per_stage=3, max_seeds=9)
+def test_adastop_decides_a_clear_difference_within_two_stages():
+    study = with_decide(ADASTOP.with_overrides(seeds=(1, 2, 3)), seeds_per_stage=3, max_seeds=9)
     study, looks = staged(study, population_effect(0.05), np.random.default_rng(0))
-    final = {d.comparison.key: d for d in looks[-1].decisions}
+    final = {d.hypothesis.key: d for d in looks[-1].decisions}
     for where in ("1-D", "2-D"):
         decision = final[f"population 16 vs population 1 at {where}"]
         assert decision.outcome == decide.B_BETTER and decision.look <= 2
@@ -65,7 +75,7 @@ def test_a_clear_difference_is_decided_within_two_stages():
 
 def test_only_the_cells_of_comparisons_still_open_get_more_seeds():
     study = with_decide(
-        WEEKEND.with_overrides(seeds=(1, 2, 3)), seeds_per_stage=3, max_seeds=9, compare=("population",)
+        ADASTOP.with_overrides(seeds=(1, 2, 3)), seeds_per_stage=3, max_seeds=9, compare=("population",)
     )
     in_1d = lambda cell: 0.05 if cell.population == 16 and cell.dims == 1 else 0.0  # noqa: E731
     study, looks = staged(study, in_1d, np.random.default_rng(0))
@@ -76,30 +86,31 @@ def test_only_the_cells_of_comparisons_still_open_get_more_seeds():
 
 
 @pytest.mark.long
-def test_identical_cells_are_declared_different_no_more_often_than_alpha():
+def test_adastop_declares_identical_cells_different_no_more_often_than_alpha():
     """200 simulated weekend studies whose cells are all alike, run in stages to the most seeds: AdaStop as
     corrected here rejects in at most α of them (the package as released rejects in about 11 %)."""
     rng = np.random.default_rng(20261203)
     wrong = 0
     for _ in range(200):
-        _, looks = staged(WEEKEND, lambda cell: 0.0, rng)
+        _, looks = staged(ADASTOP, lambda cell: 0.0, rng)
         wrong += any(d.outcome in (decide.A_BETTER, decide.B_BETTER) for d in looks[-1].decisions)
     assert wrong / 200 <= WEEKEND.decide.alpha
 
 
-def test_two_seeds_a_stage_cannot_decide_before_the_third_and_the_plan_says_so():
-    assert decide.first_decisive_look(2, 3, 0.05) == 3
-    assert decide.first_decisive_look(3, 3, 0.05) == 2
-    assert decide.first_decisive_look(2, 1, 0.05) is None
-    assert "first decide at stage 3 (6 seeds per cell)" in decide.describe_plan(WEEKEND)
-    _, looks = staged(WEEKEND, population_effect(1.0), np.random.default_rng(1))  # a huge effect
+def test_adastop_at_two_seeds_a_stage_cannot_decide_before_the_third_and_the_plan_says_so():
+    assert adastop.first_decisive_look(2, 3, 0.05) == 3
+    assert adastop.first_decisive_look(3, 3, 0.05) == 2
+    assert adastop.first_decisive_look(2, 1, 0.05) is None
+    assert "first decide at stage 3 (6 seeds per cell)" in decide.describe_plan(ADASTOP)
+    _, looks = staged(ADASTOP, population_effect(1.0), np.random.default_rng(1))  # a huge effect
     assert [d.outcome for d in looks[1].decisions] == [decide.OPEN] * 4  # nothing at 4 seeds
-    assert {d.outcome for d in looks[2].decisions if d.comparison.factor == "population"} == {decide.B_BETTER}
+    assert {d.outcome for d in looks[2].decisions if d.hypothesis.factor == "population"} == {decide.B_BETTER}
 
 
 def test_an_axis_whose_levels_do_not_change_the_runs_is_never_declared_different():
-    """appo.lr crossed on the analytic loop: its levels run the same trials, so their scores are equal."""
-    study = WEEKEND.with_overrides(grid={"appo.lr": "0.001,0.0003"}, inner="analytic")
+    """An axis whose levels run the same trials (a study no longer accepts one: appo.lr crossed on the analytic loop,
+    built here past that check) has equal scores at its levels: never declared different."""
+    study = dataclasses.replace(WEEKEND, axes=(("appo.lr", (0.001, 0.0003)),), inner="analytic")
     rng = np.random.default_rng(2)
     by_run: dict = {}
 
@@ -107,8 +118,8 @@ def test_an_axis_whose_levels_do_not_change_the_runs_is_never_declared_different
         return by_run.setdefault((cell.population, cell.optimize_params, cell.seed), rng.normal(0, 0.05))
 
     _, looks = staged(study, same_run, rng, sd=0.0)
-    lr = [d for d in looks[-1].decisions if d.comparison.factor == "appo.lr"]
-    assert len(lr) == 4 and all(d.outcome == decide.UNDECIDED for d in lr)
+    lr = [d for d in looks[-1].decisions if "appo.lr" in d.hypothesis.factor]
+    assert len(lr) == 4 + 1 + 2 and all(d.outcome == decide.UNDECIDED for d in lr)  # simple, main, interactions
 
 
 def test_replaying_the_stored_scores_gives_the_decisions_the_run_took_at_each_stage():
@@ -169,14 +180,128 @@ def test_stages_need_the_grid_seeds_to_be_the_first_stage():
     with pytest.raises(StudyError, match="max_seeds=5 must be a multiple of seeds_per_stage=2"):
         DecideSettings(max_seeds=5)
     with pytest.raises(StudyError, match="compare: 'seed' is not a factor of this study"):
-        decide.check_compare(with_decide(WEEKEND, compare=("seed",)))
+        family.check_compare(with_decide(WEEKEND, compare=("seed",)))
 
 
 def test_a_grid_without_the_stage_plan_is_looked_at_once_with_all_its_seeds():
     three = WEEKEND.with_overrides(seeds=(1, 2, 3, 4, 5))
     assert decide.plan_of(three) == (5, 1)
-    scores = {c.key: 0.4 + (0.1 if c.population == 16 else 0) + 0.001 * c.seed for c in three.cells()}
-    decisions = decide.decide(three, scores)
-    outcomes = {d.comparison.key: d.outcome for d in decisions.decisions}
-    assert outcomes["population 16 vs population 1 at 1-D"] == decide.B_BETTER
-    assert outcomes["2-D vs 1-D at population 1"] == decide.UNDECIDED
+    rng = np.random.default_rng(4)
+    scores = {c.key: 0.4 + (0.1 if c.population == 16 else 0) + 0.001 * rng.normal() for c in three.cells()}
+    found = outcomes(decide.decide(three, scores))
+    assert found["population 16 vs population 1 at 1-D"] == decide.B_BETTER
+    assert found["2-D vs 1-D at population 1"] == decide.UNDECIDED
+
+
+# -- the paired test on the factorial family (the default) -----------------------------------------------------------
+CEILING = load_study("ceiling")
+
+
+def test_the_weekend_family_leads_with_its_main_effects_and_interaction_and_gates_its_comparisons():
+    found = family.family(WEEKEND)
+    kinds = [h.kind for h in found.hypotheses]
+    assert kinds == [family.MAIN] * 2 + [family.INTERACTION] + [family.SIMPLE] * 4
+    assert [h.key for h in found.hypotheses[:3]] == [
+        "population 16 vs population 1, over mechanisms",
+        "2-D vs 1-D, over populations",
+        "population 16 vs population 1 × 2-D vs 1-D",
+    ]
+    assert found.graph.weights == pytest.approx((1 / 3, 1 / 3, 1 / 3, 0, 0, 0, 0))
+    main = found.hypotheses[1]
+    assert dict(main.contrast) == pytest.approx({g: (0.5 if len(g[1]) == 2 else -0.5) for g in WEEKEND.groups()})
+    opened = found.graph.reject(1)  # 2-D's main effect shown: its share goes to 2-D vs 1-D at each population
+    shares = {h.key: opened.level(i, 0.05) for i, h in enumerate(found.hypotheses)}
+    assert shares["2-D vs 1-D at population 1"] == shares["2-D vs 1-D at population 16"] == pytest.approx(0.05 / 6)
+    assert shares["population 16 vs population 1 at 1-D"] == 0
+
+
+def test_three_mechanisms_give_a_main_effect_and_an_interaction_per_pair_of_levels():
+    found = family.family(CEILING)
+    count = {kind: sum(h.kind == kind for h in found.hypotheses) for kind in (family.MAIN, family.INTERACTION)}
+    assert count == {family.MAIN: 1 + 3, family.INTERACTION: 3}
+    assert len(found.hypotheses) == 7 + 9 and sum(found.graph.weights) == pytest.approx(1)
+
+
+def test_a_study_that_varies_one_factor_tests_its_comparisons_by_holm():
+    one = WEEKEND.with_overrides(optimize_params=("min_demand_frac",))
+    found = family.family(one)
+    assert [h.kind for h in found.hypotheses] == [family.SIMPLE] and found.graph.weights == (1.0,)
+
+
+def test_matched_seeds_decide_an_effect_the_seed_noise_hides_from_adastop():
+    """The weekend's shape: most of the spread is the seed (SD 0.010 against 0.003 within a seed). The paired test
+    sees 2-D's +0.01 through it; AdaStop, which permutes the runs unpaired, does not."""
+    two_d = lambda cell: 0.01 if cell.dims == 2 else 0.0  # noqa: E731
+    _, paired = staged(WEEKEND, two_d, np.random.default_rng(5), sd=0.003, seed_sd=0.010)
+    _, unpaired = staged(ADASTOP, two_d, np.random.default_rng(5), sd=0.003, seed_sd=0.010)
+    found = outcomes(paired[-1])
+    assert found["2-D vs 1-D, over populations"] == decide.B_BETTER
+    assert found["population 16 vs population 1, over mechanisms"] != decide.B_BETTER
+    assert all(v in (decide.UNDECIDED, decide.OPEN) for v in outcomes(unpaired[-1]).values())
+
+
+def test_a_shown_main_effect_lets_its_simple_effects_be_decided_in_the_same_look():
+    two_d = lambda cell: 0.03 if cell.dims == 2 else 0.0  # noqa: E731
+    _, looks = staged(WEEKEND, two_d, np.random.default_rng(6), sd=0.003, seed_sd=0.010)
+    last = {d.hypothesis.key: d for d in looks[-1].decisions}
+    main, at_1 = last["2-D vs 1-D, over populations"], last["2-D vs 1-D at population 1"]
+    assert main.outcome == at_1.outcome == decide.B_BETTER and at_1.look == main.look
+    assert at_1.level > 0 and last["population 16 vs population 1 at 1-D"].level == 0  # its gate stayed shut
+
+
+def test_an_interaction_is_decided_and_said_in_words():
+    from bilevel_tune.report.answers import Answer
+
+    crossing = lambda cell: (0.04 if cell.population == 1 else -0.04) if cell.dims == 2 else 0.0  # noqa: E731
+    study, looks = staged(WEEKEND, crossing, np.random.default_rng(8), sd=0.003, seed_sd=0.010)
+    decisions = looks[-1]
+    found = outcomes(decisions)
+    assert found["population 16 vs population 1 × 2-D vs 1-D"] == decide.A_BETTER
+    assert found["2-D vs 1-D, over populations"] != decide.B_BETTER  # they cancel on average
+    from bilevel_tune.verdicts import effects
+
+    rows = {d.hypothesis.key: Answer(d, effects.paired(np.ones(3), 0.0, 0.05), (1, 1), (1.0,) * 2, (1.0,) * 2,
+                                     (0.4,) * 2) for d in decisions.decisions}  # fmt: skip
+    words = rows["population 16 vs population 1 × 2-D vs 1-D"].text(decisions, rows)
+    assert words.startswith("population 16 − population 1 is larger at 1-D than at 2-D: ")
+    assert "population 1 better at 2-D" in words
+
+
+def test_runs_pinned_at_a_ceiling_get_an_answer_never_nan():
+    pinned = lambda cell: -0.15 if cell.dims == 1 else -0.15  # noqa: E731 - every run at 0.25 exactly
+    _, looks = staged(WEEKEND, pinned, np.random.default_rng(9), sd=0.0)
+    assert set(outcomes(looks[-1]).values()) == {decide.UNDECIDED}
+
+
+def test_the_paired_test_holds_the_family_wise_error_in_simulated_null_studies():
+    """300 weekend studies whose cells are all alike (seed SD 0.010, within 0.003), each run in stages to its most
+    seeds: the share that declares any of its 7 hypotheses different stays within α plus two Monte Carlo SEs.
+    benchmarks/decision_error.py runs 2,000 a noise model, with lognormal and t₃ noise and the weekend's own."""
+    rng = np.random.default_rng(20261204)
+    studies, wrong = 300, 0
+    for _ in range(studies):
+        _, looks = staged(WEEKEND, lambda cell: 0.0, rng, sd=0.003, seed_sd=0.010)
+        wrong += any(d.outcome in (decide.A_BETTER, decide.B_BETTER) for d in looks[-1].decisions)
+    alpha = WEEKEND.decide.alpha
+    assert wrong / studies <= alpha + 2 * np.sqrt(alpha * (1 - alpha) / studies)
+
+
+def test_beta_belongs_to_adastop():
+    with pytest.raises(StudyError, match=r"beta=0.1 is AdaStop's early 'no difference', and test='paired'"):
+        DecideSettings(beta=0.1)
+    assert DecideSettings(beta=0.1, test="adastop").beta == 0.1
+
+
+def test_a_plan_extended_keeps_its_seeds_and_stages_and_replays_every_look_under_the_larger_plan():
+    study, looks = staged(WEEKEND, lambda cell: 0.0, np.random.default_rng(10), sd=0.003, seed_sd=0.010)
+    assert len(study.stages) == 2 and next_stage(study, study.groups()) is None  # the 6-seed plan has ended
+    grown = extended_plan(study, 12)
+    assert grown.stages == study.stages and grown.decide.stages == 6
+    assert drawn_seeds(grown)[:4] == drawn_seeds(study), "the seeds run so far stay the plan's first"
+    assert next_stage(grown, grown.groups()).seeds == drawn_seeds(grown)[4:6]
+    scores = {c.key: 0.4 for c in study.cells()}
+    assert decide.decide(grown, scores).stages == 6 and extended_plan(grown, 12) is grown
+    with pytest.raises(StudyError, match="--extend-plan 4: the run's plan already allows 6 seeds per cell"):
+        extended_plan(study, 4)
+    with pytest.raises(StudyError, match="--extend-plan 9 must be a multiple of the run's seeds_per_stage=2"):
+        extended_plan(study, 9)

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from bilevel_tune.report import decide, effects
 from bilevel_tune.report.answers import Answer
+from bilevel_tune.verdicts import decide, effects, family
 
 A = {1: 0.40, 2: 0.42, 3: 0.41, 4: 0.43}
 B = {1: 0.45, 2: 0.46, 3: 0.47, 4: 0.46}
@@ -34,10 +34,11 @@ def test_unmatched_groups_fall_back_to_welch():
     assert not e.paired and (e.low, e.high) == pytest.approx((low, high))
 
 
-def _undecided(e: effects.Effect, seeds: int) -> str:
-    comparison = decide.Comparison(decide.POPULATION, (1, ("fixed_quota",), ()), (16, ("fixed_quota",), ()))
+def _undecided(e: effects.Effect, seeds: int, test: str = decide.ADASTOP) -> str:
+    comparison = family.Comparison(family.POPULATION, (1, ("fixed_quota",), ()), (16, ("fixed_quota",), ()))
     decision = decide.Decision(comparison, decide.UNDECIDED, look=1, seeds=seeds)
-    return Answer(decision, e, (1, 1), (1.0, 1.0), (1.0, 1.0), (0.5, 0.5)).text(decisions=None)
+    decisions = decide.Decisions((decision,), 1, 1, 0.05, seeds, test=test)
+    return Answer(decision, e, (1, 1), (1.0, 1.0), (1.0, 1.0), (0.5, 0.5)).text(decisions)
 
 
 def test_one_seed_per_cell_says_the_noise_is_unmeasured_not_that_there_is_no_effect():
@@ -50,7 +51,7 @@ def test_one_seed_per_cell_says_the_noise_is_unmeasured_not_that_there_is_no_eff
     assert _undecided(same, 4).endswith("no effect observed: no number of seeds would show one")
 
 
-def test_a_paired_test_content_with_the_seeds_that_ran_says_so_beside_adastops_undecided():
+def test_a_paired_test_content_with_the_seeds_that_ran_says_so_beside_an_undecided():
     # six matched pairs that all agree (a paired test's case) in two groups whose spread hides it from an unpaired one
     a = {s: v for s, v in enumerate([0.40, 0.42, 0.44, 0.46, 0.48, 0.50])}
     b = {s: v + 0.01 + 0.001 * (s % 2) for s, v in a.items()}
@@ -61,3 +62,8 @@ def test_a_paired_test_content_with_the_seeds_that_ran_says_so_beside_adastops_u
     need = f"a paired test would need {e.seeds_needed} seeds"
     assert text == f"undecided at 6 seeds; {need}, {many} ran (AdaStop does not pair them)"
     assert _undecided(e, e.seeds_needed - 1).endswith(need)
+    paired = _undecided(e, 6, test=decide.PAIRED)  # the sequential paired t: its looks, not the pairing, cost power
+    assert paired == (
+        f"undecided at 6 seeds; a single paired t-test at its level would need {e.seeds_needed} seeds, {many} ran "
+        "(the looks cost power)"
+    )

@@ -9,8 +9,8 @@ import pytest
 from bilevel_tune.cli.main import main
 from bilevel_tune.cli.staging import ARCHIVE_DIR
 from bilevel_tune.core import metrics as M
-from bilevel_tune.report import decide
 from bilevel_tune.report.summary import summarise
+from bilevel_tune.verdicts import decide
 
 from .study_helpers import interrupt, raw_generation_lines, study_args, study_process, trial_records, wait_for
 
@@ -70,6 +70,18 @@ def test_a_two_seed_run_continues_in_stages_and_a_stage_survives_ctrl_c(ray_clus
     assert answers.decisions.looks == 3 and answers.rows[0].decision.outcome in (decide.UNDECIDED, decide.B_BETTER)
     headings = [line for line in (run / "summary.md").read_text().splitlines() if line.startswith("## ")]
     assert headings[0] == "## Answers"
+
+    # the plan ended undecided: a larger one declared on resume, every look replayed under it, one more stage
+    if answers.rows[0].decision.outcome == decide.UNDECIDED:
+        extend = ["weekend", "--resume", "--name", "whole", "--results", str(tmp_path), "--until-decided", *SESSION]
+        assert main([*extend, "--extend-plan", "4"]) == 0
+        record = json.loads((whole / "study.json").read_text())
+        assert record["study"]["decide"]["max_seeds"] == 4 and len(record["stages"]) == 4
+        assert [(e["from_max_seeds"], e["to_max_seeds"], e["after_stage"]) for e in record["plan_extensions"]] == [
+            (3, 4, 3)
+        ]
+        assert record["stages"][2]["superseded"][0]["max_seeds"] == 3  # stage 3 decided again under the new plan
+        assert summarise(whole).answers.decisions.stages == 4
 
 
 def test_the_scan_reports_the_range_edge_and_a_wider_range_moves_it(ray_cluster, tmp_path):

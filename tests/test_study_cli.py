@@ -48,12 +48,25 @@ def test_the_dry_run_plans_the_first_stage_and_the_most(capsys, tmp_path):
     argv = ["weekend", "--quick", "--inner", "analytic", "--until-decided", "--dry-run", "--results", str(tmp_path)]
     assert main(argv) == 0
     out = capsys.readouterr().out
-    assert "stages (--until-decided): AdaStop at family-wise α 0.05 over 4 comparison(s), 3 stage(s) of 2 seeds" in out
-    assert "first decide at stage 3 (6 seeds per cell)" in out and "ETA " in out
+    assert (
+        "stages (--until-decided): paired t, group-sequential (O'Brien–Fleming spending, graphical Holm) at "
+        "family-wise α 0.05 over 7 hypotheses (2 main effects, 1 interaction, 4 simple comparisons), 3 stage(s) of 2 "
+        "seeds at most" in out
+    )
+    # what the plan can decide, at the SDs of the shipped run of this study and loop
+    assert (
+        "smallest effect decided with power 0.8 by stage 1 / 2 / 3 (2 / 4 / 6 seeds per cell), in the study's units "
+        "at the paired SD of docs/results/weekend-analytic" in out
+    )
+    assert "  2-D vs 1-D, over populations (α 0.0167; SD " in out and "ETA " in out
     assert "weekend_pop1_1d_seed42" in out and "seed6331" not in out.split("at the most")[0]
     assert "at the most (every comparison open to the end): 24 trials" in out and "  stage 3: 8 trials" in out
-    assert "[decide] alpha 0.05, seeds_per_stage 2, max_seeds 6, beta 0.0, compare []" in out
+    assert "[decide] test paired, alpha 0.05, seeds_per_stage 2, max_seeds 6, beta 0.0, compare []" in out
     assert not list(tmp_path.iterdir())
+    assert main([*argv, "--set", "decide.test=adastop"]) == 0
+    out = capsys.readouterr().out
+    assert "stages (--until-decided): AdaStop at family-wise α 0.05 over 4 comparison(s), 3 stage(s) of 2 seeds" in out
+    assert "first decide at stage 3 (6 seeds per cell)" in out and "smallest effect decided" not in out
 
 
 def test_list(capsys):
@@ -105,6 +118,11 @@ BAD = [
     (["weekend", "--set", "decide.alpha=2"], "--set: decide.alpha=2.0 must be a number in (0, 0.5]"),
     (["weekend", "--set", "decide.max_seeds=5"], "[decide] max_seeds=5 must be a multiple of seeds_per_stage=2"),
     (["weekend", "--set", "decide.compare=seed"], "[decide] compare: 'seed' is not a factor of this study"),
+    (["weekend", "--set", "min_demand_frac=0.9"], "rule min_demand_frac=0.9: every mechanism of the grid"),
+    (["weekend", "--inner", "analytic", "--grid", "appo.lr=0.001,0.01"], "grid axis appo.lr: the analytic loop reads"),
+    (["weekend", "--grid", "min_demand_frac=0.1,0.2"], "grid axis rules.min_demand_frac: every mechanism of the grid"),
+    (["weekend", "--set", "decide.beta=0.1"], "[decide] beta=0.1 is AdaStop's early 'no difference'"),
+    (["weekend", "--extend-plan", "12"], "--extend-plan 12 grows a run's plan on --resume --until-decided"),
     (["weekend", "--grid", "decide.alpha=0.05,0.01"], "[decide] is how the study decides its comparisons"),
     (["weekend", "--set", "search.min_demand_frac=0.3,0.2"], "must be two numbers, low < high, within [0, 1]"),
     (["weekend", "--until-decided", "--seed", "1,2,3"], "the grid's 3 seed(s) (1, 2, 3) are the first stage"),

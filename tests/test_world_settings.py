@@ -25,7 +25,7 @@ quota_max = 0.5
 
 [grid]
 population = [1, 4]
-optimize_params = [["quota_max"], ["quota_max", "fine"]]
+optimize_params = [["quota_max"], ["quota_max", "fine"], ["fine"]]  # the fixed quota_max: the last one's
 seed = [1]
 rules.restoration_subsidy = [0.0, 0.2]
 

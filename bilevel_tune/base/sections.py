@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from bilevel_tune.base.knobs import StudyError, check_knobs, knob
 
 SHAPINGS = ("zscore", "centered_rank")  # the ES's fitness shapings (es.shape)
+DECIDE_TESTS = ("paired", "adastop")  # [decide] test: verdicts.decide's tests
 
 
 @dataclass(frozen=True, kw_only=True)  # keywords only: ESConfig(16) must not silently set σ
@@ -80,16 +81,21 @@ class SummarySettings(_Checked):
 
 @dataclass(frozen=True, kw_only=True)
 class DecideSettings(_Checked):
-    """[decide]: how a study decides its comparisons — AdaStop, a group-sequential permutation test with the
-    family-wise error controlled over all of them (docs/verdicts.md) — and how many seeds it may add to do so."""
+    """[decide]: how a study decides its comparisons — a group-sequential test with the family-wise error controlled
+    over all of them (docs/verdicts.md) — and how many seeds it may add to do so."""
 
+    test: str = knob(
+        "paired", "paired: a group-sequential paired t on the within-seed contrasts (main effects, interactions, "
+        "simple effects); adastop: AdaStop's unpaired permutation test on the simple effects", choices=DECIDE_TESTS,
+        inner=False,
+    )  # fmt: skip
     alpha: float = knob(0.05, "family-wise error rate over the study's comparisons", low=0, open_low=True, high=0.5,
                         inner=False)  # fmt: skip
     seeds_per_stage: int = knob(
         2, "seeds per cell each stage adds (the first stage is the grid's seeds, as many)", low=1, inner=False
     )
     max_seeds: int = knob(6, "seeds per cell at most (a multiple of seeds_per_stage)", low=1, inner=False)
-    beta: float = knob(0.0, "AdaStop's power spent on deciding 'no difference' early (0: never)", low=0, high=0.5,
+    beta: float = knob(0.0, "AdaStop's power spent on deciding 'no difference' early (0: never; adastop only)", low=0, high=0.5,
                        inner=False)  # fmt: skip
     compare: tuple[str, ...] = knob(
         (), "the factors compared (population, mechanism or a grid axis's key); empty: every factor", words=True,
@@ -102,10 +108,15 @@ class DecideSettings(_Checked):
             raise StudyError(
                 f"[decide] max_seeds={self.max_seeds} must be a multiple of seeds_per_stage={self.seeds_per_stage}"
             )
+        if self.beta and self.test != "adastop":
+            raise StudyError(
+                f"[decide] beta={self.beta:g} is AdaStop's early 'no difference', and test={self.test!r} never stops "
+                "early for it: set decide.test=adastop, or drop beta"
+            )
 
     @property
     def stages(self) -> int:
-        """AdaStop's K: the looks at the data, one per stage."""
+        """K: the looks at the data, one per stage."""
         return self.max_seeds // self.seeds_per_stage
 
 

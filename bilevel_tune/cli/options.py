@@ -205,9 +205,15 @@ class RunOptions:
     )
     until_decided: bool = option(
         "--until-decided",
-        "run the study in stages: after each, decide its comparisons ([decide], AdaStop) and add seeds to the cells "
+        "run the study in stages: after each, decide its comparisons ([decide]) and add seeds to the cells "
         "of those still open, until all are decided or the cells hold [decide] max_seeds",
         SESSION, False, action="store_true",
+    )  # fmt: skip
+    extend_plan: int | None = option(
+        "--extend-plan",
+        "with --resume --until-decided: declare a larger plan, N seeds per cell at most, for a run whose own ended "
+        "with comparisons undecided; every look is replayed under it (docs/verdicts.md)",
+        SESSION, parse=_positive_int("--extend-plan"), metavar="N", resumes=False,
     )  # fmt: skip
     # this session: where and how it runs
     address: str | None = option(

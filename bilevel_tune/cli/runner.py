@@ -38,6 +38,7 @@ from bilevel_tune.cli.options import (  # noqa: F401 - RunOptions, UsageError: t
 from bilevel_tune.planning import calibration
 from bilevel_tune.planning.plan import Plan, PlanError, describe_plan, hms, make_plan
 from bilevel_tune.runtime import cluster, lifecycle
+from bilevel_tune.study_data import run_lock
 from bilevel_tune.study_data.definition import Study, StudyError, load_study
 from bilevel_tune.study_data.run_folder import (
     STUDY_FILE,
@@ -52,12 +53,13 @@ from bilevel_tune.study_data.run_folder import (
 )
 from bilevel_tune.study_data.settings import describe as describe_settings
 from bilevel_tune.study_data.settings import shown
-from bilevel_tune.study_data.stages import at_most, check_stageable
+from bilevel_tune.study_data.stages import at_most, check_stageable, extended_plan
 from bilevel_tune.study_data.study_overrides import budget_label
 from bilevel_tune.tune_edge import tracking
 from bilevel_tune.tune_edge.tracking import TrackingError, resolve_wandb_mode
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+PLAN_EXTENSIONS = "plan_extensions"  # study.json's log of --extend-plan
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,11 @@ def resolve_run(options: RunOptions) -> tuple[Study, Path, Path]:
             raise UsageError(f"--max-failures {options.max_failures} must be ≥ 0")
         if options.address is not None and options.num_cpus is not None:
             raise UsageError("--num-cpus sizes a Ray of the study's own; with --address the cluster's CPUs are used")
+        if options.extend_plan is not None and not (options.resume and options.until_decided):
+            raise UsageError(
+                f"--extend-plan {options.extend_plan} grows a run's plan on --resume --until-decided; a new run sets "
+                f"its own with --set decide.max_seeds={options.extend_plan}"
+            )
         if not options.resume:
             study = _check_stages(resolve_study(options), options)
             return study, root, new_run_dir(root, study.name, options.name, _utc_stamp())
@@ -90,6 +97,8 @@ def resolve_run(options: RunOptions) -> tuple[Study, Path, Path]:
                 f"--resume continues the run as its study.json records it; {', '.join(changed)} would change it "
                 "(drop it, or start a new run)"
             )
+        if options.extend_plan is not None:
+            recorded = extended_plan(recorded, options.extend_plan)
         return _check_stages(recorded, options), root, run_dir
     except (StudyError, RunFolderError) as err:
         raise UsageError(str(err)) from None
@@ -97,7 +106,7 @@ def resolve_run(options: RunOptions) -> tuple[Study, Path, Path]:
 
 def _check_stages(study: Study, options: RunOptions) -> Study:
     """A study run in stages starts from its grid's seeds (as many as a stage adds), and compares factors it has."""
-    from bilevel_tune.report.decide import check_compare
+    from bilevel_tune.verdicts.family import check_compare
 
     check_compare(study)
     if options.until_decided:
@@ -199,14 +208,48 @@ def dry_run(options: RunOptions, out: Callable[[str], None] = print) -> Plan:
     out(f"W&B {mode}")
     plan = plan_run(study, options, cpus, mode)
     if options.until_decided:
-        from bilevel_tune.report.decide import describe_plan as decision_plan
+        from bilevel_tune.verdicts.decide import describe_plan as decision_plan
 
         out(f"stages (--until-decided): {decision_plan(study)}")
+        for line in _power_lines(study, options):
+            out(line)
         out(f"stage 1: the grid's {len(study.seeds)} seeds in every cell")
     describe_plan(study, plan, out, what="stage 1" if options.until_decided else "the whole command")
     if options.until_decided:
         _describe_most(study, options, cpus, mode, plan, out)
     return plan
+
+
+def _power_lines(study: Study, options: RunOptions) -> list[str]:
+    """What the plan can decide (`verdicts.power`), at the within-seed SDs of an earlier run of this grid: the
+    shipped result of this study and loop, else the latest run of this study under the results root."""
+    from bilevel_tune.verdicts.power import plan_lines
+
+    scores, source = _earlier_scores(study, options)
+    return plan_lines(at_most(study), scores, source)
+
+
+def _earlier_scores(study: Study, options: RunOptions) -> tuple[dict | None, str]:
+    from bilevel_tune.report.analysis import SummaryError
+    from bilevel_tune.report.answers import finals_by_group
+    from bilevel_tune.report.tables import read
+
+    shipped = REPO_ROOT.parent / "docs" / "results" / f"{study.name}-{study.inner}"
+    candidates = [(shipped, f"docs/results/{shipped.name}")] if shipped.is_dir() else []
+    try:
+        earlier = find_run(Path(options.results), study.name, None)
+        candidates.append((earlier, str(earlier)))
+    except RunFolderError:
+        pass
+    for folder, label in candidates:
+        try:
+            tables = read(folder)
+        except (SummaryError, OSError, ValueError, KeyError):
+            continue
+        scores = finals_by_group(tables.study, tables.trials)
+        if any(len(seeds) >= 2 for seeds in scores.values()):
+            return scores, label
+    return None, ""
 
 
 def _describe_most(study: Study, options: RunOptions, cpus: int, mode: str, first: Plan, out) -> None:
@@ -261,6 +304,22 @@ def run_study(options: RunOptions, out: Callable[[str], None] = print) -> RunOut
             check_restorable(run_dir)
         except RestoreError as err:
             raise UsageError(str(err)) from None
+    with contextlib.ExitStack() as hold:
+        try:  # one session a run folder: refused in one line while another holds it (run_lock)
+            hold.enter_context(run_lock.held(run_dir, fresh=not options.resume, out=out))
+        except RunFolderError as err:
+            raise UsageError(str(err)) from None
+        outcome = _run_held(study, options, root, run_dir, mode, clock, out)
+    # the last line after Ray's: a message Ray prints late (a lost node's, say) would otherwise follow it
+    out(outcome.last_line)
+    learned = clock.learned()
+    if learned and not options.dashboard:  # TensorBoard's and Ray Dashboard's start are not a trial's overhead
+        calibration.learn_overheads(mode, study, learned)
+    return outcome
+
+
+def _run_held(study, options, root, run_dir, mode, clock, out) -> RunOutcome:
+    """The session, its run folder held: Ray, the stages, the summary, Ray left; returns the outcome."""
     signals = lifecycle.Signals().install()
     with lifecycle.Scratch() as scratch, _live_view(options, run_dir, scratch, out):
         started_ray = _connect(options, scratch)
@@ -278,11 +337,6 @@ def run_study(options: RunOptions, out: Callable[[str], None] = print) -> RunOut
             _leave_ray(options, scratch, started_ray, signals)
         except KeyboardInterrupt:  # a Ctrl-C while Ray shuts down: the study's end stands, Ray's exit hook finishes
             pass
-    # the last line after Ray's: a message Ray prints late (a lost node's, say) would otherwise follow it
-    out(outcome.last_line)
-    learned = clock.learned()
-    if learned and not options.dashboard:  # TensorBoard's and Ray Dashboard's start are not a trial's overhead
-        calibration.learn_overheads(mode, study, learned)
     return outcome
 
 
@@ -453,8 +507,8 @@ def _run_stage(study, options, run_dir, mode, watch, clock, out, first: bool) ->
 
 
 def _decide_stage(study: Study, run_dir: Path, out) -> Study | None:
-    """AdaStop on the finished stage; the study with its next stage when a comparison is still open."""
-    from bilevel_tune.report.decide import DecideError
+    """The finished stage decided; the study with its next stage when a comparison is still open."""
+    from bilevel_tune.verdicts.decide import DecideError
 
     try:
         decisions = staging.decide_run(study, run_dir)
@@ -482,6 +536,18 @@ def _write_study_file(study: Study, run_dir: Path, plan: Plan, options: RunOptio
     """
     path = run_dir / STUDY_FILE
     data = read_study_file(run_dir) if options.resume else {"study": study.to_dict(), "provenance": provenance()}
+    recorded = data["study"].get("decide", {}).get("max_seeds")
+    if options.resume and recorded is not None and recorded != study.decide.max_seeds:  # --extend-plan
+        data["study"] = study.to_dict()
+        data.setdefault(PLAN_EXTENSIONS, []).append(
+            {
+                "from_max_seeds": recorded,
+                "to_max_seeds": study.decide.max_seeds,
+                "after_stage": len(study.stages) + 1,
+                "utc": dt.datetime.now(dt.timezone.utc).isoformat(),
+                "note": "declared before the next look; every look is replayed under the new plan",
+            }
+        )
     planned = plan.to_dict(study)
     data.setdefault("plan", planned)
     started = dt.datetime.now(dt.timezone.utc).isoformat()

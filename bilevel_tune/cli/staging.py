@@ -17,10 +17,10 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from bilevel_tune.report import decide
 from bilevel_tune.study_data.definition import Study
 from bilevel_tune.study_data.run_folder import read_study_file, trial_name, write_json
 from bilevel_tune.study_data.stages import next_stage, with_stage
+from bilevel_tune.verdicts import decide
 
 TUNER_FILE = "tuner.pkl"
 TUNE_STATE = (TUNER_FILE, "experiment_state-*.json", "basic-variant-state-*.json")
@@ -39,16 +39,23 @@ def has_experiment(run_dir: Path) -> bool:
 
 
 def decide_run(study: Study, run_dir: Path) -> decide.Decisions:
-    """AdaStop's decisions on the run's finished trials (`decide.decide`)."""
+    """The decisions on the run's finished trials (`decide.decide`)."""
     names = {c.key: trial_name(study, c) for c in study.cells()}
     return decide.decide(study, decide.finals(run_dir), names)
 
 
 def record_decisions(run_dir: Path, study: Study, decisions: decide.Decisions) -> None:
-    """The current stage's entry in study.json's stage log, with what AdaStop decided after it."""
+    """The current stage's entry in study.json's stage log, with what was decided after it."""
     data = read_study_file(run_dir)
-    log = _log(data, study)
-    log[-1].update(decided_utc=_now(), looks=decisions.looks, decisions=decisions.record())
+    entry = _log(data, study)[-1]
+    record = {
+        "decided_utc": _now(), "looks": decisions.looks, "test": decisions.test, "max_seeds": study.decide.max_seeds,
+        "decisions": decisions.record(),
+    }  # fmt: skip
+    if entry.get("decisions") not in (None, record["decisions"]):  # decided again, by another test or plan: kept
+        earlier = {k: entry[k] for k in record if k in entry}
+        entry.setdefault("superseded", []).append(earlier)
+    entry.update(record)
     write_json(Path(run_dir) / "study.json", data)
 
 

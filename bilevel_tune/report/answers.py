@@ -30,35 +30,39 @@ import numpy as np
 import pandas as pd
 
 from bilevel_tune.core import metrics as M
-from bilevel_tune.report import decide, effects
 from bilevel_tune.report.analysis import BEST, FINAL, cap_rules
 from bilevel_tune.study_data.run_folder import group_of, trial_name
 from bilevel_tune.study_data.settings import plain
+from bilevel_tune.verdicts import decide, effects
+from bilevel_tune.verdicts import family as F
 
 EDGE_POINTS = 21  # a study without a scan measures "one grid spacing" as a 21-point scan's
 COMPLETE = ("complete", "stopped")  # a trial whose final record is written
+KINDS = {F.MAIN: "main effect", F.INTERACTION: "interaction", F.SIMPLE: "simple effect"}
 
 
 @dataclass(frozen=True)
 class Answer:
-    """One comparison: AdaStop's decision, the effect beside it, and what each side's runs cost."""
+    """One hypothesis: its decision, the effect beside it, and what each side's runs cost."""
 
     decision: decide.Decision
     effect: effects.Effect
-    runs: tuple[int, int]  # A's, B's
+    runs: tuple[int, int]  # A's, B's (per group; a main effect's: per group of each side)
     evaluations: tuple[float, float]  # inner-loop evaluations per run (ES generations × population)
     wall_s: tuple[float, float]  # per run
     best: tuple[float, float]  # the best objective's mean, optimistic
 
     @property
-    def comparison(self) -> decide.Comparison:
-        return self.decision.comparison
+    def hypothesis(self):
+        return self.decision.hypothesis
 
-    def text(self, decisions: decide.Decisions) -> str:
+    def text(self, decisions: decide.Decisions, by_key: dict[str, "Answer"] | None = None) -> str:
         """The answer in words: who is better, or why nothing is decided and what would decide it."""
-        a, b = self.comparison.levels()
-        outcome, e = self.decision.outcome, self.effect
-        need = _needed(e, self.decision.seeds)
+        h, outcome, e = self.hypothesis, self.decision.outcome, self.effect
+        if h.kind == F.INTERACTION and outcome in (decide.A_BETTER, decide.B_BETTER):
+            return _interaction_words(h, outcome, decisions, by_key or {})
+        a, b = h.levels()
+        need = _needed(e, self.decision.seeds, decisions.test)
         if outcome == decide.A_BETTER:
             return f"{a} better"
         if outcome == decide.B_BETTER:
@@ -75,6 +79,8 @@ class Answer:
     def short(self, decisions: decide.Decisions) -> str:
         """The answer in a few words (a figure's panel title)."""
         outcome = self.decision.outcome
+        if self.hypothesis.kind == F.INTERACTION and outcome in (decide.A_BETTER, decide.B_BETTER):
+            return "interaction shown"
         if outcome in (decide.A_BETTER, decide.B_BETTER, decide.NO_DIFFERENCE):
             return self.text(decisions).split(" (")[0]
         if outcome == decide.UNDECIDED:
@@ -82,7 +88,29 @@ class Answer:
         return f"open after stage {decisions.looks} of {decisions.stages}"
 
 
-def _needed(e: effects.Effect, used: int) -> str:
+def _interaction_words(h: F.Interaction, outcome: str, decisions: decide.Decisions, by_key: dict) -> str:
+    """A decided interaction in words: where the first factor's difference is larger, and what its comparisons at
+    each of the second factor's two levels say ('2-D − 1-D is larger at population 1 than at population 16: 2-D
+    better at population 1, not shown at population 16')."""
+    (a, b), (e, f) = h.first_levels(), h.levels()
+    larger, smaller = (f, e) if outcome == decide.B_BETTER else (e, f)
+    said = []
+    for where in (larger, smaller):
+        simple = next(
+            (r for key, r in by_key.items() if r.hypothesis.kind == F.SIMPLE and key == f"{b} vs {a} at {where}"), None
+        )
+        if simple is None:
+            continue
+        o = simple.decision.outcome
+        said.append(
+            f"{b if o == decide.B_BETTER else a} better at {where}"
+            if o in (decide.A_BETTER, decide.B_BETTER)
+            else f"not shown at {where}"
+        )
+    return f"{b} − {a} is larger at {larger} than at {smaller}" + (f": {', '.join(said)}" if said else "")
+
+
+def _needed(e: effects.Effect, used: int, test: str) -> str:
     seeds = e.seeds_needed
     if seeds is None and not np.isfinite(e.sd):
         return "one seed per cell measures no seed noise: no estimate of the seeds needed"
@@ -90,9 +118,12 @@ def _needed(e: effects.Effect, used: int) -> str:
         return "no effect observed: no number of seeds would show one"
     if seeds > effects.MOST_SEEDS:
         return f"a paired test would need more than {effects.MOST_SEEDS:,} seeds"
-    if seeds <= used:  # the t-test pairs the seeds, AdaStop permutes the groups' scores unpaired
+    if seeds <= used and test == decide.ADASTOP:  # the t-test pairs the seeds, AdaStop permutes them unpaired
         as_many = "as many as" if seeds == used else "fewer than"
         return f"a paired test would need {seeds} seeds, {as_many} ran (AdaStop does not pair them)"
+    if seeds <= used:  # the single t-test at this level; the sequential test's looks spend some of it earlier
+        as_many = "as many as" if seeds == used else "fewer than"
+        return f"a single paired t-test at its level would need {seeds} seeds, {as_many} ran (the looks cost power)"
     return f"a paired test would need {seeds} seeds"
 
 
@@ -132,45 +163,59 @@ class Answers:
             f"(within one grid spacing, {edge['spacing']:.4g}): widen its range to see past it."
         )
 
+    def by_key(self) -> dict[str, Answer]:
+        return {r.hypothesis.key: r for r in self.rows}
+
+    def texts(self) -> list[str]:
+        keyed = self.by_key()
+        return [r.text(self.decisions, keyed) for r in self.rows]
+
     def table(self) -> pd.DataFrame:
-        """One row per comparison, as summary.md, verdicts.json and W&B show it."""
+        """One row per hypothesis, as summary.md, verdicts.json and W&B show it."""
         rows = []
-        for r in self.rows:
+        paired_test = self.decisions is not None and self.decisions.test == decide.PAIRED
+        for r, text in zip(self.rows, self.texts()):
             e = r.effect
             interval = f" [{e.low:+.4f}, {e.high:+.4f}]" if np.isfinite(e.low) else ""
-            rows.append(
+            sides = r.hypothesis.kind != F.INTERACTION
+            row = {"comparison": r.hypothesis.key}
+            if paired_test:
+                row["kind"] = KINDS[r.hypothesis.kind]
+            row.update(
                 {
-                    "comparison": r.comparison.key,
-                    "answer": r.text(self.decisions),
+                    "answer": text,
                     "B − A [95 % CI]": f"{e.mean:+.4f}{interval}",
                     "pairs agreeing": f"{e.agreeing} of {e.pairs}" if e.paired else "unmatched",
                     "SD of these cells": e.sd,
-                    "seeds": f"{r.runs[0]} / {r.runs[1]}",
-                    "evaluations per run A / B": f"{r.evaluations[0]:,.0f} / {r.evaluations[1]:,.0f}",
-                    "wall per run A / B": f"{_hms(r.wall_s[0])} / {_hms(r.wall_s[1])}",
-                    "best A / B (optimistic)": f"{r.best[0]:.4f} / {r.best[1]:.4f}",
-                    "test": f"{decide.TEST}, α {self.decisions.alpha:g}",
+                    "seeds": f"{r.runs[0]} / {r.runs[1]}" if sides else f"{min(r.runs)}",
+                    "evaluations per run A / B": f"{r.evaluations[0]:,.0f} / {r.evaluations[1]:,.0f}" if sides else "–",
+                    "wall per run A / B": f"{_hms(r.wall_s[0])} / {_hms(r.wall_s[1])}" if sides else "–",
+                    "best A / B (optimistic)": f"{r.best[0]:.4f} / {r.best[1]:.4f}" if sides else "–",
+                    "test": _test_label(self.decisions, r.decision),
                 }
             )
+            rows.append(row)
         return pd.DataFrame(rows)
 
     def record(self) -> dict[str, Any]:
         """verdicts.json's `answers`."""
         return {
-            "test": decide.TEST,
+            "test": self.decisions.test_name if self.decisions else None,
             "alpha": self.decisions.alpha if self.decisions else None,
             "looks": self.decisions.looks if self.decisions else 0,
             "stages": self.decisions.stages if self.decisions else 0,
             "error": self.error,
             "comparisons": [
                 {
-                    "comparison": r.comparison.key,
-                    "factor": r.comparison.factor,
-                    "a": r.comparison.levels()[0],
-                    "b": r.comparison.levels()[1],
+                    "comparison": r.hypothesis.key,
+                    "kind": r.hypothesis.kind,
+                    "factor": r.hypothesis.factor,
+                    "a": r.hypothesis.levels()[0],
+                    "b": r.hypothesis.levels()[1],
                     "outcome": r.decision.outcome,
-                    "answer": r.text(self.decisions),
+                    "answer": text,
                     "stage": r.decision.look,
+                    "level": r.decision.level,
                     "effect": r.effect.mean,
                     "interval": [r.effect.low, r.effect.high],
                     "paired": r.effect.paired,
@@ -184,13 +229,21 @@ class Answers:
                     "wall_s_per_run": list(r.wall_s),
                     "best_objective": list(r.best),
                 }
-                for r in self.rows
+                for r, text in zip(self.rows, self.texts())
             ],
             "ceiling": self.ceiling,
             "ceiling_runs": self.ceiling_rows.to_dict(orient="records"),
             "edges": list(self.edges),
             "lines": self.lines(),
         }
+
+
+def _test_label(decisions: decide.Decisions, decision: decide.Decision) -> str:
+    if decisions.test == decide.ADASTOP:
+        return f"AdaStop, α {decisions.alpha:g}"
+    if decision.level <= 0:
+        return "paired t, gated (no share of α)"
+    return f"paired t, α {decision.level:.3g}"
 
 
 def _hms(seconds: float) -> str:
@@ -214,24 +267,33 @@ def answers(study, trials: pd.DataFrame, generations: pd.DataFrame, bests: pd.Da
     except decide.DecideError as err:
         error = str(err)
     if decisions is not None:
-        level = decisions.alpha / max(len(decisions.decisions), 1)  # Bonferroni: the seeds a paired test needs
+        scores = finals_by_group(study, trials)
+        fallback = decisions.alpha / max(len(decisions.decisions), 1)  # a hypothesis never given a share: Bonferroni
         for decision in decisions.decisions:
-            rows.append(_answer(decision, by_key, level))
+            rows.append(_answer(study, decision, by_key, scores, decision.level or fallback))
     ceiling = study.ceiling
     table = ceiling_table(study, trials, generations, bests, ceiling) if ceiling is not None else pd.DataFrame()
     return Answers(decisions, tuple(rows), error, ceiling, table, tuple(edges(study, trials, bests)))
 
 
-def _answer(decision: decide.Decision, by_key: dict[tuple, pd.Series], level: float) -> Answer:
-    sides = [_side(by_key, group) for group in (decision.comparison.a, decision.comparison.b)]
-    scores = [{seed: float(row[FINAL]) for seed, row in side.items()} for side in sides]
+def _answer(study, decision: decide.Decision, by_key: dict[tuple, pd.Series], scores, level: float) -> Answer:
+    h = decision.hypothesis
+    sides = [[g for g, w in h.contrast if w < 0], [g for g, w in h.contrast if w > 0]]
+    runs = [[row for g in side for row in _side(by_key, g).values()] for side in sides]
+    cells = [np.array(list(scores.get(g, {}).values())) for g in F.groups(h)]
+    if h.kind == F.SIMPLE:
+        found = [{seed: float(row[FINAL]) for seed, row in _side(by_key, g).items()} for g in (h.a, h.b)]
+        effect = effects.effect(found[0], found[1], level)
+    else:
+        effect = effects.paired(np.array(list(decide.within_seed(scores, h).values())), effects.pooled_sd(cells),
+                                level)  # fmt: skip
     return Answer(
         decision=decision,
-        effect=effects.effect(scores[0], scores[1], level),
-        runs=(len(sides[0]), len(sides[1])),
-        evaluations=tuple(_mean(side, "evaluations") for side in sides),
-        wall_s=tuple(_mean(side, "wall_s") for side in sides),
-        best=tuple(_mean(side, BEST) for side in sides),
+        effect=effect,
+        runs=tuple(len(side) // max(len(groups), 1) for side, groups in zip(runs, sides)),
+        evaluations=tuple(_mean(side, "evaluations") for side in runs),
+        wall_s=tuple(_mean(side, "wall_s") for side in runs),
+        best=tuple(_mean(side, BEST) for side in runs),
     )
 
 
@@ -240,8 +302,8 @@ def _side(by_key: dict[tuple, pd.Series], group: tuple) -> dict[int, pd.Series]:
     return {key[2]: row for key, row in by_key.items() if group_of(key) == group}
 
 
-def _mean(side: dict[int, pd.Series], column: str) -> float:
-    values = [float(row[column]) for row in side.values() if column in row and pd.notna(row[column])]
+def _mean(rows: list[pd.Series], column: str) -> float:
+    values = [float(row[column]) for row in rows if column in row and pd.notna(row[column])]
     return float(np.mean(values)) if values else float("nan")
 
 
@@ -356,7 +418,9 @@ def paired_table(study, trials: pd.DataFrame, found: Answers) -> pd.DataFrame:
     by_group = finals_by_group(study, trials)
     rows = []
     for answer in found.rows:
-        c = answer.comparison
+        c = answer.hypothesis
+        if c.kind != F.SIMPLE:
+            continue
         a, b = by_group.get(c.a, {}), by_group.get(c.b, {})
         for seed in sorted(set(a) & set(b)):
             rows.append({"comparison": c.key, "seed": seed, "A": a[seed], "B": b[seed], "B − A": b[seed] - a[seed]})

@@ -32,6 +32,7 @@ from bilevel_tune.report.run_summary import Summary, summarise
 from bilevel_tune.study_data.run_folder import PLOTS_DIR
 from bilevel_tune.study_data.settings import is_setting_key, plain
 from bilevel_tune.study_data.study_overrides import budget_label
+from bilevel_tune.verdicts.family import SIMPLE
 
 PLOT_NAMES = (
     "best_so_far_evaluations",
@@ -164,13 +165,13 @@ def plot_best_so_far(s: Summary, x: str = "evaluations"):
 
 # -- the final re-evaluations, matched pairs joined ------------------------------------------------------------------
 def plot_final_pairs(s: Summary):
-    rows = s.answers.rows
+    rows = [r for r in s.answers.rows if r.hypothesis.kind == SIMPLE]  # two groups' runs each, matched by seed
     fig, axes = _panels(len(rows), width=3.4)
     if not rows:
         axes[0, 0].text(0.5, 0.5, "no comparison", ha="center")
     by_group = finals_by_group(s.study, s.trials)
     for ax, answer in zip(axes.flat, rows):
-        c = answer.comparison
+        c = answer.hypothesis
         a, b = by_group.get(c.a, {}), by_group.get(c.b, {})
         for seed in sorted(set(a) & set(b)):  # matched on the seed: joined
             ax.plot([0, 1], [a[seed], b[seed]], color="0.6", lw=0.8, zorder=1)

@@ -45,6 +45,7 @@ from bilevel_tune.study_data.run_folder import (
     trial_records,
 )
 
+RUN_MD = "run.md"  # a shipped result's record: how it was run, what it answers
 SHIPPED = (
     STUDY_FILE, SUMMARY_MARKDOWN, ANSWERS_CSV, CEILING_CSV, TRIALS_CSV, GENERATIONS_CSV, CELLS_CSV, GRID_CSV, SCAN_CSV,
     VERDICTS_FILE,
@@ -189,6 +190,20 @@ def answers_block(summary_md: str) -> str:
     return block.partition("\n")[2].strip()
 
 
+def requote(folder: Path, before: str, after: str) -> bool:
+    """A shipped folder's run.md quotes its summary's Answers: when a rebuilt summary decides anew (a newer test),
+    the quote follows it. Returns whether run.md changed."""
+    run_md = Path(folder) / RUN_MD
+    old, new = answers_block(before), answers_block(after)
+    if not run_md.is_file() or not old or old == new:
+        return False
+    text = run_md.read_text()
+    if old not in text:
+        return False
+    run_md.write_text(text.replace(old, new))
+    return True
+
+
 def ship(run_dir: Path, out: Path, rows: list[dict], notes: str) -> None:
     """Copy what a reader needs into `out` (a folder under docs/results/) and write its run.md."""
     out.mkdir(parents=True, exist_ok=True)
@@ -208,7 +223,7 @@ def ship(run_dir: Path, out: Path, rows: list[dict], notes: str) -> None:
     if stages(run_dir):
         text += ["## Stages", "", *stages(run_dir), ""]
     text += ["## Provenance and sessions", "", *sessions(run_dir), "", "## Per trial", "", markdown(rows), ""]
-    (out / "run.md").write_text("\n".join(text))
+    (out / RUN_MD).write_text("\n".join(text))
 
 
 def report(run_dir: Path, ship_to: Path | None = None, notes: str = "", out=print) -> None:

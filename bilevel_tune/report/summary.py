@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bilevel_tune.report import decide, plots, run_record, tables
+from bilevel_tune.report import plots, run_record, tables
 from bilevel_tune.report.analysis import (  # noqa: F401 - the summary's public names: verdicts and their wording
     BEST,
     CEILING,
@@ -210,15 +210,8 @@ def render_answers(s: Summary) -> list[str]:
     else:
         d = a.decisions
         final = study.budget.final_eval_seeds
+        lines += [_answers_intro(d, len(a.rows), final), ""]
         lines += [
-            f"Each row compares two groups of runs (A, B) that differ in one grid factor and match on the others and "
-            f"on the seed, scored on the final re-evaluation (the best-so-far rules retrained on {final} fresh seeds, "
-            f"the mean). {decide.TEST} (a group-sequential permutation test; docs/verdicts.md) decides each at "
-            f"family-wise α {d.alpha:g} over the {len(a.rows)} comparisons, after stage {d.looks} of {d.stages} "
-            f"({d.looks * d.seeds_per_look} seeds per cell at most). Beside it: B − A with a 95 % interval (paired "
-            f"over the matched seeds), the seeds a paired t-test would need at α/{len(a.rows)}, power 0.8, at the "
-            "observed effect, and what each side's runs spent.",
-            "",
             _markdown(a.table()),
             "",
         ]
@@ -230,6 +223,33 @@ def render_answers(s: Summary) -> list[str]:
         findings.append(grid["sentence"])
     lines += [f"- {line}" for line in findings] + ([""] if findings else [])
     return lines
+
+
+def _answers_intro(d, rows: int, final: int) -> str:
+    """What the Answers' table holds and how it was decided, in words."""
+    scored = (
+        f"scored on the final re-evaluation (the best-so-far rules retrained on {final} fresh seeds, the mean)"
+    )
+    looked = f"after stage {d.looks} of {d.stages} ({d.looks * d.seeds_per_look} seeds per cell at most)"
+    if d.test == "adastop":
+        return (
+            f"Each row compares two groups of runs (A, B) that differ in one grid factor and match on the others and "
+            f"on the seed, {scored}. AdaStop (a group-sequential permutation test; docs/verdicts.md) decides each at "
+            f"family-wise α {d.alpha:g} over the {rows} comparisons, {looked}. Beside it: B − A with a 95 % interval "
+            f"(paired over the matched seeds), the seeds a paired t-test would need at α/{rows}, power 0.8, at the "
+            "observed effect, and what each side's runs spent."
+        )
+    return (
+        f"Every cell runs the same seeds, and a seed fixes a run's worlds, initial weights and evaluation seasons, so "
+        f"each row is read within seed, {scored}: a main effect is a factor's B − A averaged over the other factors' "
+        "levels, an interaction how much one factor's B − A differs between two levels of another, a simple effect "
+        "two groups that differ in one factor. A group-sequential paired t-test (O'Brien–Fleming spending over the "
+        f"stages; docs/verdicts.md) decides each at family-wise α {d.alpha:g} over the {rows} rows, {looked}: main "
+        "effects and interactions share α, and a simple effect is tested with the share its main effect (or an "
+        "interaction it is part of) passes on once shown (graphical Holm), so every row that says better is covered "
+        "by α. Beside it: B − A with a 95 % paired interval, the seeds that agree in sign, the seeds a single paired "
+        "t-test would need at the row's level, power 0.8, at the observed effect, and what each side's runs spent."
+    )
 
 
 def render_grids(s: Summary) -> list[str]:
@@ -265,7 +285,9 @@ def write_summary(run_dir: Path, with_plots: bool = True) -> str:
     run_dir = Path(run_dir)
     s = summarise(run_dir)
     text = render(s)
+    before = (run_dir / SUMMARY_MARKDOWN).read_text() if (run_dir / SUMMARY_MARKDOWN).is_file() else ""
     (run_dir / SUMMARY_MARKDOWN).write_text(text + "\n")
+    run_record.requote(run_dir, before, text)
     s.answers.table().to_csv(run_dir / ANSWERS_CSV, index=False)
     if not s.answers.ceiling_rows.empty:
         s.answers.ceiling_rows.to_csv(run_dir / CEILING_CSV, index=False)

@@ -18,7 +18,7 @@ study file section and key; on the default world, fresh water:
     [search]    the range each rule is searched over, physical (default the campaign's map)
     [budget]    inner_iters, eval_episodes, final_eval_seeds (and generations, per population)
     [summary]   ceiling, tol
-    [decide]    alpha, seeds_per_stage, max_seeds, beta, compare   how comparisons are decided (AdaStop, in stages)
+    [decide]    test, alpha, seeds_per_stage, max_seeds, beta, compare   how comparisons are decided (in stages)
 
 `Setting.check` holds a value to its range and returns it typed, or raises
 a `SettingError` whose one line names the key, the value and the range. Any

@@ -1,8 +1,8 @@
 """Seeds in stages: the seeds a study adds after its grid's, to the cells of the comparisons still undecided.
 
 A study decided in stages (`--until-decided`, docs/verdicts.md) runs its grid
-first: stage 1, its own seeds in every cell. AdaStop then looks at the final
-re-evaluations (`bilevel_tune.report.decide`); every comparison it leaves
+first: stage 1, its own seeds in every cell. The study's test then looks at the final
+re-evaluations (`bilevel_tune.verdicts.decide`); every hypothesis it leaves
 open gets `[decide] seeds_per_stage` more seeds in both its cells — the same
 seeds everywhere, so cells stay matched on the seed — until every comparison
 is decided or the cells hold `[decide] max_seeds`. The further seeds are
@@ -55,6 +55,28 @@ def next_stage(study, open_groups) -> Stage | None:
         return None
     n = study.decide.seeds_per_stage
     return Stage(drawn_seeds(study)[(stage - 2) * n : (stage - 1) * n], groups)
+
+
+def extended_plan(study, max_seeds: int):
+    """The study with a larger decision plan (`--extend-plan`): more seeds per cell at most, the same stages so far.
+
+    A plan that ended with hypotheses undecided is grown only by declaring the whole new plan: every look, the ones
+    already taken too, is then decided under its boundaries (docs/verdicts.md). Repeating the recorded maximum
+    changes nothing; a smaller one is refused.
+    """
+    decide = study.decide
+    if max_seeds == decide.max_seeds:
+        return study
+    if max_seeds < decide.max_seeds:
+        raise StudyError(
+            f"--extend-plan {max_seeds}: the run's plan already allows {decide.max_seeds} seeds per cell; a plan "
+            "only grows"
+        )
+    if max_seeds % decide.seeds_per_stage:
+        raise StudyError(
+            f"--extend-plan {max_seeds} must be a multiple of the run's seeds_per_stage={decide.seeds_per_stage}"
+        )
+    return dataclasses.replace(study, decide=dataclasses.replace(decide, max_seeds=max_seeds))
 
 
 def with_stage(study, stage: Stage):

@@ -103,4 +103,33 @@ def check_study(study):
     for key, values in study.axes:
         if len(set(values)) != len(values):
             raise StudyError(f"grid axis {key} repeats a value: {[plain(v) for v in values]}")
+    check_effective(study)
     return study
+
+
+def check_effective(study) -> None:
+    """Every setting given changes what some trial runs: a fixed rule that every mechanism searches does not (the
+    search sets it), nor a grid axis of APPO settings under a loop that reads none."""
+    searched_by_all = set.intersection(*(set(params) for params in study.optimize_params))
+    mechanisms = " and ".join("[" + ", ".join(params) + "]" for params in study.optimize_params)
+    for spec in study.table.rule_specs:
+        value = dict(study.rules)[spec.name]
+        if spec.name in searched_by_all and value != spec.default:
+            raise StudyError(
+                f"rule {spec.name}={plain(value)}: every mechanism of the grid ({mechanisms}) searches {spec.name}, so "
+                f"no trial uses a fixed value; its search range is search.{spec.name} (drop the fixed value)"
+            )
+    reads_appo = study.inner.startswith("appo") or ":" in study.inner  # a user's loop may read them
+    for key, values in study.axes:
+        spec = study.table.by_key[key]
+        rule = key.removeprefix("rules.")
+        if spec.appo and not reads_appo:
+            raise StudyError(
+                f"grid axis {key}: the {study.inner} loop reads no APPO setting, so its values "
+                f"{', '.join(plain(v) for v in values)} would run the same trials (an APPO loop reads it: --inner appo)"
+            )
+        if key.startswith("rules.") and rule in searched_by_all:
+            raise StudyError(
+                f"grid axis {key}: every mechanism of the grid ({mechanisms}) searches {rule}, so its values "
+                f"{', '.join(plain(v) for v in values)} would run the same trials; its search range is search.{rule}"
+            )

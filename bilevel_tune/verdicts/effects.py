@@ -1,14 +1,15 @@
-"""How large a comparison's effect is, beside AdaStop's decision: its interval, agreement, noise and the seeds a
-paired test would need.
+"""How large a hypothesis's effect is, beside its decision: its interval, agreement, noise and the seeds a paired
+test would need.
 
-AdaStop decides; it gives no interval (docs/verdicts.md). For two groups of
-trials matched on the seed, the effect is the mean of the matched
-differences B − A, with a paired t interval at 95 %; where they share fewer
-than two seeds, a Welch interval on the two groups. The seeds a paired
-t-test would need — two-sided at the family's level split over its
-comparisons (Bonferroni), power 0.8 — are computed at the observed effect
-and its differences' SD (the noncentral t), as is the smallest effect the
-seeds used could detect.
+The sequential test decides (`decide`); what is shown beside it describes.
+For groups matched on the seed, the effect is the mean of the within-seed
+contrast (B − A of a comparison; a main effect's or an interaction's
+average) with a plain paired t interval at 95 % — not widened for the looks,
+and biased away from 0 after an early stop —; where two groups share fewer
+than two seeds, a Welch interval on the two groups. The seeds a two-sided
+paired t-test would need at a given level, power 0.8, are computed at the
+observed effect and the contrast's SD (the noncentral t), as is the
+smallest effect the seeds used could detect.
 """
 
 from __future__ import annotations
@@ -45,14 +46,7 @@ def effect(a: Mapping[int, float], b: Mapping[int, float], level: float) -> Effe
     xa, xb = np.array(list(a.values()), float), np.array(list(b.values()), float)
     sd = _pooled_sd(xa, xb)
     if len(shared) >= 2:
-        d = np.array([b[s] - a[s] for s in shared])
-        mean, sd_d, n = float(d.mean()), float(d.std(ddof=1)), len(d)
-        half = stats.t.ppf(0.5 + CONFIDENCE / 2, n - 1) * sd_d / math.sqrt(n)
-        agreeing = int(np.sum(np.sign(d) == np.sign(mean))) if abs(mean) > NONE else 0
-        return Effect(
-            mean, mean - half, mean + half, True, n, agreeing, sd, seeds_needed(mean, sd_d, level),
-            detectable(sd_d, n, level),
-        )  # fmt: skip
+        return paired(np.array([b[s] - a[s] for s in shared]), sd, level)
     mean = float(xb.mean() - xa.mean()) if xa.size and xb.size else float("nan")
     low = high = float("nan")
     if xa.size >= 2 and xb.size >= 2:
@@ -65,12 +59,34 @@ def effect(a: Mapping[int, float], b: Mapping[int, float], level: float) -> Effe
     return Effect(mean, low, high, False, n, 0, sd, seeds_needed(mean, math.sqrt(2) * sd, level), float("nan"))
 
 
-def _pooled_sd(xa: np.ndarray, xb: np.ndarray) -> float:
-    dof = max(xa.size - 1, 0) + max(xb.size - 1, 0)
+def paired(d: np.ndarray, sd: float, level: float) -> Effect:
+    """A within-seed contrast's effect (B − A of a comparison, a main effect's or an interaction's average) over its
+    seeds: the mean with a t interval, the seeds that agree in sign, and the seeds a paired test needs; `sd`: the
+    SD of the cells it reads, shown beside."""
+    d = np.asarray(d, float)
+    n = d.size
+    if n < 2:
+        mean = float(d.mean()) if n else float("nan")
+        return Effect(mean, float("nan"), float("nan"), True, n, int(n and abs(mean) > NONE), sd, None, float("nan"))
+    mean, sd_d = float(d.mean()), float(d.std(ddof=1))
+    half = stats.t.ppf(0.5 + CONFIDENCE / 2, n - 1) * sd_d / math.sqrt(n)
+    agreeing = int(np.sum(np.sign(d) == np.sign(mean))) if abs(mean) > NONE else 0
+    return Effect(
+        mean, mean - half, mean + half, True, n, agreeing, sd, seeds_needed(mean, sd_d, level),
+        detectable(sd_d, n, level),
+    )  # fmt: skip
+
+
+def pooled_sd(groups: list[np.ndarray]) -> float:
+    """The SD of several groups' runs (ddof 1 within each, pooled): the seed noise of these cells only."""
+    dof = sum(max(len(x) - 1, 0) for x in groups)
     if not dof:
         return float("nan")
-    ss = (xa.var(ddof=1) * (xa.size - 1) if xa.size > 1 else 0) + (xb.var(ddof=1) * (xb.size - 1) if xb.size > 1 else 0)
-    return float(math.sqrt(ss / dof))
+    return float(math.sqrt(sum(np.var(x, ddof=1) * (len(x) - 1) for x in groups if len(x) > 1) / dof))
+
+
+def _pooled_sd(xa: np.ndarray, xb: np.ndarray) -> float:
+    return pooled_sd([xa, xb])
 
 
 def power(effect_size: float, n: int, level: float) -> float:

@@ -1,0 +1,169 @@
+"""A study's hypotheses decided at a stated family-wise error rate, look by look over its stages (docs/verdicts.md).
+
+The score is each trial's final re-evaluation (the best-so-far is biased
+upward, more so for larger populations). A look is a stage of the study
+(`study_data.stages`): stage 1 its grid's seeds, each later one
+`seeds_per_stage` more in the groups of the hypotheses still open,
+K = max_seeds / seeds_per_stage looks at most. A run whose grid does not fit
+that plan (3 seeds with seeds_per_stage 2) is looked at once with all its
+seeds.
+
+Two tests, `[decide] test`:
+
+* **paired** (the default): every cell runs the same seeds, and a seed fixes
+  the worlds, initial weights and evaluation seasons of every cell that runs
+  it, so each hypothesis is read within seed (`family`) and tested by the
+  group-sequential paired t (`sequential`), its share of α passed on by the
+  graphical procedure (`graph`) — main effects and interactions first, the
+  simple comparisons behind them. A hypothesis rejected at an updated level
+  may be rejected on any look so far (Maurer & Bretz 2013).
+* **adastop**: AdaStop's unpaired permutation test on the simple comparisons
+  (`adastop`), for groups whose runs do not share seeds.
+
+Nothing is kept between looks: `decide` replays every look over the stored
+scores, so a resumed run or a summary rebuilt later decides as the run did.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from bilevel_tune.core import metrics as M
+from bilevel_tune.study_data.run_folder import Cell, is_scan, num, trial_records
+from bilevel_tune.verdicts import family as F
+from bilevel_tune.verdicts import sequential
+from bilevel_tune.verdicts.adastop import decide_adastop, describe_adastop_plan
+from bilevel_tune.verdicts.looks import (  # noqa: F401 - the decisions' vocabulary, also read through this module
+    A_BETTER,
+    ADASTOP,
+    B_BETTER,
+    NO_DIFFERENCE,
+    OPEN,
+    PAIRED,
+    TEST_NAMES,
+    TESTS,
+    UNDECIDED,
+    DecideError,
+    Decision,
+    Decisions,
+    Replay,
+    plan_of,
+)
+
+
+def hypotheses_of(study) -> tuple:
+    """What the study decides, in the Answers' order (the paired test's family; AdaStop's simple comparisons)."""
+    return F.family(study, factorial=study.decide.test == PAIRED).hypotheses
+
+
+def decide(study, finals: Mapping[tuple, float], trial_names: Mapping[tuple, str] | None = None) -> Decisions:
+    """Replay the study's looks over the final re-evaluations so far: each complete stage is one look.
+
+    `finals`: the final re-evaluated objective of every finished ES trial, by cell key. A stage with a trial not
+    finished is not looked at (`incomplete` says which); a finished trial without a score raises DecideError.
+    """
+    if study.decide.test == ADASTOP:
+        return decide_adastop(study, finals, trial_names)
+    return decide_paired(study, finals, trial_names)
+
+
+def decide_paired(study, finals: Mapping[tuple, float], trial_names: Mapping[tuple, str] | None = None) -> Decisions:
+    """The group-sequential paired t over the study's family, its α passed on along the family's graph."""
+    fam = F.family(study)
+    n, looks_allowed = plan_of(study)
+    alpha = study.decide.alpha
+    if not fam.hypotheses:
+        return Decisions((), 0, looks_allowed, alpha, n, None, PAIRED)
+    replay = Replay(study, finals, trial_names or {})
+    graph = fam.graph
+    decided: dict[int, tuple[int, int, float, float]] = {}  # index → (stage, seeds, mean, level)
+    followed = {j: 0 for j in range(len(fam.hypotheses))}  # the last look each hypothesis has complete data for
+    for stage in range(1, len(study.stages) + 2):
+        if stage > looks_allowed or not replay.take(stage):
+            break
+        for j, h in enumerate(fam.hypotheses):
+            if followed[j] == stage - 1 and replay.seeds(h, stage) is not None:
+                followed[j] = stage
+        while True:  # test every open hypothesis with a share at each look so far; a rejection passes its share on
+            rejected = _first_rejected(fam, graph, replay, followed, decided, n, looks_allowed, alpha)
+            if rejected is None:
+                break
+            j, look, values = rejected
+            decided[j] = (stage, n * look, float(values.mean()), graph.level(j, alpha))
+            graph = graph.reject(j)
+        if len(decided) == len(fam.hypotheses):
+            break
+    if not replay.looks:
+        return Decisions((), 0, looks_allowed, alpha, n, replay.incomplete, PAIRED)
+    out = []
+    for j, h in enumerate(fam.hypotheses):
+        if j in decided:
+            stage, seeds, mean, level = decided[j]
+            out.append(Decision(h, B_BETTER if mean > 0 else A_BETTER, stage, seeds, level))
+            continue
+        still = followed[j] == replay.looks and replay.looks < looks_allowed
+        out.append(Decision(h, OPEN if still else UNDECIDED, replay.looks, n * followed[j], graph.level(j, alpha)))
+    return Decisions(tuple(out), replay.looks, looks_allowed, alpha, n, replay.incomplete, PAIRED)
+
+
+def _first_rejected(fam, graph, replay, followed, decided, n, looks_allowed, alpha):
+    """The first hypothesis (in the family's order) that one of its looks so far rejects at its share now:
+    (index, look, its within-seed values at that look); None when none does."""
+    for j, h in enumerate(fam.hypotheses):
+        level = graph.level(j, alpha)
+        if j in decided or level <= 0:
+            continue
+        plan = sequential.t_levels(n, looks_allowed, level)
+        for look in range(1, followed[j] + 1):
+            values = F.values(h, replay.scores, replay.seeds(h, look))
+            if plan.crosses(values, look):
+                return j, look, values
+    return None
+
+
+def within_seed(scores: Mapping[tuple, Mapping[int, float]], hypothesis) -> dict[int, float]:
+    """A hypothesis's contrast at every seed all its groups hold: B − A for a comparison, the averaged contrast for a
+    main effect or an interaction."""
+    shared = set.intersection(*(set(scores.get(g, {})) for g in F.groups(hypothesis)))
+    ordered = sorted(shared)
+    return dict(zip(ordered, F.values(hypothesis, scores, ordered)))
+
+
+def describe_plan(study) -> str:
+    """The decision plan in one line: the test, its level, the hypotheses, the stages."""
+    n, looks = plan_of(study)
+    stages = f"{looks} stage(s) of {n} seeds" if looks > 1 else f"one look at the {n} seeds"
+    if study.decide.test == ADASTOP:
+        return describe_adastop_plan(study, n, looks, stages)
+    hypotheses = F.family(study).hypotheses
+    names = {F.MAIN: "main effect", F.INTERACTION: "interaction", F.SIMPLE: "simple comparison"}
+    counts = [(names[kind], sum(h.kind == kind for h in hypotheses)) for kind in names]
+    parts = ", ".join(f"{c} {name}{'s' if c != 1 else ''}" for name, c in counts if c)
+    return (
+        f"{TEST_NAMES[PAIRED]} (O'Brien–Fleming spending, graphical Holm) at family-wise α {study.decide.alpha:g} "
+        f"over {len(hypotheses)} hypotheses ({parts}), {stages} at most"
+    )
+
+
+def describe(decisions: Decisions) -> list[str]:
+    """What was decided after the stages looked at, one line per hypothesis."""
+    open_ = sum(d.outcome == OPEN for d in decisions.decisions)
+    lines = [
+        f"after stage {decisions.looks} of {decisions.stages} ({decisions.looks * decisions.seeds_per_look} seeds per "
+        f"cell): {len(decisions.decisions) - open_} decided, {open_} open ({decisions.test_name}, family-wise α "
+        f"{decisions.alpha:g})"
+    ]
+    for d in decisions.decisions:
+        a, b = d.hypothesis.levels()
+        winner = {A_BETTER: f" ({a})", B_BETTER: f" ({b})"}.get(d.outcome, "") if d.hypothesis.kind != F.INTERACTION else ""
+        lines.append(f"  {d.hypothesis.key}: {d.outcome}{winner}")
+    return lines
+
+
+def finals(run_dir) -> dict[tuple, float]:
+    """Every finished ES trial's final re-evaluated objective, by cell key (NaN where it has none)."""
+    out = {}
+    for _, (_, final) in trial_records(run_dir).items():
+        if final is not None and not is_scan(key := Cell.key_of(final)):
+            out[key] = num(final.get(M.FINAL_BEST))
+    return out

@@ -1,0 +1,301 @@
+"""A study's hypotheses, one family: main effects and interactions first, the simple comparisons gated behind them.
+
+A *group* is a grid cell less its seed (`Cell.group`: population, mechanism,
+the further axes' values); its runs share their seeds with every other group
+(the seed is a block: common worlds, initial weights and evaluation seasons).
+Each hypothesis is a contrast over groups, read within each seed — so the
+seed's own level cancels:
+
+* a **simple comparison** (`Comparison`): two groups that differ in one
+  factor and match on the others, B − A;
+* a **main effect** (`MainEffect`) of a factor's levels a → b: the simple
+  comparisons of a → b averaged over every combination of the other
+  factors' levels, when there are several;
+* an **interaction** (`Interaction`) of two factors' level pairs: how much
+  the first's a → b differs between the second's two levels, averaged over
+  the rest ((b, f) − (a, f) − (b, e) + (a, e)).
+
+One α covers them all (docs/verdicts.md): main effects and interactions
+share it equally; a rejected main effect passes its share to its simple
+comparisons (gatekeeping: a simple comparison is tested only once its
+factor's effect, or an interaction it is part of, is shown); a rejected
+simple comparison passes its share to its siblings (the same levels
+elsewhere), and what is left after the last to the main effects and
+interactions still open (`graph.Graph`). A factor with one context (the
+only factor varied) has no main effect apart from its comparisons: they
+are the primary hypotheses. Plain data; no test here.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from bilevel_tune.base.knobs import StudyError
+from bilevel_tune.study_data.settings import plain
+from bilevel_tune.verdicts.graph import Graph
+
+POPULATION, MECHANISM = "population", "mechanism"
+MAIN, INTERACTION, SIMPLE = "main effect", "interaction", "simple"
+EPSILON = 1e-6  # an ε-edge (Bretz et al. 2009): a share that moves on only once the main edges' targets are all gone
+
+
+def factors_of(study) -> list[str]:
+    """The factors a study varies: population and mechanism (when the grid has more than one), and its axes."""
+    out = [POPULATION] if len(study.populations) > 1 else []
+    out += [MECHANISM] if len(study.optimize_params) > 1 else []
+    return out + [key for key, values in study.axes if len(values) > 1]
+
+
+def compared(study) -> list[str]:
+    """The factors the study compares: `[decide] compare`, or every factor it varies."""
+    wanted = set(study.decide.compare) or set(factors_of(study))
+    return [f for f in factors_of(study) if f in wanted]
+
+
+def check_compare(study) -> None:
+    """`[decide] compare` names factors the study varies."""
+    allowed = factors_of(study)
+    for name in study.decide.compare:
+        if name not in allowed:
+            raise StudyError(
+                f"[decide] compare: {name!r} is not a factor of this study; it varies: {', '.join(allowed) or 'none'}"
+            )
+
+
+def level_of(group: tuple, factor: str) -> Any:
+    population, params, extra = group
+    if factor == POPULATION:
+        return population
+    if factor == MECHANISM:
+        return params
+    return dict(extra)[factor]
+
+
+def levels_of(study, factor: str) -> list:
+    if factor == POPULATION:
+        return list(study.populations)
+    if factor == MECHANISM:
+        return list(study.optimize_params)
+    return list(dict(study.axes)[factor])
+
+
+def shown(factor: str, level, mechanisms) -> str:
+    """A level as a reader sees it: population 1, 2-D floor+risk, es.sigma 0.05."""
+    if factor == MECHANISM:
+        return str(mechanisms.label(level))
+    return f"{'population' if factor == POPULATION else factor} {plain(level)}"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Group A against group B, which differ only in `factor`; A's level comes first in the study's grid."""
+
+    factor: str  # population, mechanism, or a further axis's key
+    a: tuple
+    b: tuple
+    mechanisms: Any = field(default=None, compare=False, repr=False)  # its world's names (`Study.mechanisms`)
+    kind = SIMPLE
+
+    @property
+    def contrast(self) -> tuple[tuple[tuple, float], ...]:
+        return ((self.a, -1.0), (self.b, 1.0))
+
+    def level(self, group: tuple) -> Any:
+        level = level_of(group, self.factor)
+        return self.mechanisms.label(level) if self.factor == MECHANISM else level
+
+    def levels(self) -> tuple[str, str]:
+        """A's and B's level as a reader sees them."""
+        return tuple(shown(self.factor, level_of(g, self.factor), self.mechanisms) for g in (self.a, self.b))
+
+    def matched(self) -> str:
+        """What the two groups share, e.g. '2-D' or 'population 16, es.sigma 0.05'; '' when nothing else varies."""
+        population, params, extra = self.a
+        parts = [] if self.factor == POPULATION else [f"population {population}"]
+        parts += [] if self.factor == MECHANISM else [self.mechanisms.label(params)]
+        parts += [f"{key} {plain(value)}" for key, value in extra if key != self.factor]
+        return ", ".join(parts)
+
+    @property
+    def key(self) -> str:
+        """One line naming it: 'population 16 vs 1 at 2-D'."""
+        a, b = self.levels()
+        where = self.matched()
+        return f"{b} vs {a}" + (f" at {where}" if where else "")
+
+
+@dataclass(frozen=True)
+class MainEffect:
+    """A factor's level b against a, each seed's simple comparisons averaged over the other factors' levels."""
+
+    factor: str
+    a: Any  # levels of the factor
+    b: Any
+    contrast: tuple[tuple[tuple, float], ...]
+    over: tuple[str, ...]  # the other factors it averages over
+    mechanisms: Any = field(default=None, compare=False, repr=False)
+    kind = MAIN
+
+    def levels(self) -> tuple[str, str]:
+        return shown(self.factor, self.a, self.mechanisms), shown(self.factor, self.b, self.mechanisms)
+
+    @property
+    def key(self) -> str:
+        a, b = self.levels()
+        return f"{b} vs {a}, over {' and '.join(self.over)}"
+
+
+@dataclass(frozen=True)
+class Interaction:
+    """How much `factors[0]`'s a → b differs between `factors[1]`'s e and f: ((b, f) − (a, f)) − ((b, e) − (a, e))."""
+
+    factors: tuple[str, str]
+    a: Any
+    b: Any
+    e: Any
+    f: Any
+    contrast: tuple[tuple[tuple, float], ...]
+    mechanisms: Any = field(default=None, compare=False, repr=False)
+    kind = INTERACTION
+
+    @property
+    def factor(self) -> str:
+        return " × ".join(self.factors)
+
+    def levels(self) -> tuple[str, str]:
+        """The second factor's two levels: where the first factor's difference is compared."""
+        second = self.factors[1]
+        return shown(second, self.e, self.mechanisms), shown(second, self.f, self.mechanisms)
+
+    def first_levels(self) -> tuple[str, str]:
+        first = self.factors[0]
+        return shown(first, self.a, self.mechanisms), shown(first, self.b, self.mechanisms)
+
+    @property
+    def key(self) -> str:
+        (a, b), (e, f) = self.first_levels(), self.levels()
+        return f"{b} vs {a} × {f} vs {e}"
+
+
+def groups(hypothesis) -> tuple[tuple, ...]:
+    """The groups a hypothesis reads (its contrast's)."""
+    return tuple(g for g, weight in hypothesis.contrast if weight)
+
+
+def values(hypothesis, scores: dict[tuple, dict[int, float]], seeds) -> np.ndarray:
+    """The hypothesis's contrast within each of these seeds (every one of its groups must hold each)."""
+    return np.array([sum(w * scores[g][s] for g, w in hypothesis.contrast) for s in seeds], float)
+
+
+@dataclass(frozen=True)
+class Family:
+    hypotheses: tuple  # main effects, interactions, then the simple comparisons
+    graph: Graph  # the share of α each starts with and where it goes
+
+    def index(self, hypothesis) -> int:
+        return self.hypotheses.index(hypothesis)
+
+
+def simple_comparisons(study) -> list[Comparison]:
+    """Every pair of the study's groups that differ in one compared factor, in the grid's order."""
+    wanted = set(compared(study))
+    out, all_groups = [], study.groups()
+    for i, a in enumerate(all_groups):
+        for b in all_groups[i + 1 :]:
+            differ = [f for f in factors_of(study) if level_of(a, f) != level_of(b, f)]
+            if len(differ) == 1 and differ[0] in wanted:
+                out.append(Comparison(differ[0], a, b, study.mechanisms))
+    return out
+
+
+def family(study, factorial: bool = True) -> Family:
+    """The study's hypotheses and their graph; `factorial=False`: the simple comparisons alone, Holm over them."""
+    simples = simple_comparisons(study)
+    varied, wanted = factors_of(study), compared(study)
+    mains, interactions = [], []
+    if factorial:
+        mains = [m for f in wanted for m in _main_effects(study, f, varied)]
+        interactions = [i for f, g in itertools.combinations(wanted, 2) for i in _interactions(study, f, g, varied)]
+    gated = {id(s) for s in simples if any(_parent(m, s) for m in mains)}
+    hypotheses = (*mains, *interactions, *simples)
+    primary = [h for h in hypotheses if h.kind != SIMPLE or id(h) not in gated]
+    index = {id(h): i for i, h in enumerate(hypotheses)}
+    size = len(hypotheses)
+    weights, edges = np.zeros(size), np.zeros((size, size))
+    for h in primary:
+        weights[index[id(h)]] = 1 / len(primary)
+
+    def share(source, targets, rest=()):
+        """Edges from `source`: 1 − ε over its targets, ε over the rest (all of it when it has no target)."""
+        targets = [t for t in targets if t is not source]
+        rest = [r for r in rest if r is not source and r not in targets]
+        main = 1 - EPSILON if targets and rest else 1.0
+        for t in targets:
+            edges[index[id(source)], index[id(t)]] = main / len(targets)
+        for r in rest:
+            edges[index[id(source)], index[id(r)]] = (1 - main if targets else 1.0) / len(rest)
+
+    for m in mains:
+        share(m, [s for s in simples if _parent(m, s)])
+    for i in interactions:
+        share(i, [s for s in simples if set(groups(s)) <= set(groups(i))], primary)
+    for s in simples:
+        if id(s) in gated:
+            siblings = [t for t in simples if t is not s and id(t) in gated and _same_levels(s, t)]
+            share(s, siblings, primary)
+        else:
+            share(s, [], primary)
+    return Family(hypotheses, Graph.of(weights, edges))
+
+
+def _main_effects(study, factor: str, varied: list[str]) -> list[MainEffect]:
+    others = [f for f in varied if f != factor]
+    if not others:
+        return []  # one context: the simple comparisons are the effect
+    out = []
+    contexts = list(itertools.product(*(levels_of(study, f) for f in others)))
+    for a, b in itertools.combinations(levels_of(study, factor), 2):
+        contrast = []
+        for g in study.groups():
+            if tuple(level_of(g, f) for f in others) in contexts and level_of(g, factor) in (a, b):
+                contrast.append((g, (1.0 if level_of(g, factor) == b else -1.0) / len(contexts)))
+        out.append(MainEffect(factor, a, b, tuple(contrast), tuple(_factor_name(f) for f in others), study.mechanisms))
+    return out
+
+
+def _interactions(study, first: str, second: str, varied: list[str]) -> list[Interaction]:
+    others = [f for f in varied if f not in (first, second)]
+    count = int(np.prod([len(levels_of(study, f)) for f in others])) if others else 1
+    out = []
+    for a, b in itertools.combinations(levels_of(study, first), 2):
+        for e, f in itertools.combinations(levels_of(study, second), 2):
+            sign = {(b, f): 1.0, (a, f): -1.0, (b, e): -1.0, (a, e): 1.0}
+            contrast = tuple(
+                (g, sign[(level_of(g, first), level_of(g, second))] / count)
+                for g in study.groups()
+                if (level_of(g, first), level_of(g, second)) in sign
+            )
+            out.append(Interaction((first, second), a, b, e, f, contrast, study.mechanisms))
+    return out
+
+
+def _factor_name(factor: str) -> str:
+    return {POPULATION: "populations", MECHANISM: "mechanisms"}.get(factor, factor)
+
+
+def _parent(main: MainEffect, simple: Comparison) -> bool:
+    return simple.factor == main.factor and _same_levels(simple, main)
+
+
+def _same_levels(h, other) -> bool:
+    """Do two hypotheses of one factor compare the same two levels (a → b)?"""
+    def pair(x):
+        if isinstance(x, Comparison):
+            return level_of(x.a, x.factor), level_of(x.b, x.factor)
+        return x.a, x.b
+
+    return h.factor == other.factor and pair(h) == pair(other)
