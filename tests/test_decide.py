@@ -305,3 +305,21 @@ def test_a_plan_extended_keeps_its_seeds_and_stages_and_replays_every_look_under
         extended_plan(study, 4)
     with pytest.raises(StudyError, match="--extend-plan 9 must be a multiple of the run's seeds_per_stage=2"):
         extended_plan(study, 9)
+
+
+def test_adastop_kept_across_stages_decides_as_its_replay():
+    """A simulation keeps one comparator as the study grows (`AdaStopLooks`, one look a stage); a summary replays
+    every stage from the stored scores: the same decisions."""
+    rng = np.random.default_rng(11)
+    study, scores = ADASTOP, {}
+    looks = adastop.AdaStopLooks(study)
+    while True:
+        for cell in study.cells():
+            scores.setdefault(cell.key, rng.normal(0.4 + (0.01 if cell.population == 16 else 0.0), 0.01))
+        looks.look(study, scores)
+        kept = looks.decisions()
+        assert kept == decide.decide(study, scores)
+        stage = next_stage(study, kept.open_groups)
+        if stage is None:
+            break
+        study = with_stage(study, stage)

@@ -76,45 +76,73 @@ def adastop_seed(study) -> int:
     return int(np.random.SeedSequence([*study.seeds]).generate_state(1)[0])
 
 
+class AdaStopLooks:
+    """AdaStop's comparator over a study's stages, one look a stage: `decide_adastop` replays every stage; a caller
+    that keeps one across a growing study (a simulation) looks at each new stage once, with the same decisions."""
+
+    def __init__(self, study):
+        self.pairs = F.simple_comparisons(study)
+        self.n, self.looks_allowed = D.plan_of(study)
+        self.alpha = study.decide.alpha
+        self.agents = [g for g in study.groups() if any(g in (c.a, c.b) for c in self.pairs)]
+        index = {g: i for i, g in enumerate(self.agents)}
+        self.comparator = two_sided_adastop(
+            n=self.n,
+            K=self.looks_allowed,
+            B=PERMUTATIONS,
+            comparisons=_pairs_array([(index[c.a], index[c.b]) for c in self.pairs]),
+            alpha=self.alpha,
+            beta=study.decide.beta,
+            seed=adastop_seed(study),
+        ) if self.pairs else None  # fmt: skip
+        self.replay: D.Replay | None = None
+        self.decided_at: dict[str, int] = {}
+
+    def look(self, study, finals: Mapping[tuple, float], names: Mapping[tuple, str] | None = None) -> bool:
+        """Look at the study's next stage, when all its trials have finished; False when not (or nothing to look at)."""
+        if self.comparator is None or self.comparator.is_finished:
+            return False
+        if self.replay is None:
+            self.replay = D.Replay(study, finals, names or {})
+        self.replay.study, self.replay.finals = study, finals
+        stage = self.replay.looks + 1
+        if stage > len(study.stages) + 1 or not self.replay.take(stage):
+            return False
+        scores = {g: [self.replay.scores[g][s] for s in _seeds_of(study, g, stage)] for g in self.agents}
+        self.comparator.partial_compare({_name(g): np.array(scores[g]) for g in self.agents}, verbose=False)
+        for key, outcome in self.comparator.decisions.items():
+            if outcome != "continue":
+                self.decided_at.setdefault(key, stage)
+        return True
+
+    def decisions(self) -> D.Decisions:
+        looks = self.replay.looks if self.replay else 0
+        incomplete = self.replay.incomplete if self.replay else None
+        if not looks:
+            return D.Decisions((), 0, self.looks_allowed, self.alpha, self.n, incomplete, D.ADASTOP)
+        out = []
+        for i, comparison in enumerate(self.pairs):
+            key = str(self.comparator.comparisons[i])
+            look = self.decided_at.get(key, looks)
+            outcome = _outcome(self.comparator.decisions[key], look, self.looks_allowed)
+            out.append(D.Decision(comparison, outcome, look, self.n * look, self.alpha))
+        return D.Decisions(tuple(out), looks, self.looks_allowed, self.alpha, self.n, incomplete, D.ADASTOP)
+
+
 def decide_adastop(study, finals: Mapping[tuple, float], trial_names: Mapping[tuple, str] | None = None) -> D.Decisions:
     """Replay AdaStop over the study's stages: each complete stage is one look at the final re-evaluations so far."""
-    pairs = F.simple_comparisons(study)
-    n, looks_allowed = D.plan_of(study)
-    alpha = study.decide.alpha
-    if not pairs:
-        return D.Decisions((), 0, looks_allowed, alpha, n, None, D.ADASTOP)
-    agents = [g for g in study.groups() if any(g in (c.a, c.b) for c in pairs)]
-    index = {g: i for i, g in enumerate(agents)}
-    comparator = two_sided_adastop(
-        n=n,
-        K=looks_allowed,
-        B=PERMUTATIONS,
-        comparisons=np.array([(index[c.a], index[c.b]) for c in pairs]),
-        alpha=alpha,
-        beta=study.decide.beta,
-        seed=adastop_seed(study),
-    )
-    replay = D.Replay(study, finals, trial_names or {})
-    decided_at: dict[str, int] = {}
-    for stage in range(1, len(study.stages) + 2):
-        if not replay.take(stage):
-            break
-        scores = {g: [replay.scores[g][s] for s in _seeds_of(study, g, stage)] for g in agents}
-        comparator.partial_compare({_name(g): np.array(scores[g]) for g in agents}, verbose=False)
-        for key, outcome in comparator.decisions.items():
-            if outcome != "continue":
-                decided_at.setdefault(key, stage)
-        if comparator.is_finished:
-            break
-    if not replay.looks:
-        return D.Decisions((), 0, looks_allowed, alpha, n, replay.incomplete, D.ADASTOP)
-    decisions = []
-    for i, comparison in enumerate(pairs):
-        key = str(comparator.comparisons[i])
-        look = decided_at.get(key, replay.looks)
-        outcome = _outcome(comparator.decisions[key], look, looks_allowed)
-        decisions.append(D.Decision(comparison, outcome, look, n * look, alpha))
-    return D.Decisions(tuple(decisions), replay.looks, looks_allowed, alpha, n, replay.incomplete, D.ADASTOP)
+    looks = AdaStopLooks(study)
+    while looks.look(study, finals, trial_names):
+        pass
+    return looks.decisions()
+
+
+def _pairs_array(pairs: list[tuple[int, int]]) -> np.ndarray:
+    """The comparisons as AdaStop indexes them: a 1-D array of (i, j) tuples. The package keys every comparison by
+    its str() inside its permutation loops, and a tuple's is ~100× quicker than a numpy row's (the same decisions)."""
+    out = np.empty(len(pairs), dtype=object)
+    out[:] = pairs
+    return out
 
 
 def _seeds_of(study, group: tuple, last_stage: int) -> list[int]:

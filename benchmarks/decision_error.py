@@ -1,0 +1,211 @@
+"""How the decision tests err and decide on studies shaped like the weekend: the paired test beside AdaStop, one set
+of draws for both.
+
+    python benchmarks/decision_error.py [--studies 2000] [--adastop-studies 500] [--quick]
+
+A simulated study is the weekend's grid (population 1 / 16 × 1-D / 2-D, stages of 2 seeds) run as
+`--until-decided` runs it: each stage's cells scored, the study's test decides, the open hypotheses' cells get the
+next stage's seeds. A run's score is its cell's mean + its seed's level + its own noise; every procedure reads the
+same pre-drawn scores (a cell and a seed give one score, whichever test asks). Noise models:
+
+* normal: seed level N(0, 0.010), a run's own N(0, 0.003) (the shipped weekend's: docs/verdicts.md);
+* lognormal: the run's own noise a standardised lognormal (σ 1: skewed), the same SDs;
+* t3: the run's own noise Student's t with 3 df, scaled to SD 0.003 (heavy tails);
+* weekend: the four cells of a seed drawn together from the shipped weekend-appo's covariance over its 6 seeds.
+
+Printed per noise model and plan (6 and 12 seeds per cell at most):
+
+* the family-wise error under the global null (every cell alike): the share of studies that declare any
+  hypothesis different, with its Monte Carlo SE;
+* at the weekend's observed cell means (2-D +0.006, population 16 +0.007 over the grand mean's contrasts): the
+  share of the 4 simple comparisons decided, of the 2 main effects (paired test), and the mean seeds per cell a
+  study ran before it stopped;
+* the 6 → 12 extension: the null studies run on the 6-seed plan and, where anything was left undecided, extended
+  to 12 seeds with every look replayed under the 12-seed plan (what --extend-plan does): the error over both.
+
+Ends with one JSON line. `--quick` runs 200 studies per setting (the shape of the table, not its figures).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from bilevel_tune.base.sections import DecideSettings
+from bilevel_tune.study_data.definition import load_study
+from bilevel_tune.study_data.stages import drawn_seeds, extended_plan, next_stage, with_stage
+from bilevel_tune.verdicts import decide
+from bilevel_tune.verdicts import family as F
+from bilevel_tune.verdicts.adastop import AdaStopLooks
+
+SEED_SD, RUN_SD = 0.010, 0.003
+WEEKEND_APPO = Path(__file__).resolve().parent.parent / "docs" / "results" / "weekend-appo"
+MODELS = ("normal", "lognormal", "t3", "weekend")
+PLANS = (6, 12)
+
+
+def weekend(test: str, max_seeds: int):
+    study = load_study("weekend")
+    return dataclasses.replace(
+        study, decide=DecideSettings(**{**dataclasses.asdict(study.decide), "test": test, "max_seeds": max_seeds})
+    )
+
+
+def shipped_cells() -> tuple[list[tuple], np.ndarray, np.ndarray]:
+    """The shipped weekend's groups, its cell means less the grand mean, and the covariance of a seed's four cells."""
+    trials = pd.read_csv(WEEKEND_APPO / "trials.csv")
+    study = weekend("paired", 12)
+    groups = study.groups()
+    table = np.array(
+        [
+            [float(trials[(trials.population == g[0]) & (trials.optimize_params == ",".join(g[1])) &
+                          (trials.seed == s)].final_objective.iloc[0]) for g in groups]
+            for s in sorted(set(trials.seed))
+        ]
+    )  # fmt: skip
+    means = table.mean(axis=0)
+    return groups, means - means.mean(), np.cov(table - means, rowvar=False)
+
+
+def draw_scores(model: str, groups, means, covariance, rng, seeds) -> dict[tuple, dict[int, float]]:
+    """Every cell's score at every seed a study may run."""
+    out: dict[tuple, dict[int, float]] = {g: {} for g in groups}
+    for seed in seeds:
+        if model == "weekend":
+            row = rng.multivariate_normal(means, covariance)
+        else:
+            level = rng.normal(0, SEED_SD)
+            if model == "normal":
+                own = rng.normal(0, RUN_SD, len(groups))
+            elif model == "lognormal":
+                z = rng.lognormal(0, 1, len(groups))
+                own = RUN_SD * (z - np.exp(0.5)) / np.sqrt((np.e - 1) * np.e)
+            else:
+                own = RUN_SD * rng.standard_t(3, len(groups)) / np.sqrt(3)
+            row = means + level + own
+        for g, value in zip(groups, row):
+            out[g][seed] = 0.4 + float(value)
+    return out
+
+
+def run_staged(study, scores) -> tuple[decide.Decisions, object]:
+    """The study in stages over pre-drawn scores, to its last decision; (decisions, the study as it ended). AdaStop
+    keeps its comparator from stage to stage (`AdaStopLooks`: the replay's decisions, one look a stage)."""
+    looks = AdaStopLooks(study) if study.decide.test == decide.ADASTOP else None
+    while True:
+        finals = {c.key: scores[c.group][c.seed] for c in study.cells()}
+        if looks is None:
+            decisions = decide.decide(study, finals)
+        else:
+            looks.look(study, finals)
+            decisions = looks.decisions()
+        stage = next_stage(study, decisions.open_groups)
+        if stage is None:
+            return decisions, study
+        study = with_stage(study, stage)
+
+
+def rejected(decisions) -> list:
+    return [d for d in decisions.decisions if d.outcome in (decide.A_BETTER, decide.B_BETTER)]
+
+
+def simulate(model: str, plan: int, studies: int, null: bool, base_seed: int, adastop_studies: int) -> dict:
+    """Both tests on one set of draws; AdaStop on the first `adastop_studies` of them."""
+    groups, means, covariance = shipped_cells()
+    cell_means = np.zeros(len(groups)) if null else means
+    covariance = covariance if model == "weekend" else None
+    rng = np.random.default_rng([base_seed, MODELS.index(model), plan, int(null)])
+    tests = {test: weekend(test, plan) for test in decide.TESTS}
+    seeds = tests["paired"].seeds + drawn_seeds(tests["paired"])
+    counts = {decide.PAIRED: studies, decide.ADASTOP: min(adastop_studies, studies)}
+    out = {test: {"any": 0, "simple": 0, "main": 0, "seeds": 0.0} for test in tests}
+    for i in range(studies):
+        scores = draw_scores(model, groups, cell_means, covariance, rng, seeds)
+        for test, study in tests.items():
+            if i >= counts[test]:
+                continue
+            decisions, ended = run_staged(study, scores)
+            shown = rejected(decisions)
+            out[test]["any"] += bool(shown)
+            out[test]["simple"] += sum(d.hypothesis.kind == F.SIMPLE for d in shown)
+            out[test]["main"] += sum(d.hypothesis.kind == F.MAIN for d in shown)
+            out[test]["seeds"] += len(ended.all_seeds)
+    for test in out:
+        n = counts[test]
+        out[test] = {
+            "studies": n,
+            "error" if null else "any_decided": out[test]["any"] / n,
+            "simple_decided": out[test]["simple"] / (4 * n),
+            "main_decided": out[test]["main"] / (2 * n),
+            "mean_seeds": out[test]["seeds"] / n,
+        }
+    return out
+
+
+def extension_error(model: str, studies: int, base_seed: int) -> float:
+    """The null's error when a 6-seed plan that ended with anything undecided is extended to 12 (paired test)."""
+    groups, _, covariance = shipped_cells()
+    rng = np.random.default_rng([base_seed, MODELS.index(model), 99])
+    study6 = weekend("paired", 6)
+    seeds = study6.seeds + drawn_seeds(weekend("paired", 12))
+    wrong = 0
+    for _ in range(studies):
+        scores = draw_scores(model, groups, np.zeros(len(groups)), covariance if model == "weekend" else None, rng,
+                             seeds)  # fmt: skip
+        decisions, ended = run_staged(study6, scores)
+        if any(d.outcome == decide.UNDECIDED for d in decisions.decisions):  # the plan ended undecided: extended
+            decisions, _ = run_staged(extended_plan(ended, 12), scores)
+        wrong += bool(rejected(decisions))  # the answers as they stand at the end
+    return wrong / studies
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--studies", type=int, default=2000)
+    parser.add_argument("--quick", action="store_true", help="200 studies per setting")
+    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument(
+        "--adastop-studies", type=int, default=500,
+        help="AdaStop at the 12-seed plan on the first N of the draws (its permutations: ~1 s a study; default 500)",
+    )  # fmt: skip
+    args = parser.parse_args()
+    studies = 200 if args.quick else args.studies
+    models = [m for m in args.models.split(",") if m]
+    start = time.time()
+    results: dict = {"studies": studies}
+    se = lambda p, n: np.sqrt(max(p, 1 / n) * (1 - p) / n)  # noqa: E731 - a share's Monte Carlo SE
+    print(
+        f"{studies} simulated weekend studies per setting (AdaStop at the 12-seed plan: the first "
+        f"{min(args.adastop_studies, studies)} of them), stages of 2 seeds, family-wise α 0.05"
+    )
+    print(f"{'noise':10} {'plan':>4} | {'FWER paired':>17} {'FWER AdaStop':>17} | decided at the weekend's effects:"
+          f" simple paired / AdaStop, main paired | mean seeds paired / AdaStop")  # fmt: skip
+    for model in models:
+        for plan in PLANS:
+            adastop_studies = studies if plan == 6 else args.adastop_studies
+            null = simulate(model, plan, studies, True, 20261204, adastop_studies)
+            alt = simulate(model, plan, studies, False, 20261205, adastop_studies)
+            p, a = null["paired"]["error"], null["adastop"]["error"]
+            n_p, n_a = null["paired"]["studies"], null["adastop"]["studies"]
+            print(
+                f"{model:10} {plan:>4} | {p:.3f} ± {se(p, n_p):.3f} {a:>11.3f} ± {se(a, n_a):.3f} | "
+                f"{alt['paired']['simple_decided']:.2f} / {alt['adastop']['simple_decided']:.2f}, "
+                f"{alt['paired']['main_decided']:.2f} | "
+                f"{alt['paired']['mean_seeds']:.1f} / {alt['adastop']['mean_seeds']:.1f}",
+                flush=True,
+            )
+            results[f"{model}_{plan}"] = {"null": null, "effects": alt}
+        results[f"{model}_extension_6_to_12"] = extension_error(model, studies, 20261206)
+        print(f"{model:10} 6→12 | extension's FWER (paired): {results[f'{model}_extension_6_to_12']:.3f}", flush=True)
+    print(f"({time.time() - start:.0f} s)")
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()
