@@ -33,7 +33,7 @@ test: $(STAMP)
 $(STAMP253): pyproject.toml
 	$(PYTHON) -m venv $(VENV253)
 	$(VENV253)/bin/python -m pip install -q --upgrade pip
-	$(VENV253)/bin/python -m pip install -q "$(TORCH)" "ray[rllib,tune]==2.53.0" gymnasium threadpoolctl setproctitle psutil pytest pandas matplotlib pettingzoo
+	$(VENV253)/bin/python -m pip install -q "$(TORCH)" "ray[rllib,tune]==2.53.0" gymnasium threadpoolctl setproctitle psutil pytest pandas matplotlib pettingzoo mpe2
 	$(VENV253)/bin/python -m pip install -q --no-deps -e .
 	touch $(STAMP253)
 

@@ -2,7 +2,10 @@
 example world (written for one copy, an observation per agent) — the stacked update is still RLlib's per-agent one,
 untrained policies act alike, and a study on the fishery runs end to end with real APPO."""
 
+import dataclasses
+import os
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -10,13 +13,15 @@ import pytest
 from bilevel_tune.inner import InnerLoopConfig
 from bilevel_tune.worlds import load_world
 
-from .test_worlds import docs_example
+from .test_worlds import docs_example, leaving_world, mpe_world
 
 pytestmark = pytest.mark.rllib  # RLlib is imported by the tests, not at collection
 
 
 def tiny_config(kind: str, **settings) -> InnerLoopConfig:
     world = load_world(kind)
+    known = {f.name for f in dataclasses.fields(world.settings_class)}
+    settings = {k: v for k, v in settings.items() if k in known}  # a world without a horizon setting keeps its own
     return InnerLoopConfig(
         hidden=(8,),
         world_kind=kind,
@@ -25,16 +30,30 @@ def tiny_config(kind: str, **settings) -> InnerLoopConfig:
     )
 
 
-@pytest.fixture(params=["fishery", "example"])
+WORLDS = ("fishery", "example", "mpe-spread", "mpe-adversary", "walkers")
+
+
+@pytest.fixture(params=WORLDS)
 def kind(request, tmp_path, monkeypatch):
-    """The fishery, or the docs' example world importable as `tragedy:Tragedy` (as a study run from its folder)."""
+    """The fishery; the docs' example world (`tragedy:Tragedy`, as a study run from its folder); MPE2's
+    simple_spread (a Discrete action) and simple_adversary (two kinds of agent), as docs/worlds.md declares them;
+    walkers that leave one by one (a Dict observation, a MultiDiscrete action)."""
     if request.param == "fishery":
         yield "fishery"
         return
-    docs_example(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
-    yield "tragedy:Tragedy"
-    sys.modules.pop("tragedy", None)
+    if request.param == "example":
+        docs_example(tmp_path)
+        yield "tragedy:Tragedy"
+    elif request.param == "walkers":
+        leaving_world(tmp_path, monkeypatch)
+        yield "dwindle:Walk"
+    else:
+        name = {"mpe-spread": "Spread", "mpe-adversary": "Adversary"}[request.param]
+        mpe_world(tmp_path, name)
+        yield f"mpe_worlds:{name}"
+    for module in ("tragedy", "mpe_worlds", "dwindle"):
+        sys.modules.pop(module, None)
 
 
 def far_apart(world) -> list[dict[str, float]]:
@@ -83,7 +102,10 @@ def test_a_raw_action_lands_in_the_world_s_bounds_as_rllib_unsquashes_it():
 # -- both loops on both worlds -------------------------------------------------------------------------
 @pytest.mark.ray
 @pytest.mark.slow
+@pytest.mark.parametrize("kind", [w for w in WORLDS if w != "walkers"], indirect=True)
 def test_one_update_equals_separate_stock_updates_on_another_world(ray_cluster, kind):
+    """Every world but the walkers: an agent that leaves ends its own episode in RLlib's batch, where the stacked
+    batch keeps its place, masked (docs/worlds.md), so their rows do not line up one for one."""
     from bilevel_tune.appo.equivalence import update_equivalence
 
     report = update_equivalence(tiny_config(kind, horizon=12), far_apart(load_world(kind)), seed=3)
@@ -133,3 +155,56 @@ def test_the_fishery_study_runs_with_real_appo_and_a_summary(ray_cluster, tmp_pa
     summary = (run / "summary.md").read_text()
     assert summary.startswith("# Study fishery (budget quick, inner loop appo)")
     assert "[world] fishers 5, horizon 10" in summary
+
+
+# -- MPE2, as a user brings it: the docs' recipe, from an empty folder ---------------------------------------------
+def docs_study(tmp_path, world: str) -> None:
+    """docs/worlds.md's MPE2 study (spread.toml; the adversary's as the page says to change it), beside
+    mpe_worlds.py, in an empty folder."""
+    import re
+
+    from .test_worlds import docs_module
+
+    docs_module(tmp_path, "mpe_worlds", '"""MPE2')
+    page = (Path(__file__).parent.parent / "docs" / "worlds.md").read_text()
+    spread = next(b for b in re.findall(r"```toml\n(.*?)```", page, re.S) if 'name = "spread"' in b)
+    if world == "adversary":
+        spread = spread.replace('name = "spread"', 'name = "adversary"').replace("mpe_worlds:Spread", "mpe_worlds:Adversary")
+        spread = re.sub(r"optimize_params = .*", 'optimize_params = [["bounty"]]', spread)
+    (tmp_path / f"{world}.toml").write_text(spread)
+
+
+MPE_STUDIES = {
+    "spread-discrete": ("spread", []),
+    "spread-continuous": ("spread", ["--set", "world.actions=continuous", "--optimize-params", "fine"]),
+    "adversary": ("adversary", []),
+}
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+@pytest.mark.parametrize("case", MPE_STUDIES)
+def test_an_mpe2_study_runs_with_real_appo_from_an_empty_folder_and_warns_of_nothing(tmp_path, case):
+    """simple_spread with its default Discrete(5) actions and with a Box(0, 1, (5,)) float32, and simple_adversary
+    (agents of two kinds): the world checked, then a quick study with real APPO — every action in its space's
+    dtype, so PettingZoo warns of none (a float64 action in that Box: 231 warnings in one such run's log)."""
+    world, extra = MPE_STUDIES[case]
+    import subprocess
+
+    import pandas as pd
+
+    docs_study(tmp_path, world)
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(tmp_path), "PYTHONWARNINGS": "default"}
+    check = subprocess.run([sys.executable, "-m", "bilevel_tune.worlds.check", f"mpe_worlds:{world.title()}"],
+                           cwd=tmp_path, env=env, capture_output=True, text=True)  # fmt: skip
+    assert check.returncode == 0 and "keeps the world contract" in check.stdout, check.stderr
+    run = subprocess.run(
+        [sys.executable, "-m", "bilevel_tune.study", f"{world}.toml", "--quick", *extra, "--wandb", "disabled"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    log = run.stdout + run.stderr
+    assert run.returncode == 0, log[-3000:]
+    assert "outside action space" not in log and "UserWarning" not in log
+    (folder,) = (tmp_path / "results").iterdir()
+    trials = pd.read_csv(folder / "trials.csv")
+    assert (trials["status"] == "complete").all() and np.isfinite(trials["final_objective"]).all()

@@ -167,10 +167,18 @@ def test_the_rules_decide_whether_myopic_fishers_deplete_the_stock():
 
 
 # -- a world of one's own, written for one copy ----------------------------------------------------------
+def docs_module(tmp_path, module: str, first_line: str) -> Path:
+    """A python block of docs/worlds.md saved as the page says, as `<module>.py`: the block that opens with
+    `first_line`."""
+    page = (Path(__file__).parent.parent / "docs" / "worlds.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", page, re.S)
+    (tmp_path / f"{module}.py").write_text(next(b for b in blocks if b.startswith(first_line)))
+    return tmp_path / f"{module}.py"
+
+
 def docs_example(tmp_path) -> type:
     """docs/worlds.md's example world, saved as the page says: tragedy.py, a plain module."""
-    page = (Path(__file__).parent.parent / "docs" / "worlds.md").read_text()
-    (tmp_path / "tragedy.py").write_text(re.search(r"```python\n(.*?)```", page, re.S).group(1))
+    docs_module(tmp_path, "tragedy", '"""Herders')
     sys.path.insert(0, str(tmp_path))
     try:
         return load_world("tragedy:Tragedy")
@@ -179,14 +187,25 @@ def docs_example(tmp_path) -> type:
         sys.modules.pop("tragedy", None)
 
 
+def mpe_world(tmp_path, name: str) -> type:
+    """One of docs/worlds.md's MPE2 worlds (`Spread`, `Adversary`), saved as the page says: mpe_worlds.py."""
+    docs_module(tmp_path, "mpe_worlds", '"""MPE2')
+    sys.path.insert(0, str(tmp_path))
+    try:
+        return load_world(f"mpe_worlds:{name}")
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("mpe_worlds", None)
+
+
 def test_the_docs_example_world_keeps_the_contract_with_an_observation_per_agent(tmp_path):
     world = docs_example(tmp_path)
     check_world(world)
     instance = world(world.settings_class(), [{}, {"tax": 0.9}])
-    observation = instance.reset(np.random.default_rng(0))
-    assert not world.shared_observation and observation.shape == (2, 3, 3)
-    instance.step(np.array([[[1.0], [0.0], [0.5]]] * 2))
-    took = instance.observe()[0, :, 1]
+    (observation,) = instance.reset(np.random.default_rng(0))  # one kind of agent: the herders
+    assert [kind.name for kind in world.kinds] == ["herder"] and observation.shape == (2, 3, 3)
+    instance.step([np.array([[[1.0], [0.0], [0.5]]] * 2, dtype=np.float32)])
+    took = instance.observe()[0][0, :, 1]
     assert took[0] > took[2] > took[1] == 0.0  # each herder sees its own take
 
 
@@ -263,7 +282,8 @@ def test_the_docs_example_is_a_real_parallel_env_stepped_one_environment_per_cop
     world = docs_example(tmp_path)
     assert isinstance(world.one(world.settings_class(), {"tax": 0.0, "rest_pay": 0.0}).env, ParallelEnv)
     copies = world(world.settings_class(), [{}, {"tax": 0.5}, {"tax": 1.0}])
-    assert len({id(env) for env in copies.envs}) == 3 and (world.observation_low, world.observation_high) == (0.0, 1.0)
+    space = world.kinds[0].observation_space
+    assert len({id(env) for env in copies.envs}) == 3 and (space.low.min(), space.high.max()) == (0.0, 1.0)
 
 
 def test_copies_of_a_one_copy_world_are_its_instances_run_one_by_one(tmp_path):
@@ -271,10 +291,10 @@ def test_copies_of_a_one_copy_world_are_its_instances_run_one_by_one(tmp_path):
     rules = [{"tax": 0.2}, {"tax": 0.7, "rest_pay": 0.4}]
     copies = world(world.settings_class(), rules)
     rng = np.random.default_rng(5)
-    actions = rng.random((copies.horizon, 2, 3, 1))
+    actions = rng.random((copies.horizon, 2, 3, 1)).astype(np.float32)
     copies.reset(np.random.default_rng(9))
     seed = int(np.random.default_rng(9).integers(2**31 - 1))  # the one seed every copy is reset with
-    together = [copies.step(a).rewards for a in actions]
+    together = [copies.step([a]).rewards for a in actions]
     for k, rule in enumerate(rules):
         alone = world.one(world.settings_class(), {"tax": 0.0, "rest_pay": 0.0, **rule})
         alone.reset(seed=seed)
@@ -290,3 +310,175 @@ def test_the_default_search_of_the_fishery_has_an_interior_optimum_for_myopic_fi
     objective = np.array([a.objective for a in world.assess(seasons, failed, FisheryObjective())])
     best = int(np.argmax(objective))
     assert 0 < best < len(quotas) - 1 and objective[best] > objective[-1] + 0.3  # 1.84 at 0.3 against 1.30 at 1
+
+
+# -- PettingZoo environments as their users write them: MPE2's, kinds, spaces, agents that leave ----------------
+def test_mpe2_environments_keep_the_contract_with_discrete_actions_and_two_kinds_of_agent(tmp_path):
+    spread, adversary = mpe_world(tmp_path, "Spread"), mpe_world(tmp_path, "Adversary")
+    check_world(spread)
+    check_world(adversary)
+    (agents,) = spread(spread.settings_class(), [{}]).kinds
+    assert agents.name == "agent" and agents.agents == (0, 1, 2) and agents.action_space.n == 5
+    two = adversary(adversary.settings_class(), [{}, {"bounty": 1.0}])
+    assert [(k.name, k.agents, k.observation_space.shape) for k in two.kinds] == [
+        ("adversary", (0,), (8,)), ("agent", (1, 2), (10,))
+    ]
+    observations = two.reset(np.random.default_rng(0))
+    assert [o.shape for o in observations] == [(2, 1, 8), (2, 2, 10)] and np.isfinite(observations[1]).all()
+    step = two.step([np.array([[1], [2]]), np.array([[0, 4], [3, 3]])])  # Discrete indices, as the space's dtype
+    assert step.rewards.shape == (2, 3) and set(step.diagnostics) == {"own_reward", "alive"}
+
+
+def test_a_setting_that_changes_the_spaces_gives_the_kinds_of_the_environments_built(tmp_path):
+    spread = mpe_world(tmp_path, "Spread")
+    continuous = spread(spread.settings_class(actions="continuous"), [{}])
+    (agents,) = continuous.kinds
+    assert agents.action_space.shape == (5,) and agents.action_space.dtype == np.float32
+
+
+LEAVING_ENV = '''
+import functools
+import numpy as np
+from gymnasium.spaces import Box, Dict, Discrete, MultiDiscrete
+from pettingzoo import ParallelEnv
+from bilevel_tune.worlds.contract import RuleSpec
+from bilevel_tune.worlds.pettingzoo import ParallelEnvWorld
+
+
+class Dwindle(ParallelEnv):
+    """Walkers leave one by one (walker_i at step i + 1); observations a Dict, actions a MultiDiscrete."""
+
+    metadata = {"name": "dwindle_v0"}
+
+    def __init__(self, toll=0.0):
+        self.possible_agents = ["walker_0", "walker_1", "walker_2"]
+        self.toll = toll
+
+    @functools.lru_cache(maxsize=None)
+    def observation_space(self, agent):
+        return Dict({"step": Discrete(6), "where": Box(-1.0, 1.0, (2,), np.float32)})
+
+    @functools.lru_cache(maxsize=None)
+    def action_space(self, agent):
+        return MultiDiscrete([3, 2])
+
+    def _observe(self):
+        return {a: {"step": self.t, "where": np.zeros(2, np.float32)} for a in self.agents}
+
+    def reset(self, seed=None, options=None):
+        self.agents, self.t = list(self.possible_agents), 0
+        return self._observe(), {a: {} for a in self.agents}
+
+    def step(self, actions):
+        assert set(actions) == set(self.agents), "an action for every agent still in, none for one that left"
+        self.t += 1
+        rewards = {a: float(actions[a][0]) - self.toll for a in self.agents}
+        leaving = {a: a == f"walker_{self.t - 1}" for a in self.agents}
+        infos = {a: {"step": self.t} for a in self.agents}
+        observations = self._observe()
+        self.agents = [a for a in self.agents if not leaving[a]]
+        return observations, rewards, leaving, dict.fromkeys(leaving, False), infos
+
+
+class Walk(ParallelEnvWorld):
+    name = "walk"
+    horizon = 5
+    rule_specs = (RuleSpec("toll", 0.0, 1.0, 0.0, "paid a step", "toll"),)
+    searched_by_default = ("toll",)
+
+    @staticmethod
+    def make_env(settings, rules):
+        return Dwindle(rules["toll"])
+
+    @staticmethod
+    def season_objective(season, objective):
+        return {"objective": float(season["reward"].sum(axis=1).mean())}
+'''
+
+
+def leaving_world(tmp_path, monkeypatch) -> type:
+    (tmp_path / "dwindle.py").write_text(LEAVING_ENV)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "dwindle", raising=False)
+    return load_world("dwindle:Walk")
+
+
+def test_agents_that_leave_are_asked_nothing_more_and_their_last_reward_counts(tmp_path, monkeypatch):
+    world = leaving_world(tmp_path, monkeypatch)
+    check_world(world)  # the environment itself asserts that no action reaches an agent that left
+    (kind,) = world.kinds
+    assert kind.observation_space.__class__.__name__ == "Dict"
+    copies = world(world.settings_class(), [{}, {"toll": 0.5}])
+    (first,) = copies.reset(np.random.default_rng(0))
+    assert first.shape == (2, 3, 6 + 2)  # the Dict flattened: its Discrete one-hot, then its Box
+    rewards, alive = [], []
+    for _ in range(copies.horizon):
+        step = copies.step([np.full((2, 3, 2), [2, 1])])
+        rewards.append(step.rewards[0])
+        alive.append(step.diagnostics["alive"][0])
+    assert np.array_equal(np.array(alive), [[1, 1, 1], [0, 1, 1], [0, 0, 1], [0, 0, 0], [0, 0, 0]])
+    assert np.array_equal(np.array(rewards)[:, 2], [2, 2, 2, 0, 0])  # walker_2 earns at its last step, then nothing
+    assert not copies.alive.any() and copies.done
+
+
+SPURIOUS = '''
+import functools
+import numpy as np
+from gymnasium.spaces import Box, Graph, Discrete
+from pettingzoo import ParallelEnv
+from bilevel_tune.worlds.contract import RuleSpec
+from bilevel_tune.worlds.pettingzoo import ParallelEnvWorld
+
+
+class Net(ParallelEnv):
+    metadata = {"name": "net_v0"}
+    possible_agents = ["node_0"]
+
+    @functools.lru_cache(maxsize=None)
+    def observation_space(self, agent):
+        return Graph(node_space=Box(0.0, 1.0, (2,)), edge_space=Discrete(2))
+
+    @functools.lru_cache(maxsize=None)
+    def action_space(self, agent):
+        return Discrete(2)
+
+    def reset(self, seed=None, options=None):
+        self.agents = list(self.possible_agents)
+        return {a: self.observation_space(a).sample() for a in self.agents}, {a: {} for a in self.agents}
+
+    def step(self, actions):
+        over = {a: True for a in self.agents}
+        obs = {a: self.observation_space(a).sample() for a in self.agents}
+        self.agents = []
+        return obs, dict.fromkeys(over, 0.0), dict.fromkeys(over, False), over, dict.fromkeys(over, {})
+
+
+class Networked(ParallelEnvWorld):
+    name = "networked"
+    horizon = 1
+    rule_specs = (RuleSpec("tax", 0.0, 1.0, 0.0, "a tax", "tax"),)
+    searched_by_default = ("tax",)
+
+    @staticmethod
+    def make_env(settings, rules):
+        return Net()
+
+    @staticmethod
+    def season_objective(season, objective):
+        return {"objective": 0.0}
+'''
+
+
+def test_a_space_the_adapter_cannot_carry_is_one_line_naming_the_agent_and_the_space(tmp_path, capsys):
+    from bilevel_tune.worlds.check import main as check_main
+
+    (tmp_path / "networked.py").write_text(SPURIOUS)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        assert check_main(["networked:Networked"]) == 2
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("networked", None)
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "agent 'node_0': its observation space Graph(" in err, err
+    assert "allowed: Box, Discrete, MultiDiscrete, MultiBinary, and Dict or Tuple of them" in err

@@ -45,14 +45,16 @@ from bilevel_tune.appo.module import LAKE_ROW
 
 @dataclass
 class PopulationFragment:
-    """One season of a block of N candidates' copies of a world with F agents each: what APPO learns from."""
+    """One season of a block of N candidates' copies of a world, F agents of one kind each: what APPO learns from."""
 
     # [T + 1, N, D] float32: each copy's observation (all its agents see it), final one included;
     # or [T + 1, N, F, D]: each agent's own
     observations: np.ndarray
-    actions: np.ndarray  # [T, N, F, A] float32: each agent's raw Gaussian action
+    actions: np.ndarray  # [T, N, F, A] float32: each agent's raw Gaussian action; int64 indices for a categorical
     action_logp: np.ndarray  # [T, N, F] float32: its log-probability under the sampling policy
     rewards: np.ndarray  # [T, N, F] float32
+    module_id: str = DEFAULT_MODULE_ID  # the module of this kind of agent
+    alive: np.ndarray | None = None  # [T, N, F] bool: the agent acted at that step (None: all did, to the end)
 
     def __len__(self) -> int:
         """Env steps: one step advances every copy, as one step of the per-agent loop's env does."""
@@ -62,7 +64,7 @@ class PopulationFragment:
         return len(self)
 
     def agent_steps(self) -> int:
-        return int(self.rewards.size)
+        return int(self.rewards.size if self.alive is None else self.alive.sum())
 
     @property
     def population(self) -> int:
@@ -71,7 +73,7 @@ class PopulationFragment:
     @property
     def agents(self) -> int:
         """Agents per copy (fresh water's farms)."""
-        return self.actions.shape[2]
+        return self.action_logp.shape[2]
 
     @property
     def shared_observation(self) -> bool:
@@ -157,9 +159,10 @@ def _episode_rows(f: PopulationFragment) -> dict[str, np.ndarray]:
         obs = np.broadcast_to(f.observations.transpose(1, 0, 2)[:, None], (population, agents, steps + 1, size))
     else:  # [T + 1, N, F, D] → [N, F, T + 1, D]
         obs = np.moveaxis(f.observations, 0, 2)
+    actions = with_last(f.actions)
     rows = {
         Columns.OBS: np.ascontiguousarray(obs, dtype=np.float32),
-        Columns.ACTIONS: with_last(f.actions).astype(np.float32),
+        Columns.ACTIONS: actions if np.issubdtype(actions.dtype, np.integer) else actions.astype(np.float32),
         Columns.ACTION_LOGP: with_last(f.action_logp).astype(np.float32),
         Columns.REWARDS: np.moveaxis(np.concatenate([f.rewards, np.zeros_like(f.rewards[:1])], axis=0), 0, 2).astype(
             np.float32
@@ -168,7 +171,21 @@ def _episode_rows(f: PopulationFragment) -> dict[str, np.ndarray]:
     for column, (inside, last, appended) in bootstrap_flags().items():  # seasons end by truncation
         per_step = np.array([inside] * (steps - 1) + [last, appended], dtype=bool)
         rows[column] = np.broadcast_to(per_step, (population, agents, steps + 1)).copy()
+    if f.alive is not None:
+        _agents_that_left(rows, np.moveaxis(f.alive, 0, 2))
     return rows
+
+
+def _agents_that_left(rows: dict[str, np.ndarray], alive: np.ndarray) -> None:
+    """An agent that left before the end: its episode terminates at its last step (no bootstrap past it), and the
+    rows after it — no action, no reward — are masked out of every loss term. `alive` [N, F, T]."""
+    acted = np.concatenate([alive, np.zeros_like(alive[..., :1])], axis=-1)  # [N, F, T + 1]
+    left = alive & ~acted[..., 1:]  # its last step, where a later one exists to leave before
+    left[..., -1] = False  # the season's last step ends by truncation, as every agent's
+    rows[Columns.LOSS_MASK] &= acted
+    rows[Columns.TERMINATEDS][..., :-1] |= left
+    if Columns.TRUNCATEDS in rows:
+        rows[Columns.TRUNCATEDS][~acted] = False
 
 
 class PopulationBatch(ConnectorV2):
@@ -181,6 +198,10 @@ class PopulationBatch(ConnectorV2):
     def __call__(self, *, rl_module, batch: dict[str, Any], episodes, explore=None, shared_data=None, **kwargs):
         import torch
 
-        rows = population_rows(episodes, self.chunk)
-        batch[DEFAULT_MODULE_ID] = {key: torch.from_numpy(np.ascontiguousarray(v)) for key, v in rows.items()}
+        by_module: dict[str, list[PopulationFragment]] = {}
+        for fragment in episodes:  # a fragment per kind of agent and season: each kind's module its rows
+            by_module.setdefault(fragment.module_id, []).append(fragment)
+        for module_id, fragments in by_module.items():
+            rows = population_rows(fragments, self.chunk)
+            batch[module_id] = {key: torch.from_numpy(np.ascontiguousarray(v)) for key, v in rows.items()}
         return batch

@@ -52,7 +52,8 @@ from bilevel_tune.appo.learner import clip_per_candidate
 from bilevel_tune.appo.local_learner import drain_learner, local_learner, stop_algorithm
 from bilevel_tune.appo.multiagent import build_multiagent_algorithm
 from bilevel_tune.appo.population import build_population_algorithm
-from bilevel_tune.appo.world_env import module_for_agent, module_id
+from bilevel_tune.appo.world_env import module_id
+from bilevel_tune.appo.world_io import kinds_of
 from bilevel_tune.inner import InnerLoopConfig
 
 RTOL = 1e-5
@@ -88,21 +89,25 @@ class EquivalenceReport:
 
 
 def update_equivalence(config: InnerLoopConfig, rules: Sequence, seed: int) -> EquivalenceReport:
-    """One update of both loops on one season of the per-agent loop; at least two candidates."""
+    """One update of both loops on one season of the per-agent loop; at least two candidates. In a world of several
+    kinds of agent every kind's module is checked, candidate by candidate."""
     if len(rules) < 2:
         raise ValueError("the check needs at least two candidates (one clipped, one not)")
+    world = config.build_world(rules)
+    kinds = kinds_of(world)
     reference, population = (
         build_multiagent_algorithm(config, rules, seed),
         build_population_algorithm(config, rules, seed),
     )
     try:
         identical = all(
-            _same(_stacked(population).candidate_parameters(j), stock_parameters(reference, j))
+            _same(_stacked(population, kinds, kind).candidate_parameters(j), stock_parameters(reference, j, kinds, kind))
+            for kind in kinds
             for j in range(len(rules))
         )
         season = reference.env_runner.sample()
-        fragment = fragment_of(season, len(rules), config.build_world(rules).agents)
-        norms = gradient_norms(population, fragment, config.season_length)
+        fragments = fragments_of(season, len(rules), world, kinds)
+        norms = gradient_norms(population, fragments, config.season_length)  # [kinds, N]
     finally:
         stop_algorithm(reference), stop_algorithm(population)
     grad_clip = float(np.sqrt(norms.min() * norms.max()))  # between them: some clipped, some not
@@ -113,8 +118,12 @@ def update_equivalence(config: InnerLoopConfig, rules: Sequence, seed: int) -> E
     )
     try:
         one_update(reference, copy.deepcopy(season))  # RLlib's connectors extend the episodes in place
-        one_update(population, [fragment])
-        checks = [_compare(population, reference, j, float(norm), grad_clip, config.lr) for j, norm in enumerate(norms)]
+        one_update(population, fragments)
+        checks = [
+            _compare(population, reference, kinds, kind, j, float(norm), grad_clip, config.lr)
+            for kind, per_candidate in zip(kinds, norms)
+            for j, norm in enumerate(per_candidate)
+        ]
     finally:
         stop_algorithm(reference), stop_algorithm(population)
     return EquivalenceReport(identical, grad_clip, tuple(checks))
@@ -192,10 +201,10 @@ def learning_parity(
     return ParityReport(inner_iters, freeze(before), freeze(after))
 
 
-def _compare(population, reference, j: int, norm: float, grad_clip: float, lr: float) -> CandidateCheck:
-    mine, theirs = _stacked(population).candidate_parameters(j), stock_parameters(reference, j)
-    moments_mine = _first_moments(population, DEFAULT_MODULE_ID, j)
-    moments_theirs = _first_moments(reference, module_id(j), None)
+def _compare(population, reference, kinds, kind, j: int, norm: float, grad_clip: float, lr: float) -> CandidateCheck:
+    mine, theirs = _stacked(population, kinds, kind).candidate_parameters(j), stock_parameters(reference, j, kinds, kind)
+    moments_mine = _first_moments(population, _population_id(kinds, kind), j)
+    moments_theirs = _first_moments(reference, _reference_id(kinds, kind, j), None)
     gradient_difference = max(
         ((moments_mine[n] - m).abs().max() / m.abs().max().clamp(min=1e-30)).item() for n, m in moments_theirs.items()
     )
@@ -211,6 +220,16 @@ def _compare(population, reference, j: int, norm: float, grad_clip: float, lr: f
         max_step_share=difference / lr,
         within_tolerance=within and gradient_difference <= RTOL,
     )
+
+
+def _population_id(kinds, kind) -> str:
+    """The population loop's module of a kind: RLlib's default one where every agent is of one kind."""
+    return DEFAULT_MODULE_ID if len(kinds) == 1 else kind.name
+
+
+def _reference_id(kinds, kind, j: int) -> str:
+    """The per-agent loop's module of candidate j's agents of a kind."""
+    return module_id(j, None if len(kinds) == 1 else kind.name)
 
 
 def _first_moments(algo, mid: str, candidate: int | None) -> dict[str, torch.Tensor]:
@@ -234,42 +253,70 @@ def _first_moments(algo, mid: str, candidate: int | None) -> dict[str, torch.Ten
     return out
 
 
-def fragment_of(ma_episodes, population: int, agents: int) -> PopulationFragment:
-    """The per-agent loop's season as the population loop's fragment.
+def fragments_of(ma_episodes, population: int, world, kinds) -> list[PopulationFragment]:
+    """The per-agent loop's season as the population loop's fragments, one per kind of agent.
 
     RLlib's learner connectors walk a multi-agent episode's agents in the
     order of a set of agent ids (string hashes: it varies per process); the
     agents of each copy are listed in that order, so both batches hold the
-    same rows in the same places. Agents of one copy are interchangeable in
+    same rows in the same places. Agents of one kind are interchangeable in
     the built-in worlds. Where every agent of a copy sees one observation,
     the fragment keeps one per copy.
     """
     (episode,) = ma_episodes
     order = list(episode.agent_ids)
-    rows = [
-        [episode.agent_episodes[a] for a in order if module_for_agent(a) == module_id(k)] for k in range(population)
-    ]
-    if any(len(row) != agents for row in rows):
-        raise ValueError(f"the season does not hold {agents} agents for each of {population} candidates")
-    per_agent = lambda get: np.stack([np.stack([get(a) for a in row], 1) for row in rows], 1)  # noqa: E731
-    observations = per_agent(lambda a: a.get_observations())  # [T + 1, N, F, D]
-    if all(np.array_equal(observations[:, :, i], observations[:, :, 0]) for i in range(agents)):
-        observations = observations[:, :, 0]
-    return PopulationFragment(
-        observations=observations.astype(np.float32),
-        actions=per_agent(lambda a: a.get_actions()).astype(np.float32),
-        action_logp=per_agent(lambda a: a.get_extra_model_outputs(Columns.ACTION_LOGP)).astype(np.float32),
-        rewards=per_agent(lambda a: np.asarray(a.get_rewards())).astype(np.float32),
-    )
+    names = list(getattr(world, "agent_ids", [])) if len(kinds) > 1 else []
+    kind_of = {names[i]: kind.name for kind in kinds for i in kind.agents} if names else {}
+    fragments = []
+    for kind in kinds:
+        rows = [
+            [episode.agent_episodes[a] for a in order if _candidate(a) == k and kind_of.get(_name(a), kind.name) == kind.name]
+            for k in range(population)
+        ]
+        if any(len(row) != len(kind.agents) for row in rows):
+            raise ValueError(f"the season does not hold {len(kind.agents)} {kind.name} agents for each candidate")
+        per_agent = lambda get, rows=rows: np.stack([np.stack([get(a) for a in row], 1) for row in rows], 1)  # noqa: E731
+        observations = per_agent(lambda a: a.get_observations())  # [T + 1, N, F, D]
+        if kind.shared_observation and all(
+            np.array_equal(observations[:, :, i], observations[:, :, 0]) for i in range(len(kind.agents))
+        ):
+            observations = observations[:, :, 0]
+        actions = per_agent(lambda a: a.get_actions())  # a Gaussian's values, or a categorical's indices
+        fragments.append(
+            PopulationFragment(
+                observations=observations.astype(np.float32),
+                actions=actions if np.issubdtype(actions.dtype, np.integer) else actions.astype(np.float32),
+                action_logp=per_agent(lambda a: a.get_extra_model_outputs(Columns.ACTION_LOGP)).astype(np.float32),
+                rewards=per_agent(lambda a: np.asarray(a.get_rewards())).astype(np.float32),
+                module_id=_population_id(kinds, kind),
+            )
+        )
+    return fragments
 
 
-def gradient_norms(algo, fragment: PopulationFragment, chunk: int) -> np.ndarray:
-    """Each candidate's global gradient norm on this fragment (no update applied)."""
+def _candidate(agent: str) -> int:
+    return int(agent.split("/", 1)[0][1:])
+
+
+def _name(agent: str) -> str:
+    return agent.split("/", 1)[1]
+
+
+def gradient_norms(algo, fragments: list[PopulationFragment], chunk: int) -> np.ndarray:
+    """Each kind's candidates' global gradient norms on these fragments (no update applied): [kinds, N]."""
     learner = local_learner(algo)
-    rows = population_rows([fragment], chunk)
-    batch = {DEFAULT_MODULE_ID: {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in rows.items()}}
+    batch = {}
+    for fragment in fragments:
+        rows = population_rows([fragment], chunk)
+        batch[fragment.module_id] = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in rows.items()}
     loss = learner.compute_losses(fwd_out=learner.module.forward_train(batch), batch=batch)
-    return clip_per_candidate(list(learner.compute_gradients(loss).values()), float("inf")).numpy()
+    gradients = learner.compute_gradients(loss)
+    out = []
+    for fragment in fragments:
+        module = learner.module[fragment.module_id]
+        mine = [gradients[p] for p in module.parameters() if p in gradients]
+        out.append(clip_per_candidate(mine, float("inf")).numpy())
+    return np.stack(out)
 
 
 def one_update(algo, episodes) -> None:
@@ -279,9 +326,10 @@ def one_update(algo, episodes) -> None:
     )
 
 
-def stock_parameters(algo, j: int) -> dict[str, torch.Tensor]:
-    """Candidate j's stock module's parameters, less the one copy APPO never reads."""
-    module = local_learner(algo).module[module_id(j)]
+def stock_parameters(algo, j: int, kinds=None, kind=None) -> dict[str, torch.Tensor]:
+    """Candidate j's stock module's parameters (of a kind's agents), less the one copy APPO never reads."""
+    mid = module_id(j) if kinds is None else _reference_id(kinds, kind, j)
+    module = local_learner(algo).module[mid]
     return {name: p.detach().clone() for name, p in module.named_parameters() if not name.startswith(UNUSED)}
 
 
@@ -289,5 +337,6 @@ def _same(mine: dict[str, torch.Tensor], stock: dict[str, torch.Tensor]) -> bool
     return mine.keys() == stock.keys() and all(torch.equal(mine[name], value) for name, value in stock.items())
 
 
-def _stacked(algo):
-    return local_learner(algo).module[DEFAULT_MODULE_ID].unwrapped()
+def _stacked(algo, kinds=None, kind=None):
+    mid = DEFAULT_MODULE_ID if kinds is None else _population_id(kinds, kind)
+    return local_learner(algo).module[mid].unwrapped()

@@ -2,9 +2,10 @@
 
 Candidate k of a block owns slice k of every parameter of RLlib's default
 APPO network (`fcnet_hiddens`, tanh): an actor encoder (`trunk`), a critic
-encoder (`critic`; APPO sets `vf_share_layers=False`), a policy head (`pi`,
-a diagonal Gaussian's mean and log std) and a value head (`vf`), with the
-target copies APPO's loss reads (`_old_trunk`, `_old_pi`). One batched
+encoder (`critic`; APPO sets `vf_share_layers=False`), a policy head (`pi`:
+for a Box action a diagonal Gaussian's mean and log std, for a Discrete or
+MultiDiscrete one the logits of RLlib's (multi-)categorical) and a value
+head (`vf`), with the target copies APPO's loss reads (`_old_trunk`, `_old_pi`). One batched
 matmul per layer runs all candidates at once; slices never mix, so each
 candidate computes exactly what its own stock module would.
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
+import gymnasium as gym
 import numpy as np
 import torch
 from ray.rllib.core.columns import Columns
@@ -105,13 +107,12 @@ class PopulationAPPOModule(TorchRLModule, ValueFunctionAPI, TargetNetworkAPI, In
         self.trunk = StackedMLP(self.population, [obs_size, *hidden])
         if not self.shared_encoder:
             self.critic = StackedMLP(self.population, [obs_size, *hidden])
-        self.pi = StackedLinear(self.population, hidden[-1], 2 * int(np.prod(self.action_space.shape)))
+        self.gaussian = isinstance(self.action_space, gym.spaces.Box)
+        self.pi = StackedLinear(self.population, hidden[-1], head_width(self.action_space))
         self.vf = StackedLinear(self.population, hidden[-1], 1)
         self.log_std_clip = float(config.get(LOG_STD_CLIP, 20.0))  # RLlib's Gaussian head clamps log std
         # TorchRLModule drops critic and vf from an inference-only copy (an env runner's).
-        from ray.rllib.models.torch.torch_distributions import TorchDiagGaussian
-
-        self.action_dist_cls = TorchDiagGaussian
+        self.action_dist_cls = action_dist_class(self.action_space)
         seeds = config.get(INIT_SEEDS)
         if seeds is not None and not self.inference_only:  # an env runner's copy gets the learner's weights
             self.load_stock_weights(seeds)
@@ -169,8 +170,12 @@ class PopulationAPPOModule(TorchRLModule, ValueFunctionAPI, TargetNetworkAPI, In
         return flat if inverse is None else flat[inverse]
 
     def _gaussian(self, head: StackedLinear, embeddings: torch.Tensor, each: bool = False) -> torch.Tensor:
-        """The policy head as RLlib's `TorchMLPHead` for a diagonal Gaussian: [means, clamped log stds]."""
-        means, log_stds = torch.chunk(head(embeddings, each), chunks=2, dim=-1)
+        """The policy head as RLlib's `TorchMLPHead`: for a diagonal Gaussian [means, clamped log stds]; for a
+        (multi-)categorical its logits as they are."""
+        out = head(embeddings, each)
+        if not self.gaussian:
+            return out
+        means, log_stds = torch.chunk(out, chunks=2, dim=-1)
         return torch.cat([means, torch.clamp(log_stds, -self.log_std_clip, self.log_std_clip)], dim=-1)
 
     def _critic(self, lakes: torch.Tensor) -> torch.Tensor:
@@ -224,7 +229,8 @@ class PopulationAPPOModule(TorchRLModule, ValueFunctionAPI, TargetNetworkAPI, In
 
     # -- reading it ------------------------------------------------------------------------------
     def greedy_actions(self, obs: np.ndarray) -> np.ndarray:
-        """Explore-off raw actions of each candidate: [N, D] (one observation per copy) → [N, A], [N, agents, D] → [N, agents, A].
+        """Explore-off raw actions of each candidate: [N, D] (one observation per copy) → [N, A], [N, agents, D] → [N, agents, A]
+        (a Discrete's: [N, agents] indices).
 
         Layer by layer per candidate (`each`): bit for bit what each candidate's own stock
         module acts, so evaluations of untrained policies match the per-agent loop's exactly.
@@ -234,6 +240,8 @@ class PopulationAPPOModule(TorchRLModule, ValueFunctionAPI, TargetNetworkAPI, In
         with torch.no_grad():
             inputs = self._gaussian(self.pi, self.trunk(torch.from_numpy(rows), each=True), each=True)
             mean = self.action_dist_cls.from_logits(inputs.reshape(-1, inputs.shape[-1])).to_deterministic().sample()
+        if isinstance(self.action_space, gym.spaces.Discrete):
+            return mean.reshape(*rows.shape[:2]).numpy()
         mean = mean.reshape(*rows.shape[:2], -1).numpy()
         return mean[:, 0] if obs.ndim == 2 else mean
 
@@ -243,6 +251,26 @@ class PopulationAPPOModule(TorchRLModule, ValueFunctionAPI, TargetNetworkAPI, In
         for name, layer in self.stock_layers().items():
             out[f"{name}.weight"], out[f"{name}.bias"] = layer.weight[k], layer.bias[k]
         return out
+
+
+def head_width(action_space) -> int:
+    """The policy head's outputs for an action space: a Gaussian's means and log stds, or the categorical logits."""
+    if isinstance(action_space, gym.spaces.Box):
+        return 2 * int(np.prod(action_space.shape))
+    if isinstance(action_space, gym.spaces.Discrete):
+        return int(action_space.n)
+    return int(np.sum(action_space.nvec))
+
+
+def action_dist_class(action_space):
+    """RLlib's action distribution for the space, as its default module's catalog picks it."""
+    if isinstance(action_space, gym.spaces.Box):
+        from ray.rllib.models.torch.torch_distributions import TorchDiagGaussian
+
+        return TorchDiagGaussian
+    from ray.rllib.core.models.catalog import Catalog
+
+    return Catalog._get_dist_cls_from_action_space(action_space, framework="torch")
 
 
 def stock_linear(stock: nn.Module, name: str) -> nn.Linear:

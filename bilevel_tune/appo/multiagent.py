@@ -18,29 +18,35 @@ from bilevel_tune.appo.local_learner import trained_module
 from bilevel_tune.appo.loop import APPOLoop
 from bilevel_tune.appo.rllib_config import algorithm_from, appo_config
 from bilevel_tune.appo.seeded import INIT_SEED, seeded_module_class
-from bilevel_tune.appo.world_env import WorldEnv, module_for_agent, module_id
-from bilevel_tune.appo.world_io import block_env_config
+from bilevel_tune.appo.world_env import WorldEnv, kind_seed, module_id
+from bilevel_tune.appo.world_io import block_env_config, kinds_of
 from bilevel_tune.inner import InnerLoopConfig, candidate_seed
 
 
 def build_multiagent_algorithm(config: InnerLoopConfig, rules: Sequence, seed: int, candidates: Sequence[int] = ()):
-    """APPO, multi-agent: one module per candidate (`candidates`, default 0, 1, …, seed each module's weights)."""
+    """APPO, multi-agent: one module per candidate — per candidate and kind, where the world declares several —
+    (`candidates`, default 0, 1, …, seed each module's weights)."""
     from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
     candidates = list(candidates) or list(range(len(rules)))
     module_class = seeded_module_class()
+    env = WorldEnv(block_env_config(config, rules, seed))
+    kinds = env.kinds
     modules = {
-        module_id(j): RLModuleSpec(
+        module_id(j, None if len(kinds) == 1 else kind.name): RLModuleSpec(
             module_class=module_class,
-            model_config={"fcnet_hiddens": list(config.hidden), INIT_SEED: candidate_seed(seed, k)},
+            observation_space=None if len(kinds) == 1 else kind.observation_space,
+            action_space=None if len(kinds) == 1 else kind.action_space,
+            model_config={"fcnet_hiddens": list(config.hidden), INIT_SEED: kind_seed(candidate_seed(seed, k), kind, kinds)},
         )
         for j, k in enumerate(candidates)
+        for kind in kinds
     }
     algo_config = (
         appo_config(config, seed)
         .environment(WorldEnv, env_config=block_env_config(config, rules, seed))
-        .multi_agent(policies=set(modules), policy_mapping_fn=module_for_agent)
+        .multi_agent(policies=set(modules), policy_mapping_fn=env.policy_mapping())
         .rl_module(rl_module_spec=MultiRLModuleSpec(rl_module_specs=modules))
     )
     return algorithm_from(algo_config)
@@ -71,5 +77,9 @@ class MultiAgentPolicyLoop(APPOLoop):
         return build_multiagent_algorithm(self.config, rules, seed, candidates)
 
     def greedy_actions(self):
-        modules = [trained_module(self.algo, module_id(j)) for j in range(len(self.rules))]
-        return lambda obs: per_agent_greedy_actions(modules, obs)
+        kinds = kinds_of(self.config.build_world(self.rules))
+        by_kind = [
+            [trained_module(self.algo, module_id(j, None if len(kinds) == 1 else kind.name)) for j in range(len(self.rules))]
+            for kind in kinds
+        ]
+        return lambda per_kind: [per_agent_greedy_actions(modules, obs) for modules, obs in zip(by_kind, per_kind)]

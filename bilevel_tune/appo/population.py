@@ -23,7 +23,8 @@ from bilevel_tune.appo.local_learner import trained_module
 from bilevel_tune.appo.loop import APPOLoop
 from bilevel_tune.appo.module import HIDDEN, INIT_SEEDS, POPULATION, PopulationAPPOModule
 from bilevel_tune.appo.rllib_config import algorithm_from, appo_config
-from bilevel_tune.appo.world_io import agent_spaces, block_env_config
+from bilevel_tune.appo.world_env import kind_seed
+from bilevel_tune.appo.world_io import block_env_config, kinds_of
 from bilevel_tune.inner import InnerLoopConfig, candidate_seed
 
 
@@ -56,27 +57,33 @@ def refuse_coupling_settings(algo_config) -> None:
 
 
 def build_population_algorithm(config: InnerLoopConfig, rules: Sequence, seed: int, candidates: Sequence[int] = ()):
-    """APPO over one PopulationAPPOModule for the block (`candidates`, default 0, 1, …, seed its initial weights)."""
+    """APPO over one PopulationAPPOModule for the block — one per kind of agent, where the world declares kinds —
+    (`candidates`, default 0, 1, …, seed their initial weights)."""
+    from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
     candidates = list(candidates) or list(range(len(rules)))
-    observation_space, action_space = agent_spaces(config.build_world(rules))
-    module = RLModuleSpec(
-        module_class=PopulationAPPOModule,
-        observation_space=observation_space,
-        action_space=action_space,
-        model_config={
-            POPULATION: len(rules),
-            HIDDEN: list(config.hidden),
-            INIT_SEEDS: [candidate_seed(seed, k) for k in candidates],
-        },
-    )
+    kinds = kinds_of(config.build_world(rules))
+    modules = {
+        kind.name: RLModuleSpec(
+            module_class=PopulationAPPOModule,
+            observation_space=kind.observation_space,
+            action_space=kind.action_space,
+            model_config={
+                POPULATION: len(rules),
+                HIDDEN: list(config.hidden),
+                INIT_SEEDS: [kind_seed(candidate_seed(seed, k), kind, kinds) for k in candidates],
+            },
+        )
+        for kind in kinds
+    }
+    first = kinds[0]
     algo_config = (
         appo_config(config, seed)
         .environment(
             env_config=block_env_config(config, rules, seed),
-            observation_space=observation_space,
-            action_space=action_space,
+            observation_space=first.observation_space,
+            action_space=first.action_space,
             # the runner maps raw actions into the world's bounds itself (world_io.unsquash)
             normalize_actions=False,
             clip_actions=False,
@@ -87,8 +94,13 @@ def build_population_algorithm(config: InnerLoopConfig, rules: Sequence, seed: i
             learner_connector=partial(PopulationBatch, chunk=config.season_length),
             add_default_connectors_to_learner_pipeline=False,
         )
-        .rl_module(rl_module_spec=module)
     )
+    if len(kinds) == 1:  # every agent of one kind: RLlib's default module
+        algo_config = algo_config.rl_module(rl_module_spec=modules[first.name])
+    else:  # a module per kind: RLlib's multi-module path, each kind's fragments its module's rows
+        algo_config = algo_config.multi_agent(policies=set(modules)).rl_module(
+            rl_module_spec=MultiRLModuleSpec(rl_module_specs=modules)
+        )
     refuse_coupling_settings(algo_config)
     return algorithm_from(algo_config)
 
@@ -102,4 +114,7 @@ class PopulationPolicyLoop(APPOLoop):
     def greedy_actions(self):
         from ray.rllib.core import DEFAULT_MODULE_ID
 
-        return trained_module(self.algo, DEFAULT_MODULE_ID).unwrapped().greedy_actions
+        kinds = kinds_of(self.config.build_world(self.rules))
+        ids = [DEFAULT_MODULE_ID] if len(kinds) == 1 else [kind.name for kind in kinds]
+        modules = [trained_module(self.algo, module_id).unwrapped() for module_id in ids]
+        return lambda per_kind: [module.greedy_actions(obs) for module, obs in zip(modules, per_kind)]

@@ -156,9 +156,11 @@ def sessions(run_dir: Path) -> list[str]:
 
 
 def stages(run_dir: Path) -> list[str]:
-    """A run in stages (study.json's stage log): each stage's seeds, trials, when it began and was decided, and
-    AdaStop's outcomes after it; [] for a run without stages."""
-    log = read_study_file(run_dir).get("stages", [])
+    """A run in stages (study.json's stage log): each stage's seeds, trials, when it began and was decided, and the
+    outcomes its test gave after it (a stage decided again — a newer test, a plan extended — its latest, the
+    earlier beside it); then each plan extension; [] for a run without stages."""
+    record = read_study_file(run_dir)
+    log = record.get("stages", [])
     if not log:
         return []
     lines = [
@@ -172,15 +174,33 @@ def stages(run_dir: Path) -> list[str]:
             elapsed = clock(
                 (datetime.datetime.fromisoformat(decided) - datetime.datetime.fromisoformat(began)).total_seconds()
             )
-        outcomes: dict[str, int] = {}
-        for decision in stage.get("decisions", []):
-            outcomes[decision["outcome"]] = outcomes.get(decision["outcome"], 0) + 1
-        said = ", ".join(f"{n} {outcome}" for outcome, n in outcomes.items()) or "not decided yet"
+        said = _outcomes(stage) or "not decided yet"
+        for earlier in reversed(stage.get("superseded", [])):
+            said += f"; before: {_outcomes(earlier)}"
         lines.append(
             f"| {stage['stage']} | {', '.join(map(str, stage['seeds']))} | {len(stage['trials'])} | "
             f"{(began or '—')[:19]} | {(decided or '—')[:19]} | {elapsed} | {said} |"
         )
+    for grown in record.get("plan_extensions", []):
+        lines += [
+            "",
+            f"The plan was extended after stage {grown['after_stage']} ({grown['utc'][:19]} UTC), from "
+            f"{grown['from_max_seeds']} to {grown['to_max_seeds']} seeds per cell at most, declared before its next "
+            "look: every look is decided under the larger plan.",
+        ]
     return lines
+
+
+def _outcomes(entry: dict) -> str:
+    """One stage log entry's decisions counted by outcome, and the test that gave them (AdaStop before it was named)."""
+    outcomes: dict[str, int] = {}
+    for decision in entry.get("decisions", []):
+        outcomes[decision["outcome"]] = outcomes.get(decision["outcome"], 0) + 1
+    if not outcomes:
+        return ""
+    test = {"paired": "paired t", "adastop": "AdaStop"}.get(entry.get("test", "adastop"), entry.get("test"))
+    plan = f", {entry['max_seeds']}-seed plan" if "max_seeds" in entry else ""
+    return ", ".join(f"{n} {outcome}" for outcome, n in outcomes.items()) + f" ({test}{plan})"
 
 
 def answers_block(summary_md: str) -> str:

@@ -240,15 +240,14 @@ def _answers_intro(d, rows: int, final: int) -> str:
             "observed effect, and what each side's runs spent."
         )
     return (
-        f"Every cell runs the same seeds, and a seed fixes a run's worlds, initial weights and evaluation seasons, so "
-        f"each row is read within seed, {scored}: a main effect is a factor's B − A averaged over the other factors' "
-        "levels, an interaction how much one factor's B − A differs between two levels of another, a simple effect "
-        "two groups that differ in one factor. A group-sequential paired t-test (O'Brien–Fleming spending over the "
-        f"stages; docs/verdicts.md) decides each at family-wise α {d.alpha:g} over the {rows} rows, {looked}: main "
-        "effects and interactions share α, and a simple effect is tested with the share its main effect (or an "
-        "interaction it is part of) passes on once shown (graphical Holm), so every row that says better is covered "
-        "by α. Beside it: B − A with a 95 % paired interval, the seeds that agree in sign, the seeds a single paired "
-        "t-test would need at the row's level, power 0.8, at the observed effect, and what each side's runs spent."
+        f"Every cell runs the same seeds (a seed fixes a run's worlds, initial weights and evaluation seasons), so each "
+        f"row is a contrast read within seed, {scored}: main effects (a factor's B − A averaged over the other "
+        "factors' levels) and interactions first, then simple effects (two groups that differ in one factor). A "
+        "group-sequential paired t-test (O'Brien–Fleming spending over the stages; docs/verdicts.md) decides each at "
+        f"family-wise α {d.alpha:g} over the {rows} rows, {looked}; a simple effect is tested only with the share of "
+        "α its main effect, or an interaction it is part of, passes on once shown. Beside it: B − A with a 95 % "
+        "paired interval, the seeds that agree in sign, the seeds a single paired t-test would need at the row's "
+        "level (power 0.8, at the observed effect), and what each side's runs spent."
     )
 
 

@@ -23,9 +23,18 @@ import numpy as np
 
 from bilevel_tune.base.knobs import StudyError, knob_fields
 from bilevel_tune.worlds import BUILTIN_WORLDS, load_world
-from bilevel_tune.worlds.contract import METHODS_AND_DECLARATIONS, Assessment, RuleSpec, Step, WorldError, play_seasons
+from bilevel_tune.worlds.contract import (
+    METHODS_AND_DECLARATIONS,
+    Assessment,
+    RuleSpec,
+    Step,
+    WorldError,
+    has_kinds,
+    play_seasons,
+)
 
 SIZES = ("copies", "agents", "observation_size", "action_size", "horizon")
+KIND_SIZES = ("copies", "agents", "horizon")  # a world that declares its agents' kinds: their spaces say the rest
 
 
 def check_declarations(world: type) -> None:
@@ -78,26 +87,59 @@ def _rule_sets(world: type, copies: int, rng: np.random.Generator) -> list[dict[
     return sets[:copies]
 
 
-def _random_actions(instance: Any, rng: np.random.Generator) -> np.ndarray:
+def _random_actions(instance: Any, rng: np.random.Generator):
+    if has_kinds(instance):
+        return [_random_in(kind.action_space, (instance.copies, len(kind.agents)), rng) for kind in instance.kinds]
     low, high = np.broadcast_to(instance.action_low, (instance.action_size,)), instance.action_high
     shape = (instance.copies, instance.agents, instance.action_size)
     return low + (np.broadcast_to(high, low.shape) - low) * rng.random(shape)
+
+
+def _random_in(space, lead: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    """Actions drawn from a space (a Box's bounded dimensions uniformly, its unbounded ones from N(0, 1)), `lead`
+    of them, in the space's dtype."""
+    from gymnasium import spaces
+
+    if isinstance(space, spaces.Box):
+        low, high = np.broadcast_to(space.low, space.shape), np.broadcast_to(space.high, space.shape)
+        bounded = np.isfinite(low) & np.isfinite(high)
+        uniform = np.where(bounded, low, 0) + np.where(bounded, high - low, 1) * rng.random((*lead, *space.shape))
+        return np.where(bounded, uniform, rng.standard_normal((*lead, *space.shape))).astype(space.dtype)
+    if isinstance(space, spaces.Discrete):
+        return (space.start + rng.integers(0, space.n, lead)).astype(space.dtype)
+    if isinstance(space, spaces.MultiBinary):
+        return rng.integers(0, 2, (*lead, *space.shape)).astype(space.dtype)
+    nvec = np.asarray(space.nvec)
+    return (np.asarray(getattr(space, "start", 0)) + (rng.random((*lead, *nvec.shape)) * nvec).astype(int)).astype(
+        space.dtype
+    )
+
+
+def _observation_shapes(instance: Any) -> list[tuple[int, ...]]:
+    n, agents = instance.copies, instance.agents
+    if has_kinds(instance):
+        from gymnasium.spaces import flatdim
+
+        return [(n, len(kind.agents), flatdim(kind.observation_space)) for kind in instance.kinds]
+    return [(n, instance.observation_size) if instance.shared_observation else (n, agents, instance.observation_size)]
 
 
 def _season(instance: Any, seed: int, label: str) -> tuple[list[np.ndarray], list[Step]]:
     """One season of random actions, checking each step's shapes and values as it goes."""
     rng = np.random.default_rng(seed + 1)
     n, agents = instance.copies, instance.agents
-    obs_shape = (
-        (n, instance.observation_size) if instance.shared_observation else (n, agents, instance.observation_size)
-    )
+    shapes = _observation_shapes(instance)
     observations, steps = [instance.reset(np.random.default_rng(seed))], []
     for t in range(instance.horizon):
-        obs = np.asarray(observations[-1])
-        if obs.shape != obs_shape:
-            raise WorldError(f"{label}: an observation has shape {obs.shape}; the contract asks {obs_shape}")
-        if not np.issubdtype(obs.dtype, np.floating) or not np.isfinite(obs).all():
-            raise WorldError(f"{label}: an observation holds {obs.dtype} values that are not all finite floats")
+        per_kind = list(observations[-1]) if has_kinds(instance) else [observations[-1]]
+        for obs, obs_shape in zip(per_kind, shapes):
+            obs = np.asarray(obs)
+            if obs.shape != obs_shape:
+                raise WorldError(f"{label}: an observation has shape {obs.shape}; the contract asks {obs_shape}")
+            if not np.issubdtype(obs.dtype, np.floating) or not np.isfinite(obs).all():
+                raise WorldError(f"{label}: an observation holds {obs.dtype} values that are not all finite floats")
+        if has_kinds(instance) and np.asarray(instance.alive).shape != (n, agents):
+            raise WorldError(f"{label}: alive has shape {np.asarray(instance.alive).shape}; the contract asks {(n, agents)}")
         if instance.done:
             raise WorldError(f"{label}: done after {t} steps; its horizon is {instance.horizon}")
         step = instance.step(_random_actions(instance, rng))
@@ -127,24 +169,30 @@ def check_world(world: type, copies: int = 4, seed: int = 0) -> None:
         instance = world(settings, rules)
     except (StudyError, ValueError, TypeError) as err:
         raise WorldError(f"{label}: building {copies} copies under rules in their ranges fails: {err}") from None
-    missing = [
-        name for name in SIZES + ("shared_observation", "action_low", "action_high") if not hasattr(instance, name)
-    ]
+    sizes = KIND_SIZES if has_kinds(instance) else SIZES
+    declared = ("alive",) if has_kinds(instance) else ("shared_observation", "action_low", "action_high")
+    missing = [name for name in sizes + declared if not hasattr(instance, name)]
     if missing:
         raise WorldError(f"{label}: an instance lacks {', '.join(missing)}")
     if instance.copies != copies:
         raise WorldError(f"{label}: built for {copies} rule sets, it has copies={instance.copies}")
-    for name in SIZES:
+    for name in sizes:
         value = getattr(instance, name)
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
             raise WorldError(f"{label}: {name}={value!r} must be an integer ≥ 1")
-    low, high = np.asarray(instance.action_low, dtype=float), np.asarray(instance.action_high, dtype=float)
-    if low.shape != (instance.action_size,) or high.shape != (instance.action_size,) or not (low <= high).all():
-        raise WorldError(f"{label}: action_low/high must be ({instance.action_size},) arrays with low ≤ high")
+    if has_kinds(instance):
+        placed = sorted(i for kind in instance.kinds for i in kind.agents)
+        if placed != list(range(instance.agents)):
+            raise WorldError(f"{label}: its kinds must hold every agent once (they hold {placed})")
+    else:
+        low, high = np.asarray(instance.action_low, dtype=float), np.asarray(instance.action_high, dtype=float)
+        if low.shape != (instance.action_size,) or high.shape != (instance.action_size,) or not (low <= high).all():
+            raise WorldError(f"{label}: action_low/high must be ({instance.action_size},) arrays with low ≤ high")
 
     observations, steps = _season(instance, seed, label)
     again, steps_again = _season(instance, seed, label)
-    same = all(np.array_equal(a, b) for a, b in zip(observations, again)) and all(
+    flat = lambda season: [np.asarray(o) for obs in season for o in (obs if has_kinds(instance) else [obs])]  # noqa: E731
+    same = all(np.array_equal(a, b) for a, b in zip(flat(observations), flat(again))) and all(
         np.array_equal(a.rewards, b.rewards) for a, b in zip(steps, steps_again)
     )
     if not same:
@@ -175,7 +223,7 @@ def check_world(world: type, copies: int = 4, seed: int = 0) -> None:
         earned = seasons[0]["reward"].max(axis=2)
         if (earned > bound + 1e-9).any():
             raise WorldError(f"{label}: reward_bound() lies below a reward an agent earned: it is not an upper bound")
-    if callable(getattr(instance, "myopic_actions", None)):
+    if not has_kinds(instance) and callable(getattr(instance, "myopic_actions", None)):
         actions = np.asarray(instance.myopic_actions(instance.reset(np.random.default_rng(seed))))
         if actions.shape != (copies, instance.agents, instance.action_size):
             raise WorldError(f"{label}: myopic_actions() has shape {actions.shape}")

@@ -34,6 +34,20 @@ and may declare what the summary's tables show of an outcome:
                          number its Assessment holds beside the objective and the bound
     scan_terms           the fields a rules scan shows per point beside its objective and bound; none without it
 
+A world whose agents are of several kinds, or act or observe in spaces other
+than one flat Box (a PettingZoo environment's, `worlds.pettingzoo`), declares
+its agents' kinds instead of the one agent's sizes:
+
+    kinds                           (`AgentKind`, …): each kind's name, its agents (indices in the agents'
+                                    order), and its observation and action space, gymnasium spaces as the
+                                    environment declares them; every agent of a kind acts under one policy
+    reset(rng), observe()           one (N, agents of the kind, flat observation) float32 array per kind
+                                    (`gymnasium.spaces.flatten`: a Discrete one-hot, a Dict or Tuple its parts)
+    step(actions)                   one array per kind, (N, agents of the kind, *the action space's shape),
+                                    in the space's dtype: a Discrete's index, a Box's values within its bounds
+    alive                           (N, agents) bool: the agents still in the season; one that has left is
+                                    asked no action (its row of actions is ignored) and earns nothing more
+
 and may offer two hooks:
 
     reward_bound(season) -> (T, N)  the best reward any action could have earned, step by step (given what
@@ -104,6 +118,21 @@ class RuleSpec:
         if not low - 1e-12 <= value <= high + 1e-12:  # also rejects NaN
             raise ValueError(f"rule {self.name}={value:g} is outside its range [{low:g}, {high:g}]")
         return value
+
+
+@dataclass(frozen=True)
+class AgentKind:
+    """Agents that act under one policy: the same observation and action spaces (gymnasium spaces)."""
+
+    name: str
+    agents: tuple[int, ...]  # their indices in a copy's agents (the world's order)
+    observation_space: Any
+    action_space: Any
+
+
+def has_kinds(world) -> bool:
+    """Does the world observe and act per kind of agent (`kinds`), not with one (N, agents, …) array?"""
+    return getattr(world, "kinds", None) is not None
 
 
 @dataclass(frozen=True)

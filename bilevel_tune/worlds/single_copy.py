@@ -44,7 +44,7 @@ def single_copy(world: type) -> type:
     if missing:
         raise WorldError(f"{world.__name__} is not a one-copy world: it lacks {', '.join(missing)} (docs/worlds.md)")
 
-    class Copies(_Copies):
+    class Copies(CopiesOfOne):
         one = world
         name = world.name
         settings_class = world.settings_class
@@ -62,7 +62,7 @@ def single_copy(world: type) -> type:
     return Copies
 
 
-class _Copies:
+class CopiesOfOne:
     """N instances of a one-copy world behind the N-copy contract."""
 
     one: type
