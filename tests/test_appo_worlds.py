@@ -185,8 +185,8 @@ MPE_STUDIES = {
 @pytest.mark.slow
 @pytest.mark.parametrize("case", MPE_STUDIES)
 def test_an_mpe2_study_runs_with_real_appo_from_an_empty_folder_and_warns_of_nothing(tmp_path, case):
-    """simple_spread with its default Discrete(5) actions and with a Box(0, 1, (5,)) float32, and simple_adversary
-    (agents of two kinds): the world checked, then a quick study with real APPO — every action in its space's
+    """simple_spread_v3 with its default Discrete(5) actions and with a Box(0, 1, (5,)) float32, and
+    simple_adversary_v3 (agents of two kinds): the world checked, then a quick study with real APPO — every action in its space's
     dtype, so PettingZoo warns of none (a float64 action in that Box: 231 warnings in one such run's log)."""
     world, extra = MPE_STUDIES[case]
     import subprocess

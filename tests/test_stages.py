@@ -87,9 +87,9 @@ def test_a_two_seed_run_continues_in_stages_and_a_stage_survives_ctrl_c(ray_clus
 def test_the_scan_reports_the_range_edge_and_a_wider_range_moves_it(ray_cluster, tmp_path):
     small = dict(inner="analytic", wandb="disabled", population=1, optimize_params="min_demand_frac", seed=42)
     assert main(study_args(tmp_path, "--quick", name="edge", outer_iters=40, scan=11, **small)) == 0
-    edges = summarise(tmp_path / "edge").answers.edges
+    edges = summarise(tmp_path / "edge").edges
     assert [(e["rule"], e["side"], e["limit"], e["scans"]) for e in edges] == [("min_demand_frac", "upper", 0.35, 1)]
     assert "edge: min_demand_frac at its upper limit 0.35" in (tmp_path / "edge" / "summary.md").read_text()
     wider = ["--set", "search.min_demand_frac=0,0.7"]
     assert main(study_args(tmp_path, "--quick", *wider, name="wider", outer_iters=40, scan=11, **small)) == 0
-    assert summarise(tmp_path / "wider").answers.edges == ()
+    assert summarise(tmp_path / "wider").edges == ()

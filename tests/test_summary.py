@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from bilevel_tune.core import metrics as M
-from bilevel_tune.report.analysis import nodes_used
+from bilevel_tune.report.records import nodes_used
 from bilevel_tune.report.summary import CEILING, FEW, NO_CEILING, NOISE, ROBUST, SummaryError, load_run, main, verdicts
 
 
@@ -101,7 +101,7 @@ def test_the_summary_cli_answers_help(capsys):
 
 def test_a_trials_status_says_whether_it_finished_stopped_or_may_still_be_running():
     from bilevel_tune.core import metrics as M
-    from bilevel_tune.report.analysis import _status
+    from bilevel_tune.report.records import _status
 
     assert _status({M.FINAL_BEST: 0.3}, recorded=5, budget=5) == "complete"
     assert _status({M.STOP_REASON: "every candidate failed"}, recorded=3, budget=5) == "stopped"

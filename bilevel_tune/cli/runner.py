@@ -230,7 +230,7 @@ def _power_lines(study: Study, options: RunOptions) -> list[str]:
 
 
 def _earlier_scores(study: Study, options: RunOptions) -> tuple[dict | None, str]:
-    from bilevel_tune.report.analysis import SummaryError
+    from bilevel_tune.report.columns import SummaryError
     from bilevel_tune.report.answers import finals_by_group
     from bilevel_tune.report.tables import read
 

@@ -1,24 +1,11 @@
-"""The study's answers, as summary.md leads with them: its comparisons decided, its ceiling, its range edges.
+"""The study's answers, as summary.md leads with them: its hypotheses decided (`verdicts.decide`) — main effects,
+interactions, simple effects —, each with the effect beside it: B − A with its 95 % interval, the seeds that agree,
+the SD of the cells it reads only, the seeds used and those a paired test would need (`verdicts.effects`), what a
+run of each side spent (inner-loop evaluations, wall time) and each side's best objective, labelled optimistic: the
+best of many noisy evaluations, more of them for a larger population. The Answers block's one-line findings (the
+ceiling, the range edges, search vs grid) are their sections' (`ceiling`, `edges`, `landscape`).
 
-* **Comparisons** (`decide`): each pair of groups that differ in one grid
-  factor, AdaStop's decision at the family-wise α, and beside it the effect
-  B − A with its 95 % interval, the matched pairs that agree, the SD of
-  these two groups only, the seeds used and those a paired test would need
-  (`effects`), what a run of each side spent (inner-loop evaluations, wall
-  time) and each side's best objective, labelled optimistic: the best of
-  many noisy evaluations, more of them for a larger population.
-* **The ceiling** — the world's (fresh water: 0.25, the campaign's), or
-  `[summary] ceiling` — as one row per run at it or near it, near meaning
-  within two SDs of its best candidate's own evaluation (its final
-  re-evaluation's spread); each row says whether the rules cap the
-  objective there (its upper bound) or the search stopped short, which
-  fixed rules set the cap and what the rules scan found.
-* **Edges**: a searched rule whose search means at the end, or whose scans'
-  bests, sit within one grid spacing of its range's limit: the range, not
-  the objective, may be what stops the search there.
-
-Reads the summary's tables only (pandas), so a shipped result folder
-answers as its run folder did.
+Reads the trials table only (pandas), so a shipped result folder answers as its run folder did.
 """
 
 from __future__ import annotations
@@ -29,14 +16,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bilevel_tune.core import metrics as M
-from bilevel_tune.report.analysis import BEST, FINAL, cap_rules
-from bilevel_tune.study_data.run_folder import group_of, trial_name
-from bilevel_tune.study_data.settings import plain
+from bilevel_tune.report.columns import BEST, FINAL
+from bilevel_tune.study_data.run_folder import group_of
 from bilevel_tune.verdicts import decide, effects
 from bilevel_tune.verdicts import family as F
 
-EDGE_POINTS = 21  # a study without a scan measures "one grid spacing" as a 21-point scan's
 COMPLETE = ("complete", "stopped")  # a trial whose final record is written
 KINDS = {F.MAIN: "main effect", F.INTERACTION: "interaction", F.SIMPLE: "simple effect"}
 
@@ -129,39 +113,11 @@ def _needed(e: effects.Effect, used: int, test: str) -> str:
 
 @dataclass(frozen=True)
 class Answers:
+    """The study's hypotheses, decided (`verdicts.decide`), each with its effect and what its runs cost."""
+
     decisions: decide.Decisions | None
     rows: tuple[Answer, ...]
     error: str | None  # why nothing could be decided (a trial without a score)
-    ceiling: float | None  # the value looked for; None: the world names none
-    ceiling_rows: pd.DataFrame
-    edges: tuple[dict[str, Any], ...]
-
-    def lines(self) -> list[str]:
-        """The one-line findings under the table: the ceiling, the edges."""
-        ceiling = [self.ceiling_line()] if self.ceiling is not None else []  # a world without one: no line
-        return [*ceiling, *(self.edge_line(e) for e in self.edges)]
-
-    def ceiling_line(self) -> str:
-        rows = self.ceiling_rows
-        if rows.empty:
-            return f"ceiling {self.ceiling:.4f}: no run's best is at it or within its own evaluation's noise of it."
-        causes = rows["cause"].value_counts()
-        by = ", ".join(f"{n} by the {cause}" for cause, n in causes.items())
-        return (
-            f"ceiling {self.ceiling:.4f}: {len(rows)} run(s) at it or within their noise of it ({by}): the table below."
-        )
-
-    @staticmethod
-    def edge_line(edge: dict[str, Any]) -> str:
-        parts = [
-            f"{edge[k]} of {edge[k + '_of']} {label}"
-            for k, label in (("means", "search means"), ("scans", "scans' bests"))
-            if edge[k + "_of"]
-        ]
-        return (
-            f"edge: {edge['rule']} at its {edge['side']} limit {plain(edge['limit'])} in {' and '.join(parts)} "
-            f"(within one grid spacing, {edge['spacing']:.4g}): widen its range to see past it."
-        )
 
     def by_key(self) -> dict[str, Answer]:
         return {r.hypothesis.key: r for r in self.rows}
@@ -198,7 +154,7 @@ class Answers:
         return pd.DataFrame(rows)
 
     def record(self) -> dict[str, Any]:
-        """verdicts.json's `answers`."""
+        """verdicts.json's `answers`, the comparisons' part."""
         return {
             "test": self.decisions.test_name if self.decisions else None,
             "alpha": self.decisions.alpha if self.decisions else None,
@@ -231,10 +187,6 @@ class Answers:
                 }
                 for r, text in zip(self.rows, self.texts())
             ],
-            "ceiling": self.ceiling,
-            "ceiling_runs": self.ceiling_rows.to_dict(orient="records"),
-            "edges": list(self.edges),
-            "lines": self.lines(),
         }
 
 
@@ -254,8 +206,8 @@ def _hms(seconds: float) -> str:
 
 
 # -- comparisons -------------------------------------------------------------------------------
-def answers(study, trials: pd.DataFrame, generations: pd.DataFrame, bests: pd.DataFrame) -> Answers:
-    """The study's answers from the summary's tables (the trials table's rows are `study.cells()`, in order)."""
+def answers(study, trials: pd.DataFrame) -> Answers:
+    """The study's hypotheses decided on the trials table (its rows are `study.cells()`, in order)."""
     cells = study.cells()
     done = trials.iloc[: len(cells)]
     by_key = {c.key: row for c, (_, row) in zip(cells, done.iterrows()) if row.get("status") in COMPLETE}
@@ -271,9 +223,7 @@ def answers(study, trials: pd.DataFrame, generations: pd.DataFrame, bests: pd.Da
         fallback = decisions.alpha / max(len(decisions.decisions), 1)  # a hypothesis never given a share: Bonferroni
         for decision in decisions.decisions:
             rows.append(_answer(study, decision, by_key, scores, decision.level or fallback))
-    ceiling = study.ceiling
-    table = ceiling_table(study, trials, generations, bests, ceiling) if ceiling is not None else pd.DataFrame()
-    return Answers(decisions, tuple(rows), error, ceiling, table, tuple(edges(study, trials, bests)))
+    return Answers(decisions, tuple(rows), error)
 
 
 def _answer(study, decision: decide.Decision, by_key: dict[tuple, pd.Series], scores, level: float) -> Answer:
@@ -305,103 +255,6 @@ def _side(by_key: dict[tuple, pd.Series], group: tuple) -> dict[int, pd.Series]:
 def _mean(rows: list[pd.Series], column: str) -> float:
     values = [float(row[column]) for row in rows if column in row and pd.notna(row[column])]
     return float(np.mean(values)) if values else float("nan")
-
-
-# -- the ceiling -------------------------------------------------------------------------------
-def noise_band(row: pd.Series, tol: float) -> float:
-    """How far from the ceiling a run's best may sit and still be at it: two SDs of its best candidate's own
-    evaluation (the spread of its final re-evaluation), at least `tol`."""
-    sd = row.get("final_objective_std")
-    return max(tol, 2 * float(sd)) if sd is not None and pd.notna(sd) else tol
-
-
-def ceiling_table(study, trials: pd.DataFrame, generations: pd.DataFrame, bests: pd.DataFrame, ceiling: float):
-    """One row per ES run whose best is at the ceiling or within its noise of it."""
-    tol = study.summary.tol
-    rows = []
-    for cell, (_, row) in zip(study.cells(), trials.iterrows()):
-        if not row.get("generations", 0):
-            continue
-        band = noise_band(row, tol)
-        best = row.get(BEST)
-        if best is None or pd.isna(best) or abs(float(best) - ceiling) > band:
-            continue
-        bound = row.get(M.UPPER_BOUND)
-        capped = cap_rules(row, band)
-        rows.append(
-            {
-                "run": trial_name(study, cell),
-                "best": float(best),
-                "± noise": band,
-                "first generation": _first_near(generations, trial_name(study, cell), ceiling - band),
-                "upper bound": float(bound) if bound is not None and pd.notna(bound) else float("nan"),
-                "cause": _cause(best, bound, band),
-                "fixed rules that set it": ", ".join(f"{k} (bound up to {v:.4f})" for k, v in capped.items())
-                if capped
-                else "–",
-                "scan best": _scan_best(bests, row),
-            }
-        )
-    return pd.DataFrame(rows)
-
-
-def _cause(best, bound, band: float) -> str:
-    if bound is None or pd.isna(bound):
-        return "unknown (no upper bound in this world)"
-    return "rules" if float(bound) - float(best) <= band else "search"
-
-
-def _first_near(generations: pd.DataFrame, trial, level: float) -> float:
-    """The first generation whose best so far reached `level`."""
-    if generations.empty or not isinstance(trial, str):
-        return float("nan")
-    rows = generations[(generations["trial"] == trial) & (generations["best_so_far"] >= level)]
-    return float(rows["generation"].min()) if not rows.empty else float("nan")
-
-
-def _scan_best(bests: pd.DataFrame, row: pd.Series) -> float:
-    if bests.empty:
-        return float("nan")
-    match = bests[(bests["optimize_params"] == row.get("optimize_params")) & (bests["seed"] == row.get("seed"))]
-    return float(match["scan_best"].iloc[0]) if not match.empty else float("nan")
-
-
-# -- range edges -------------------------------------------------------------------------------
-def edges(study, trials: pd.DataFrame, bests: pd.DataFrame) -> list[dict[str, Any]]:
-    """Each searched rule's limit that its runs' final search means, or its scans' bests, end at (within one grid
-    spacing), with how many did: a range edge that may be what stops the search."""
-    points = study.scan or EDGE_POINTS
-    out = []
-    searched = dict.fromkeys(name for params in study.optimize_params for name in params)
-    for name in searched:
-        spec = study.rule_specs_by_name[name]
-        spacing = spec.span / (points - 1)
-        means = trials.get(M.MEAN_RULE + name, pd.Series(dtype=float)).dropna()
-        scan = _scan_values(bests, name)
-        for side, limit in (("lower", spec.low), ("upper", spec.high)):
-            at_mean = int((means.sub(limit).abs() <= spacing + 1e-12).sum())
-            at_scan = int((scan.sub(limit).abs() <= spacing + 1e-12).sum())
-            if at_mean * 2 > len(means) or at_scan * 2 > len(scan):  # most of them: a pattern, not one run
-                out.append(
-                    {
-                        "rule": name, "side": side, "limit": limit, "spacing": spacing,
-                        "means": at_mean, "means_of": len(means), "scans": at_scan, "scans_of": len(scan),
-                    }
-                )  # fmt: skip
-    return out
-
-
-def _scan_values(bests: pd.DataFrame, name: str) -> pd.Series:
-    """The scans' best points' values of one rule, from their `scan_best_rules` ("name=value, ...")."""
-    if bests.empty:
-        return pd.Series(dtype=float)
-    values = []
-    for text in bests["scan_best_rules"]:
-        for part in str(text).split(", "):
-            rule, _, value = part.partition("=")
-            if rule == name:
-                values.append(float(value))
-    return pd.Series(values, dtype=float)
 
 
 def finals_by_group(study, trials: pd.DataFrame) -> dict[tuple, dict[int, float]]:

@@ -26,8 +26,10 @@ import numpy as np
 import pandas as pd
 
 from bilevel_tune.core import metrics as M
-from bilevel_tune.report.analysis import BEST, BOUND_TOL, GENERATION_BEST, MECHANISM, grid_table
 from bilevel_tune.report.answers import finals_by_group
+from bilevel_tune.report.ceiling import BOUND_TOL
+from bilevel_tune.report.columns import BEST, GENERATION_BEST, MECHANISM
+from bilevel_tune.report.grids import grid_table
 from bilevel_tune.report.run_summary import Summary, summarise
 from bilevel_tune.study_data.run_folder import PLOTS_DIR
 from bilevel_tune.study_data.settings import is_setting_key, plain
@@ -207,7 +209,7 @@ def plot_ceiling(s: Summary):
                 label="best = upper bound (capped by the rules)")  # fmt: skip
     if ceiling is not None:
         ax.axhline(ceiling, color="r", lw=0.8, ls=":", label=f"ceiling {ceiling:g}")
-    rows = s.answers.ceiling_rows
+    rows = s.ceiling.rows
     lifts: dict[str, list[float]] = {}
     for text in rows["fixed rules that set it"] if not rows.empty else []:
         for rule, value in re.findall(r"(\S+) \(bound up to ([-\d.]+)\)", str(text)):

@@ -1,20 +1,33 @@
-"""The summary of a run: every table, verdict and answer a run folder gives, as one `Summary` (`summarise`).
+"""The summary of a run as one pass: its tables loaded once, each section computed from them, then rendered.
 
-It puts together the trial and cell tables and the verdicts (`analysis`),
-the rules scan (`landscape`) and the answers (`answers`); `summary` writes
-them to files, `plots` draws them.
+    summary = summarise(run_dir)   # tables.read → the sections → Summary
+
+1. **Load** (`tables.read`): the trials, generations and scan tables, from a
+   run's records (`records`, `landscape.scan_table`) or a shipped folder's CSVs.
+2. **Sections**, each a module of its own reading only those tables: the
+   answers (`answers`: the hypotheses decided), the ceiling (`ceiling`), the
+   range edges (`edges`), search vs grid (`landscape`), the grids
+   (`grids`), the seed-noise verdicts (`seed_noise`).
+3. **Render**: summary.md and the files (`summary`), the plots (`plots`),
+   W&B and TensorBoard (`tune_edge.tracking`, `views.curves`), the
+   notebook — from the `Summary`, never from the folder again.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from bilevel_tune.report import landscape, tables
-from bilevel_tune.report.analysis import BEST, FINAL, cell_table, grid_table, verdicts
 from bilevel_tune.report.answers import Answers, answers
+from bilevel_tune.report.ceiling import Ceiling, ceiling_section, ceiling_verdict
+from bilevel_tune.report.columns import BEST, DEFAULT_CEILING, DEFAULT_TOL, FINAL, SEARCH_VS_GRID, finished
+from bilevel_tune.report.edges import edge_line, edges
+from bilevel_tune.report.grids import cell_table, grid_table
+from bilevel_tune.report.seed_noise import effect_verdicts
 from bilevel_tune.study_data.definition import Study
 from bilevel_tune.study_data.study_overrides import budget_label
 
@@ -30,8 +43,10 @@ class Summary:
     budget_note: str | None  # why these verdicts may not speak for the study (a smoke or shorter run)
     scans: pd.DataFrame  # the rules scan, one row per grid point (empty without a scan)
     scan_bests: pd.DataFrame  # each scan's best point
-    generations: pd.DataFrame  # one row per ES trial and generation (`generation_table`)
-    answers: Answers  # the comparisons decided, the ceiling, the edges
+    generations: pd.DataFrame  # one row per ES trial and generation (`records.generation_table`)
+    answers: Answers  # the hypotheses decided
+    ceiling: Ceiling  # the ceiling looked for and the runs at it
+    edges: tuple[dict[str, Any], ...]  # the searched rules' range edges the runs end at
     tables: tables.RunTables  # what it was read from: a run's records, or a shipped folder's tables
 
     @property
@@ -40,13 +55,36 @@ class Summary:
         primary = self.verdicts_final or self.verdicts_best
         return {k: (primary[k] if is_effect(k) else v) for k, v in self.verdicts_best.items()}
 
+    @property
+    def search_vs_grid(self) -> dict[str, Any] | None:
+        return self.verdicts_best.get(SEARCH_VS_GRID)
+
+    def findings(self) -> list[str]:
+        """The Answers' one-line findings under their table: the ceiling, the range edges, search vs grid."""
+        lines = [line for line in (self.ceiling.line(), *(edge_line(e) for e in self.edges)) if line]
+        return lines + ([self.search_vs_grid["sentence"]] if self.search_vs_grid else [])
+
+    def answers_record(self) -> dict[str, Any]:
+        """verdicts.json's `answers`: the decided hypotheses, the ceiling's runs, the edges and the findings."""
+        return {
+            **self.answers.record(),
+            "ceiling": self.ceiling.value,
+            "ceiling_runs": self.ceiling.rows.to_dict(orient="records"),
+            "edges": list(self.edges),
+            "lines": [line for line in (self.ceiling.line(), *(edge_line(e) for e in self.edges)) if line],
+        }
+
 
 def summarise(run_dir: Path) -> Summary:
-    """Every table, verdict and answer of a run folder, or of a shipped result's folder (`tables.read`)."""
-    read = tables.read(run_dir)
+    """Every table, verdict and answer of a run folder, or of a shipped result's folder: loaded once (`tables.read`),
+    each section computed from the tables."""
+    return from_tables(tables.read(run_dir))
+
+
+def from_tables(read: tables.RunTables) -> Summary:
     study, table, scans, generations = read.study, read.trials, read.scans, read.generations
     bests = landscape.scan_bests(scans, study)
-    done = table[table["generations"] > 0]
+    done = finished(table)
     has_final = FINAL in done and done[FINAL].notna().any()
     return Summary(
         study=study,
@@ -59,9 +97,29 @@ def summarise(run_dir: Path) -> Summary:
         scans=scans,
         scan_bests=bests,
         generations=generations,
-        answers=answers(study, table, generations, bests),
+        answers=answers(study, table),
+        ceiling=ceiling_section(study, table, generations, bests),
+        edges=tuple(edges(study, table, bests)),
         tables=read,
     )
+
+
+def verdicts(
+    table: pd.DataFrame,
+    ceiling: float | None = DEFAULT_CEILING,
+    tol: float = DEFAULT_TOL,
+    value: str = BEST,
+    bests: pd.DataFrame | None = None,
+) -> dict[str, dict]:
+    """{population_effect, dims_effect, <axis>_effect per further axis, ceiling}, each {verdict, gap, spread,
+    n_seeds, cells, sentence}; with a rules scan (`bests`), also search_vs_grid."""
+    out = effect_verdicts(table, value)
+    if ceiling is not None:  # a world without a ceiling gets no ceiling verdict
+        out["ceiling"] = ceiling_verdict(table, ceiling, tol, bests)
+    grid = landscape.search_vs_grid(table, bests) if bests is not None else None
+    if grid:
+        out[SEARCH_VS_GRID] = grid
+    return out
 
 
 def is_effect(key: str) -> bool:

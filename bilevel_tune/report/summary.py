@@ -18,23 +18,12 @@ import numpy as np
 import pandas as pd
 
 from bilevel_tune.report import plots, run_record, tables
-from bilevel_tune.report.analysis import (  # noqa: F401 - the summary's public names: verdicts and their wording
-    BEST,
-    CEILING,
-    FEW,
-    FINAL,
-    MECHANISM,
-    NO_CEILING,
-    NOISE,
-    ROBUST,
-    SEARCH_VS_GRID,
-    SummaryError,
-    load_run,
-    mean_grid,
-    mechanism_factor,
-    verdicts,
-)
-from bilevel_tune.report.run_summary import Summary, summarise, verdict_lines
+from bilevel_tune.report.ceiling import CEILING, NO_CEILING  # noqa: F401 - the summary's public names
+from bilevel_tune.report.columns import BEST, FINAL, MECHANISM, SummaryError, mechanism_factor  # noqa: F401
+from bilevel_tune.report.grids import mean_grid
+from bilevel_tune.report.records import load_run  # noqa: F401
+from bilevel_tune.report.run_summary import Summary, summarise, verdict_lines, verdicts  # noqa: F401
+from bilevel_tune.report.seed_noise import FEW, NOISE, ROBUST  # noqa: F401
 from bilevel_tune.study_data.run_folder import (
     ANSWERS_CSV,
     CEILING_CSV,
@@ -217,10 +206,7 @@ def render_answers(s: Summary) -> list[str]:
         ]
         if d.incomplete:
             lines += [f"Not looked at yet: {d.incomplete}.", ""]
-    findings = [line for line in a.lines() if line]
-    grid = s.verdicts_best.get(SEARCH_VS_GRID)
-    if grid:
-        findings.append(grid["sentence"])
+    findings = s.findings()
     lines += [f"- {line}" for line in findings] + ([""] if findings else [])
     return lines
 
@@ -264,16 +250,16 @@ def render_grids(s: Summary) -> list[str]:
         _markdown(mean_grid(s.trials, BEST)),
         "",
     ]
-    a = s.answers
-    if a.ceiling is not None and not a.ceiling_rows.empty:
+    c = s.ceiling
+    if c.value is not None and not c.rows.empty:
         lines += [
-            f"## Ceiling {a.ceiling:.4f}: the runs at it or within their own evaluation's noise of it (two SDs of "
+            f"## Ceiling {c.value:.4f}: the runs at it or within their own evaluation's noise of it (two SDs of "
             "their final re-evaluation)",
             "",
             "Cause: the rules when the run's upper bound — the best any action could earn, day by day — is within "
             "that noise of its best (the rules cap the objective there), else the search stopped short.",
             "",
-            _markdown(a.ceiling_rows),
+            _markdown(c.rows),
             "",
         ]
     return lines
@@ -288,14 +274,14 @@ def write_summary(run_dir: Path, with_plots: bool = True) -> str:
     (run_dir / SUMMARY_MARKDOWN).write_text(text + "\n")
     run_record.requote(run_dir, before, text)
     s.answers.table().to_csv(run_dir / ANSWERS_CSV, index=False)
-    if not s.answers.ceiling_rows.empty:
-        s.answers.ceiling_rows.to_csv(run_dir / CEILING_CSV, index=False)
+    if not s.ceiling.rows.empty:
+        s.ceiling.rows.to_csv(run_dir / CEILING_CSV, index=False)
     tables.write(run_dir, s.tables)  # trials.csv, generations.csv.gz, scan.csv: what a shipped folder reopens from
     s.cells.to_csv(run_dir / CELLS_CSV, index=False)
     s.grid.to_csv(run_dir / GRID_CSV, index=False)
     verdicts_json = {
         "budget_note": s.budget_note,
-        "answers": s.answers.record(),
+        "answers": s.answers_record(),
         "best_objective": s.verdicts_best,
         "final_objective": s.verdicts_final,
     }

@@ -9,7 +9,7 @@ summary makes three tables, and writes them beside summary.md:
 * `generations.csv.gz` — one row per ES trial and generation: its best so
   far, the generation's best, mean and SD, σ, seconds, the seconds and
   inner-loop evaluations so far, the search mean's rules and the generation's
-  best candidate's (`analysis.generation_table`);
+  best candidate's (`records.generation_table`);
 * `scan.csv` — with a rules scan, one row per scan and grid point.
 
 A folder under docs/results/ ships those tables and study.json, not the
@@ -26,7 +26,8 @@ from pathlib import Path
 import pandas as pd
 
 from bilevel_tune.report import landscape
-from bilevel_tune.report.analysis import SummaryError, generation_table, load_run, trial_table
+from bilevel_tune.report.columns import SummaryError
+from bilevel_tune.report.records import generation_table, load_run, trial_table
 from bilevel_tune.study_data.definition import Study
 from bilevel_tune.study_data.run_folder import GENERATIONS_FILE, SCAN_CSV, STUDY_FILE, TRIALS_CSV
 
@@ -37,7 +38,7 @@ GZIP = {"method": "gzip", "mtime": 0}  # no timestamp in the file: the same tabl
 @dataclass(frozen=True)
 class RunTables:
     study: Study
-    trials: pd.DataFrame  # `analysis.trial_table` with the scan's regret beside it (`landscape.add_regret`)
+    trials: pd.DataFrame  # `records.trial_table` with the scan's regret beside it (`landscape.add_regret`)
     generations: pd.DataFrame
     scans: pd.DataFrame  # empty without a scan
     shipped: bool  # read from a shipped folder's tables, not from records

@@ -1,0 +1,55 @@
+"""The vocabulary of a run's tables: the columns the summary reads, the grid's factors, the defaults of a bare table.
+
+Every section of the summary (`run_summary`) reads the tables `tables.read` loads once — from a run's records
+(`records`) or a shipped folder's CSVs — through these names. pandas only.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from bilevel_tune.base.sections import SummarySettings
+from bilevel_tune.study_data.settings import is_setting_key
+
+BEST, FINAL = "best_objective", "final_objective"  # the two values verdicts are judged on
+MECHANISM = "mechanism"
+# The grid's factors besides the seed (a study's further axes add theirs). The mechanism factor is `dims` (1-D vs
+# 2-D) when each dimensionality has one set of searched rules, else `mechanism`, the set itself (2-D vs 2-D floor+risk).
+BASE_FACTORS = ("population", "dims")
+BOUND_BY = "bound_by/"  # bound_by/<rule>: the best candidate's upper bound with that rule at its best (its Assessment)
+GENERATION_BEST = "generation_best/"  # generation_best/<rule>: the generation's best candidate, physical
+SEARCH_VS_GRID = "search_vs_grid"
+# a bare table's: the campaign's ceiling (a study's is its world's, `Study.ceiling`), and [summary] tol's default
+DEFAULT_CEILING, DEFAULT_TOL = 0.25, SummarySettings().tol
+
+
+class SummaryError(ValueError):
+    """A folder that is not a study run; the message is the one line the user sees."""
+
+
+def factors(table: pd.DataFrame) -> list[str]:
+    """The grid's factors a table has: population, the mechanism (dims, or the searched rules where two
+    mechanisms share a dimensionality), and a column per further axis (a setting's key)."""
+    return ["population", mechanism_factor(table), *(c for c in table.columns if is_setting_key(c))]
+
+
+def mechanism_factor(table: pd.DataFrame) -> str:
+    """`dims` while every dimensionality has one mechanism (the campaign's 1-D / 2-D), else `mechanism`."""
+    if MECHANISM in table and len(table) and table.groupby("dims")[MECHANISM].nunique().max() > 1:
+        return MECHANISM
+    return "dims"
+
+
+def finished(trials: pd.DataFrame) -> pd.DataFrame:
+    """The trials that ran a generation (missing ones are rows of the trials table too)."""
+    return trials[trials.get("generations", 0) > 0]
+
+
+def native(value):
+    return value.item() if hasattr(value, "item") else value
+
+
+def shown(level) -> str:
+    """A level as a sentence names it: 0.05, not 0.05000000000000001; 16."""
+    level = native(level)
+    return f"{level:g}" if isinstance(level, float) else str(level)

@@ -1,0 +1,191 @@
+"""A run's records as tables: the trials table (one row per grid cell) and the generations table, read from each
+trial's generations.jsonl (`study_data.run_folder`) and study.json — the load step of the summary's pipeline,
+for a run folder (a shipped folder's tables are read as they are: `tables`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from bilevel_tune.core import metrics as M
+from bilevel_tune.report.columns import BEST, BOUND_BY, FINAL, GENERATION_BEST, MECHANISM, SummaryError
+from bilevel_tune.study_data.definition import Study
+from bilevel_tune.study_data.run_folder import (
+    STUDY_FILE,
+    Cell,
+    num,
+    read_study_file,
+    trial_name,
+    trial_records,
+)
+
+
+@dataclass(frozen=True)
+class TrialRecords:
+    name: str  # the trial folder
+    generations: list[dict[str, Any]]
+    final: dict[str, Any] | None
+
+
+def load_run(run_dir: Path) -> tuple[Study, dict[tuple, TrialRecords]]:
+    """(the study as study.json records it, the records of every trial that wrote some, by cell key)."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise SummaryError(f"{run_dir} is not a folder")
+    if not (run_dir / STUDY_FILE).is_file():
+        raise SummaryError(
+            f"{run_dir} is not a study run folder (no {STUDY_FILE}); give a folder made by python -m bilevel_tune.study"
+        )
+    try:
+        study = Study.from_dict(read_study_file(run_dir)["study"])
+    except (ValueError, KeyError, TypeError):
+        raise SummaryError(f"{run_dir / STUDY_FILE} is not a bilevel_tune study file") from None
+    trials = {}
+    for name, (generations, final) in trial_records(run_dir).items():
+        if generations or final:
+            trials[Cell.key_of((generations or [final])[0])] = TrialRecords(name, generations, final)
+    return study, trials
+
+
+def trial_table(study: Study, trials: dict[tuple, TrialRecords]) -> pd.DataFrame:
+    """One row per grid cell; missing and crashed trials are rows too (their status says which)."""
+    return pd.DataFrame([_trial_row(study, cell, trials.get(cell.key)) for cell in study.cells()])
+
+
+def _trial_row(study: Study, cell: Cell, trial: TrialRecords | None) -> dict[str, Any]:
+    row = {
+        "population": cell.population,
+        "dims": cell.dims,
+        MECHANISM: study.mechanisms.label(cell.optimize_params),
+        "optimize_params": ",".join(cell.optimize_params),
+        "seed": cell.seed,
+        **{key: _cell_value(value) for key, value in cell.extra},  # a column per further axis
+        "budget_generations": cell.generations,
+    }
+    if trial is None or not trial.generations:
+        return {**row, "status": "missing", "generations": 0}
+    gens, final, last = trial.generations, trial.final or {}, trial.generations[-1]
+    best_gen = last[M.BEST_GENERATION]
+    best_gen = best_gen if best_gen is not None and best_gen >= 0 else None
+    best = _best_outcome(next((g for g in gens if g[M.GENERATION] == best_gen), None))
+    return {
+        **row,
+        "trial": trial.name,
+        "status": _status(final, len(gens), cell.generations),
+        BEST: num(last[M.BEST_OBJECTIVE]),
+        "best_generation": best_gen,
+        "generations": len(gens),
+        "final_sigma": num(last[M.SIGMA]),
+        FINAL: num(final.get(M.FINAL_BEST)),
+        "final_objective_std": num(final.get(M.FINAL_BEST_STD)),
+        "final_mean_objective": num(final.get(M.FINAL_MEAN)),
+        "gen0_objective": num(gens[0][M.OBJECTIVE]),
+        "median_sec_per_gen": float(np.median([g[M.SEC_PER_GEN] for g in gens])),
+        "evaluations": len(gens) * cell.population,  # inner-loop evaluations: ES generations × population
+        "wall_s": float(sum(g[M.SEC_PER_GEN] for g in gens) + (final.get(M.SEC_FINAL) or 0.0)),
+        "shards": int(last.get(M.SHARDS, 1)),
+        "nodes": nodes_used(gens),
+        "max_threads": max(g[M.THREADS_OS] for g in gens),
+        "failed_candidates": sum(g[M.FAILED] for g in gens),
+        M.UPPER_BOUND: num(best.get(M.UPPER_BOUND)),
+        M.STOP_REASON: final.get(M.STOP_REASON, ""),
+        **{f"diag_{k}": num(best.get(k)) for k in _diagnostic_keys(best, study.table.summary_diagnostics)},
+        **{BOUND_BY + rule: num(value) for rule, value in (best.get("bound_by_rule") or {}).items()},
+        **{k: v for k, v in last.items() if k.startswith((M.BEST_RULE, M.MEAN_RULE))},
+    }
+
+
+def nodes_used(gens: list[dict[str, Any]]) -> int:
+    """The machines a trial's shards ran on, by address: Ray names a node anew in each session, so a trial resumed
+    on the same machine counts once. Older records, without addresses: the most nodes one generation used."""
+    shards = [s for g in gens for s in g.get(M.SHARD_DETAIL, [])]
+    if shards and all(s.get(M.NODE_IP) for s in shards):
+        return len({s[M.NODE_IP] for s in shards})
+    return max((len({s[M.NODE] for s in g.get(M.SHARD_DETAIL, [])}) for g in gens), default=0) or 1
+
+
+def _diagnostic_keys(outcome: dict[str, Any], declared: tuple[str, ...] | None) -> list[str]:
+    """What the world declares its summary shows of an outcome (`summary_diagnostics`), else every number the
+    recorded outcome holds beside the objective and its bound: its terms and diagnostics."""
+    if declared is not None:
+        return list(declared)
+    skip = (M.OBJECTIVE, M.UPPER_BOUND, "failed", "bound_by_rule")
+    return [k for k, v in outcome.items() if k not in skip and isinstance(v, (int, float)) and not isinstance(v, bool)]
+
+
+def _cell_value(value):
+    return ",".join(map(str, value)) if isinstance(value, tuple) else value
+
+
+def _status(final: dict, recorded: int, budget: int) -> str:
+    if final:
+        return "stopped" if M.STOP_REASON in final else "complete"
+    return "running or crashed" if recorded < budget else "no final"
+
+
+def _best_outcome(row: dict | None) -> dict:
+    """The generation's best candidate's outcome (its upper bound and diagnostics)."""
+    if row is None:
+        return {}
+    objectives = np.array([num(o[M.OBJECTIVE]) for o in row[M.OUTCOMES]])
+    return row[M.OUTCOMES][int(np.nanargmax(objectives))] if np.isfinite(objectives).any() else {}
+
+
+GENERATION_COLUMNS = (
+    "generation", "best_so_far", "generation_best", "mean", "std", "sigma", "sec", "elapsed_s", "evaluations",
+)  # fmt: skip
+
+
+def generation_table(study: Study, trials: dict[tuple, TrialRecords]) -> pd.DataFrame:
+    """One row per ES trial and generation: its best so far, the generation's best, mean and SD, σ, seconds, the
+    seconds and inner-loop evaluations (ES generations × population) so far, and where the search was (the search
+    mean's rules, `mean/<rule>`, and the generation's best candidate's, `generation_best/<rule>`, physical) — the
+    curves, the search's paths and the shipped folders' summaries are drawn from it."""
+    specs = study.rule_specs_by_name
+    rows = []
+    for cell in study.cells():
+        t = trials.get(cell.key)
+        if t is None or not t.generations:
+            continue
+        head = {
+            "trial": trial_name(study, cell),
+            "population": cell.population,
+            MECHANISM: study.mechanisms.label(cell.optimize_params),
+            "optimize_params": ",".join(cell.optimize_params),
+            "seed": cell.seed,
+            **{key: _cell_value(value) for key, value in cell.extra},
+        }
+        elapsed = 0.0
+        for g in t.generations:
+            elapsed += num(g[M.SEC_PER_GEN])
+            rows.append(
+                {
+                    **head,
+                    "generation": int(g[M.GENERATION]),
+                    "best_so_far": num(g[M.BEST_OBJECTIVE]),
+                    "generation_best": num(g[M.OBJECTIVE]),
+                    "mean": num(g.get(M.OBJECTIVE_MEAN)),
+                    "std": num(g.get(M.OBJECTIVE_STD)),
+                    "sigma": num(g.get(M.SIGMA)),
+                    "sec": num(g[M.SEC_PER_GEN]),
+                    "elapsed_s": elapsed,
+                    "evaluations": (int(g[M.GENERATION]) + 1) * cell.population,
+                    **{M.MEAN_RULE + p: num(g.get(M.MEAN_RULE + p)) for p in cell.optimize_params},
+                    **_generation_best(g, cell.optimize_params, specs),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def _generation_best(g: dict[str, Any], params: tuple[str, ...], specs) -> dict[str, float]:
+    objectives = np.array([num(o[M.OBJECTIVE]) for o in g[M.OUTCOMES]])
+    k = int(np.nanargmax(objectives)) if np.isfinite(objectives).any() else 0
+    u = np.atleast_2d(np.array(g[M.CANDIDATES], dtype=float))[k]
+    return {GENERATION_BEST + p: specs[p].to_physical(u[j]) for j, p in enumerate(params)}
+
+
