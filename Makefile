@@ -29,7 +29,7 @@ study: $(STAMP)
 test: $(STAMP)
 	WANDB_MODE=offline $(BIN)/python -m pytest
 
-## The APPO loops' tests (leak-free stop, exactness, parity; on any world, less the fishery's whole study) on Ray 2.53, in a separate small virtualenv.
+## The APPO loops' tests (leak-free stop, exactness, parity; on any world, less the whole studies of the fishery and MPE2) on Ray 2.53, in a separate small virtualenv.
 $(STAMP253): pyproject.toml
 	$(PYTHON) -m venv $(VENV253)
 	$(VENV253)/bin/python -m pip install -q --upgrade pip
@@ -39,7 +39,7 @@ $(STAMP253): pyproject.toml
 
 test-ray253: $(STAMP253)
 	RAY_AUTH_MODE=disabled $(VENV253)/bin/python -m pytest -p no:cacheprovider tests/test_appo.py tests/test_population.py tests/test_ray_compat.py \
-		tests/test_appo_worlds.py -k "not fishery_study"
+		tests/test_appo_worlds.py -k "not fishery_study and not mpe2_study"
 
 ## The numpy tier: the minute-long loop (no Ray, no RLlib, no process of its own; `make test` runs every tier).
 test-fast: $(STAMP)

@@ -130,8 +130,12 @@ generations = 2
         (GOOD + "[es]\nshaping = 'rank'\n", r"es.shaping='rank' must be one of zscore, centered_rank"),
         (GOOD + "[objective]\necon_weight = 0\n", "both 0"),
         (
-            GOOD.replace('name = "tiny"', 'inner = "ppo"\nname = "tiny"'),
-            r"inner='ppo' is unknown; allowed: appo, appo-multiagent, analytic",
+            GOOD.replace('name = "tiny"', 'inner = "sarsa"\nname = "tiny"'),
+            r"inner='sarsa' is unknown; allowed: appo, appo-multiagent, analytic, ppo, frozen",
+        ),
+        (
+            GOOD.replace('name = "tiny"', 'inner = "frozen"\nname = "tiny"'),
+            r"inner='frozen' is a held-out learner \(\[final\] learners\), not a study's inner loop",
         ),
         (
             GOOD.replace('name = "tiny"', 'inner = "nowhere.mod:Loop"\nname = "tiny"'),

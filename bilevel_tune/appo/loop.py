@@ -57,9 +57,22 @@ class APPOLoop:
 
     def evaluate(self, seeds: Sequence[int]) -> list[Assessment]:
         """Explore-off evaluation on fixed seeds, after every queued update is applied."""
-        drain_learner(self.algo)
-        world = self.config.build_world(self.rules)
+        return self.evaluate_on(self.rules, seeds)
+
+    def evaluate_on(self, rules: Sequence[dict[str, float]], seeds: Sequence[int]) -> list[Assessment]:
+        """The block's policies, as trained, evaluated explore-off on a world under other rules (one set per
+        candidate): what farms that formed their habits under the block's rules do under these (`frozen`)."""
+        self.drain()
+        world = self.config.build_world([dict(r) for r in rules])
         return evaluate(world, seeds, acting_in(world, self.greedy_actions()), self.config.objective_settings)
+
+    def drain(self) -> None:
+        """Every queued update applied (APPO's learner thread): the weights evaluation reads are the last ones."""
+        drain_learner(self.algo)
+
+    def stop_algorithm(self, algo) -> bool:
+        """Stop an Algorithm, its learner thread confirmed gone (`local_learner.stop_algorithm`)."""
+        return stop_algorithm(algo)
 
     def learner_thread_class(self) -> type | None:
         """What the shard's census counts as learner threads."""
@@ -78,7 +91,7 @@ class APPOLoop:
         if self.config.stop_mode == "none":
             self._kept.append(algo)
             return True
-        confirmed = stop_algorithm(algo)
+        confirmed = self.stop_algorithm(algo)
         del algo
         gc.collect()  # an Algorithm is a web of cycles; without this RSS creeps up between full collections
         return_free_memory()  # and without this the allocator keeps its freed pages: RSS creeps all the same

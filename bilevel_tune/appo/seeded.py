@@ -13,17 +13,19 @@ from __future__ import annotations
 
 INIT_SEED = "bilevel_init_seed"  # model_config key: the seed of a module's initial weights
 
-_SEEDED_MODULE_CLASS = None
+_SEEDED_MODULE_CLASSES: dict[str, type] = {}
 
 
-def seeded_module_class() -> type:
-    """RLlib's default APPO torch module, its weights initialised from the seed in its model_config."""
-    global _SEEDED_MODULE_CLASS
-    if _SEEDED_MODULE_CLASS is None:
+def seeded_module_class(algorithm: str = "APPO") -> type:
+    """RLlib's default torch module of an algorithm (APPO, or PPO for the held-out learner), its weights initialised
+    from the seed in its model_config."""
+    if algorithm not in _SEEDED_MODULE_CLASSES:
         import torch
         from ray.rllib.algorithms.appo import APPOConfig
+        from ray.rllib.algorithms.ppo import PPOConfig
 
-        base = APPOConfig().framework("torch").get_default_rl_module_spec().module_class
+        config = {"APPO": APPOConfig, "PPO": PPOConfig}[algorithm]()
+        base = config.framework("torch").get_default_rl_module_spec().module_class
 
         def setup(self):
             seed = (self.model_config or {}).get(INIT_SEED)
@@ -32,6 +34,7 @@ def seeded_module_class() -> type:
                     torch.manual_seed(int(seed))
                 base.setup(self)
 
-        cls = type("SeededAPPOModule", (base,), {"setup": setup, "__module__": __name__})
-        globals()["SeededAPPOModule"] = _SEEDED_MODULE_CLASS = cls  # findable by name, should RLlib pickle it
-    return _SEEDED_MODULE_CLASS
+        name = f"Seeded{algorithm}Module"
+        cls = type(name, (base,), {"setup": setup, "__module__": __name__})
+        globals()[name] = _SEEDED_MODULE_CLASSES[algorithm] = cls  # findable by name, should RLlib pickle it
+    return _SEEDED_MODULE_CLASSES[algorithm]

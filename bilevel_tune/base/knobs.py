@@ -150,7 +150,7 @@ class Setting(Knob):
         elif self.kind == "layers":
             value = [_number(part, int) for part in text.split(",") if part.strip()] if text else []
         elif self.kind == "words":
-            value = [part.strip() for part in text.split(",") if part.strip()]
+            value = [part.strip() for part in split_top(text) if part.strip()]
         elif self.kind == "range":
             value = [_number(part, float) for part in text.strip("[]").split(",") if part.strip()]
         else:
@@ -176,6 +176,18 @@ class Setting(Knob):
         if self.kind == "int":
             return isinstance(value, int), value
         return math.isfinite(value), float(value)
+
+
+def split_top(text: str, separator: str = ",") -> list[str]:
+    """`text` split at the separators outside brackets and parentheses: 'appo(appo.lr=3e-4, network.hidden=[64,64]),
+    ppo' → ['appo(appo.lr=3e-4, network.hidden=[64,64])', 'ppo']."""
+    parts, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        depth += (char in "([") - (char in ")]")
+        if char == separator and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    return [*parts, text[start:]]
 
 
 def _number(text: str, kind):

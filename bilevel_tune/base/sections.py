@@ -120,6 +120,16 @@ class DecideSettings(_Checked):
         return self.max_seeds // self.seeds_per_stage
 
 
+@dataclass(frozen=True, kw_only=True)
+class FinalSettings(_Checked):
+    """[final]: what scores each run's final rules besides its own loop's re-evaluation (docs/verdicts.md)."""
+
+    learners: tuple[str, ...] = knob(
+        (), "held-out learners that score each run's final rules and the status quo on its final seeds: analytic, "
+        "ppo, frozen, a loop with other settings (appo(appo.lr=3e-4)) or module:Class", words=True, inner=False,
+    )  # fmt: skip
+
+
 @dataclass(frozen=True)
 class Budget(BudgetSettings):
     """How much of the study a run does: [budget]'s settings, and `generations`: one count, or (population, count) pairs."""

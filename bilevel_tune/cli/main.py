@@ -3,6 +3,7 @@
     python -m bilevel_tune.study weekend --quick --wandb offline
     python -m bilevel_tune.study weekend --dry-run --num-cpus 16
     python -m bilevel_tune.study weekend --resume
+    python -m bilevel_tune.study --reevaluate RUN_DIR --learners ppo,analytic,frozen
 
 STUDY is a built-in study's name or a path to a .toml file. Overrides
 narrow or replace a grid axis (--population, --optimize-params, --seed),
@@ -45,7 +46,7 @@ def find_plugins_here() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bilevel_tune.cli.runner import default_command, dry_run, run_study
+    from bilevel_tune.cli.runner import default_command, dry_run, reevaluate_run, run_study
 
     find_plugins_here()
     try:
@@ -53,6 +54,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.list:
             list_studies()
             return EXIT_OK
+        if args.reevaluate is not None:
+            if args.study:
+                raise UsageError(f"--reevaluate scores the run its folder records; drop the study {args.study!r}")
+            return reevaluate_run(options_from(args, command=default_command()), args.reevaluate, args.dry_run)
         if not args.study:
             raise UsageError(f"give a study: one of {', '.join(available_studies())} (or a path); --list shows them")
         options = options_from(args, command=default_command())

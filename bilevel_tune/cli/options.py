@@ -96,6 +96,16 @@ def _assignment(flag: str, example: str) -> Callable[[str], tuple[str, str]]:
     return parse
 
 
+def _learners(text: str) -> tuple[str, ...]:
+    """A comma-separated list of learners; commas inside a learner's parentheses are its settings'."""
+    from bilevel_tune.base.knobs import split_top
+
+    values = tuple(part.strip() for part in split_top(text) if part.strip())
+    if not values:
+        raise argparse.ArgumentTypeError(f"--learners {text!r} must name at least one learner, e.g. ppo,analytic")
+    return values
+
+
 def _address(text: str) -> str:
     if text == "auto" or text.startswith("ray://"):
         return text
@@ -194,6 +204,12 @@ class RunOptions:
         "--scan", "also scan the searched rules on a grid: N points for a 1-D mechanism, N × N for 2-D, per seed",
         STUDY, parse=_integer("--scan", "an integer ≥ 2 (grid points per searched rule)"), metavar="N",
         override="scan", aspect=lambda s: s.scan,
+    )  # fmt: skip
+    learners: tuple[str, ...] | None = option(
+        "--learners",
+        "held-out learners that also score every trial's final rules and its status quo ([final] learners; with "
+        "--reevaluate, on a finished run): analytic, ppo, frozen, appo(appo.lr=3e-4), module:Class",
+        STUDY, parse=_learners, override="learners", aspect=lambda s: s.final.learners,
     )  # fmt: skip
     # the run folder
     results: str = option(
@@ -309,6 +325,11 @@ def build_parser(prog: str, description: str, options_class: type = RunOptions) 
         groups[m["group"]].add_argument(m["flag"], **kwargs)
     parser.add_argument("--list", action="store_true", help="list the studies and their budgets")
     parser.add_argument(
+        "--reevaluate", metavar="RUN_DIR", type=Path,
+        help="score a finished run (a run folder, or a shipped one under docs/results/) with --learners, from its "
+        "recorded final rules, and rebuild its summary; the ES is not run again (resumable)",
+    )  # fmt: skip
+    parser.add_argument(
         "--dry-run", action="store_true", help="print the grid, the CPU plan and a calibrated ETA; run nothing"
     )
     return parser
@@ -365,6 +386,9 @@ def check_study_world(study: Study) -> None:
         check_loop_on_world(study.inner, study.world_kind)
     except InnerLoopError as err:
         raise StudyError(str(err)) from None
+    from bilevel_tune.study_data.learners import check_learners
+
+    check_learners(study)
 
 
 def changed_on_resume(options: RunOptions, recorded: Study) -> list[str]:

@@ -16,6 +16,7 @@ import contextlib
 import datetime as dt
 import os
 import platform
+import shlex
 import signal
 import subprocess
 import sys
@@ -31,6 +32,7 @@ from bilevel_tune.cli.options import (  # noqa: F401 - RunOptions, UsageError: t
     RunOptions,
     UsageError,
     changed_on_resume,
+    fields_of,
     resolve_study,
     resume_command,
     session_record,
@@ -217,7 +219,21 @@ def dry_run(options: RunOptions, out: Callable[[str], None] = print) -> Plan:
     describe_plan(study, plan, out, what="stage 1" if options.until_decided else "the whole command")
     if options.until_decided:
         _describe_most(study, options, cpus, mode, plan, out)
+    if study.final.learners:
+        _describe_held_out(study, None, (), cpus, options, out)
     return plan
+
+
+def _describe_held_out(study: Study, trials, extra, cpus: int, options: RunOptions, out, done=None) -> None:
+    """The held-out step's jobs and ETA, each learner probed on this machine (a Ray of the probe's own)."""
+    from bilevel_tune.cli import reevaluation
+    from bilevel_tune.runtime import ray_init
+    from bilevel_tune.study_data.learners import learners_of
+
+    learners = learners_of(study, extra)
+    out(f"held-out learners, after the trials: {', '.join(learner.label for learner in learners)}")
+    with ray_init.scratch_ray(ray_init.RuntimeConfig(num_cpus=cpus, thread_cap=options.thread_cap, log_to_driver=False)):
+        reevaluation.describe_cost(study, trials, learners, cpus, out, done)
 
 
 def _power_lines(study: Study, options: RunOptions) -> list[str]:
@@ -230,8 +246,8 @@ def _power_lines(study: Study, options: RunOptions) -> list[str]:
 
 
 def _earlier_scores(study: Study, options: RunOptions) -> tuple[dict | None, str]:
-    from bilevel_tune.report.columns import SummaryError
     from bilevel_tune.report.answers import finals_by_group
+    from bilevel_tune.report.columns import SummaryError
     from bilevel_tune.report.tables import read
 
     shipped = REPO_ROOT.parent / "docs" / "results" / f"{study.name}-{study.inner}"
@@ -423,6 +439,8 @@ def _run_on_cluster(study, options, root, run_dir, mode, signals, clock: calibra
             if grown is None:
                 break
             study = grown
+        if study.final.learners and not (counts[1] or counts[2] or watch.reason):  # after the last stage
+            _held_out(study, run_dir, out)
         _summarise(run_dir, mode, study, out)
         if watch.reason:
             out(f"stopped: {watch.reason}")
@@ -518,6 +536,15 @@ def _decide_stage(study: Study, run_dir: Path, out) -> Study | None:
     staging.record_decisions(run_dir, study, decisions)
     out(staging.describe_decisions(study, decisions))
     return staging.advance(study, run_dir, decisions)
+
+
+def _held_out(study: Study, run_dir: Path, out, extra=()) -> dict:
+    """The held-out step on the run's finished trials (`reevaluation`): every learner scores their final rules and
+    status quo; resumable."""
+    from bilevel_tune.cli import reevaluation
+    from bilevel_tune.report.tables import read
+
+    return reevaluation.run_step(study, run_dir, read(run_dir).trials, cluster.cluster_cpus(), out, extra=extra)
 
 
 def _tags(study: Study) -> list[str]:
@@ -640,3 +667,67 @@ def default_command() -> str:
     except ValueError:
         python_text = "python"
     return f"{python_text} -m bilevel_tune.study"
+
+
+# -- a finished run, scored by held-out learners ------------------------------------------------------------------
+def reevaluate_run(options: RunOptions, run_dir: Path, dry: bool = False, out: Callable[[str], None] = print) -> int:
+    """`--reevaluate RUN_DIR --learners a,b`: the held-out step on a finished run folder or a shipped one, from the
+    rules its tables record (the ES is not run again), then its summary rebuilt; resumable. Returns the exit status."""
+    from bilevel_tune.report.columns import SummaryError
+    from bilevel_tune.report.tables import read
+    from bilevel_tune.study_data.learners import check_learners, with_learners
+
+    run_dir = Path(run_dir)
+    given = [f.metadata["flag"] for f in fields_of(type(options), "study") if getattr(options, f.name) not in (None, ())]
+    changing = [flag for flag in given if flag != "--learners"]
+    if changing or options.resume or options.until_decided:
+        flags = changing + ["--resume"] * options.resume + ["--until-decided"] * options.until_decided
+        raise UsageError(f"--reevaluate scores a finished run as its study.json records it; drop {', '.join(flags)}")
+    try:
+        recorded = read_study_file(run_dir)
+        study = Study.from_dict(recorded["study"])
+        trials = read(run_dir).trials
+    except (OSError, ValueError, KeyError, TypeError, RunFolderError, SummaryError, StudyError) as err:
+        why = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise UsageError(f"--reevaluate {run_dir}: not a run folder or a shipped result ({why})") from None
+    study = with_learners(study, options.learners or ())
+    if not study.final.learners:
+        raise UsageError("--reevaluate needs held-out learners: --learners ppo,analytic,frozen (docs/verdicts.md)")
+    try:
+        check_learners(study)
+    except StudyError as err:
+        raise UsageError(str(err)) from None
+    cpus = options.num_cpus or os.cpu_count() or 1
+    if dry:
+        from bilevel_tune.cli import reevaluation
+
+        _describe_held_out(study, trials, (), cpus, options, out, reevaluation.scored_already(run_dir))
+        return lifecycle.EXIT_OK
+    mode = _wandb_mode(options)
+    start = time.time()
+    signals = lifecycle.Signals().install()
+    entry, code = {}, lifecycle.EXIT_OK
+    try:
+        with run_lock.held(run_dir, fresh=False, out=out), lifecycle.Scratch() as scratch:
+            started_ray = _connect(options, scratch)
+            try:
+                signals.install()
+                data = read_study_file(run_dir)  # the learners join the run's record ([final]), nothing else changes
+                data["study"].setdefault("final", {})["learners"] = list(study.final.learners)
+                write_json(run_dir / STUDY_FILE, data)
+                entry = _held_out(study, run_dir, out)
+                _summarise(run_dir, mode if (run_dir / "tensorboard").is_dir() else "disabled", study, out)
+            except KeyboardInterrupt:
+                code = lifecycle.EXIT_INTERRUPTED
+            finally:
+                _leave_ray(options, scratch, started_ray, signals)
+    except RunFolderError as err:
+        raise UsageError(str(err)) from None
+    learners = ",".join(study.final.learners)
+    said = f"{entry.get('scored', 0)} job(s) scored, {entry.get('failed', 0)} failed, in {hms(time.time() - start)}"
+    if code == lifecycle.EXIT_OK and not entry.get("failed"):
+        out(f"held-out: {said}; results: {run_dir}")
+    else:
+        code = code if code != lifecycle.EXIT_OK else lifecycle.EXIT_ERRORED
+        out(f"held-out: {said}; resume with: {options.command} --reevaluate {run_dir} --learners {shlex.quote(learners)}")
+    return code

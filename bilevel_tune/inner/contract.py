@@ -7,6 +7,10 @@ sets and evaluates them (docs/inner-loop.md). Built-in loops are named in
     appo             bilevel_tune.appo:PopulationPolicyLoop               real RLlib APPO, one module per block
     appo-multiagent  bilevel_tune.appo.multiagent:MultiAgentPolicyLoop    real RLlib APPO, RLlib's per-agent path
     analytic         bilevel_tune.inner.analytic:AnalyticLoop             a deterministic stand-in
+    ppo              bilevel_tune.appo.ppo:PPOPolicyLoop                  real RLlib PPO, RLlib's per-agent path
+    frozen           bilevel_tune.appo.frozen:FrozenLoop                  APPO trained under a block's last rules,
+                                                                          scored under each candidate's (a held-out
+                                                                          learner: docs/verdicts.md)
 
 A trial splits its population into S contiguous blocks, one *shard* per
 block: a Ray actor holding one CPU of the trial's placement group and one
@@ -44,10 +48,26 @@ BUILTIN_LOOPS = {
     "appo": "bilevel_tune.appo:PopulationPolicyLoop",
     "appo-multiagent": "bilevel_tune.appo.multiagent:MultiAgentPolicyLoop",
     "analytic": "bilevel_tune.inner.analytic:AnalyticLoop",
+    "ppo": "bilevel_tune.appo.ppo:PPOPolicyLoop",
+    "frozen": "bilevel_tune.appo.frozen:FrozenLoop",
 }
 LOOP_METHODS = ("reset", "train", "evaluate", "stop")
 RESET_PARAMETERS = ("rules", "seed", "candidates")
 STOP_MODES = ("leak-free", "none")
+
+
+class Seeds:
+    """Seeds flow from the trial's seed: ES noise, each generation's RLlib/env seed, evaluation seeds."""
+
+    def __init__(self, seed: int, eval_episodes: int, final_eval_seeds: int):
+        self.seed = seed
+        self.evaluation = [int(x) for x in np.random.SeedSequence([seed, 1]).generate_state(eval_episodes)]
+        self.final = [int(x) for x in np.random.SeedSequence([seed, 2]).generate_state(max(final_eval_seeds, 1))][
+            :final_eval_seeds
+        ]
+
+    def generation(self, g: int) -> int:
+        return int(np.random.SeedSequence([self.seed, 0, g]).generate_state(1)[0])
 
 
 class InnerLoopError(ValueError):

@@ -35,7 +35,9 @@ from bilevel_tune.study_data.run_folder import (
     CEILING_CSV,
     CELLS_CSV,
     GRID_CSV,
+    HELDOUT_CSV,
     PLOTS_DIR,
+    ROBUSTNESS_CSV,
     SCAN_CSV,
     STUDY_FILE,
     SUMMARY_MARKDOWN,
@@ -48,7 +50,7 @@ from bilevel_tune.study_data.run_folder import (
 RUN_MD = "run.md"  # a shipped result's record: how it was run, what it answers
 SHIPPED = (
     STUDY_FILE, SUMMARY_MARKDOWN, ANSWERS_CSV, CEILING_CSV, TRIALS_CSV, GENERATIONS_CSV, CELLS_CSV, GRID_CSV, SCAN_CSV,
-    VERDICTS_FILE,
+    VERDICTS_FILE, HELDOUT_CSV, ROBUSTNESS_CSV,
 )  # fmt: skip
 
 

@@ -7,7 +7,8 @@
 2. **Sections**, each a module of its own reading only those tables: the
    answers (`answers`: the hypotheses decided), the ceiling (`ceiling`), the
    range edges (`edges`), search vs grid (`landscape`), the grids
-   (`grids`), the seed-noise verdicts (`seed_noise`).
+   (`grids`), the seed-noise verdicts (`seed_noise`), the held-out learners'
+   answers (`robustness`).
 3. **Render**: summary.md and the files (`summary`), the plots (`plots`),
    W&B and TensorBoard (`tune_edge.tracking`, `views.curves`), the
    notebook — from the `Summary`, never from the folder again.
@@ -27,6 +28,7 @@ from bilevel_tune.report.ceiling import Ceiling, ceiling_section, ceiling_verdic
 from bilevel_tune.report.columns import BEST, DEFAULT_CEILING, DEFAULT_TOL, FINAL, SEARCH_VS_GRID, finished
 from bilevel_tune.report.edges import edge_line, edges
 from bilevel_tune.report.grids import cell_table, grid_table
+from bilevel_tune.report.robustness import Robustness, robustness
 from bilevel_tune.report.seed_noise import effect_verdicts
 from bilevel_tune.study_data.definition import Study
 from bilevel_tune.study_data.study_overrides import budget_label
@@ -48,6 +50,7 @@ class Summary:
     ceiling: Ceiling  # the ceiling looked for and the runs at it
     edges: tuple[dict[str, Any], ...]  # the searched rules' range edges the runs end at
     tables: tables.RunTables  # what it was read from: a run's records, or a shipped folder's tables
+    robustness: Robustness | None = None  # the held-out learners' answers (None: no held-out step ran)
 
     @property
     def verdicts(self) -> dict[str, dict]:
@@ -85,6 +88,7 @@ def from_tables(read: tables.RunTables) -> Summary:
     study, table, scans, generations = read.study, read.trials, read.scans, read.generations
     bests = landscape.scan_bests(scans, study)
     done = finished(table)
+    found = answers(study, table)
     has_final = FINAL in done and done[FINAL].notna().any()
     return Summary(
         study=study,
@@ -97,10 +101,11 @@ def from_tables(read: tables.RunTables) -> Summary:
         scans=scans,
         scan_bests=bests,
         generations=generations,
-        answers=answers(study, table),
+        answers=found,
         ceiling=ceiling_section(study, table, generations, bests),
         edges=tuple(edges(study, table, bests)),
         tables=read,
+        robustness=robustness(study, read.heldout, found),
     )
 
 

@@ -29,6 +29,7 @@ from bilevel_tune.study_data.run_folder import (
     CEILING_CSV,
     CELLS_CSV,
     GRID_CSV,
+    ROBUSTNESS_CSV,
     SUMMARY_MARKDOWN,
     VERDICTS_FILE,
     write_json,
@@ -148,6 +149,7 @@ def render(s: Summary) -> str:
     if s.budget_note:
         lines += [f"**{s.budget_note}.**", ""]
     lines += render_answers(s)
+    lines += render_robustness(s)
     lines += render_grids(s)
     axes = [k for k, _ in study.axes]
     title = "## Best objective per run (the campaign's grid: rows population × seed, columns mechanism dimensionality)"
@@ -208,6 +210,31 @@ def render_answers(s: Summary) -> list[str]:
             lines += [f"Not looked at yet: {d.incomplete}.", ""]
     findings = s.findings()
     lines += [f"- {line}" for line in findings] + ([""] if findings else [])
+    return lines
+
+
+def render_robustness(s: Summary) -> list[str]:
+    """## Robustness (with a held-out step): the gain over the status quo under each learner, per cell; whether each
+    comparison's winner stays the winner under each held-out learner; both decided, in words."""
+    r = s.robustness
+    if r is None:
+        return []
+    own, others = r.learners[0], ", ".join(r.learners[1:]) or "none"
+    lines = [
+        "## Robustness",
+        "",
+        f"Each trial's final rules and its status quo are scored by the run's own learner, {own}, and by held-out "
+        f"ones ({others}), on the trial's final seeds, as its final re-evaluation is (docs/verdicts.md). Per cell and "
+        "learner the gain is final − status quo, one value per trial (its final seeds' mean; a cell of one trial: "
+        "its final seeds); per comparison the Answers decided and held-out learner, whether its winner stays the "
+        f"winner. Each row is a paired t-test (a sign-flip where there is no spread), all {len(r.rows)} at "
+        f"family-wise α {r.alpha:g} (Holm), a family apart from the Answers'.",
+        "",
+    ]
+    lines += [f"- {line}" for line in r.lines()] + [""]
+    lines += [_markdown(r.gains_table()), ""]
+    if r.winners():
+        lines += ["Does each comparison's winner stay the winner?", "", _markdown(r.winners_table()), ""]
     return lines
 
 
@@ -276,6 +303,8 @@ def write_summary(run_dir: Path, with_plots: bool = True) -> str:
     s.answers.table().to_csv(run_dir / ANSWERS_CSV, index=False)
     if not s.ceiling.rows.empty:
         s.ceiling.rows.to_csv(run_dir / CEILING_CSV, index=False)
+    if s.robustness is not None:
+        s.robustness.table().to_csv(run_dir / ROBUSTNESS_CSV, index=False)
     tables.write(run_dir, s.tables)  # trials.csv, generations.csv.gz, scan.csv: what a shipped folder reopens from
     s.cells.to_csv(run_dir / CELLS_CSV, index=False)
     s.grid.to_csv(run_dir / GRID_CSV, index=False)
@@ -284,6 +313,7 @@ def write_summary(run_dir: Path, with_plots: bool = True) -> str:
         "answers": s.answers_record(),
         "best_objective": s.verdicts_best,
         "final_objective": s.verdicts_final,
+        **({"robustness": s.robustness.record()} if s.robustness is not None else {}),
     }
     write_json(run_dir / VERDICTS_FILE, verdicts_json)
     if with_plots:

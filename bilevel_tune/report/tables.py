@@ -10,7 +10,9 @@ summary makes three tables, and writes them beside summary.md:
   far, the generation's best, mean and SD, σ, seconds, the seconds and
   inner-loop evaluations so far, the search mean's rules and the generation's
   best candidate's (`records.generation_table`);
-* `scan.csv` — with a rules scan, one row per scan and grid point.
+* `scan.csv` — with a rules scan, one row per scan and grid point;
+
+and reads `heldout.csv` where a held-out step wrote one (`cli.reevaluation`: per trial, learner and final seed).
 
 A folder under docs/results/ ships those tables and study.json, not the
 records (tens of MB); `read` takes a folder of either kind, so
@@ -20,6 +22,7 @@ the notebook opens a run or a shipped result alike.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +32,7 @@ from bilevel_tune.report import landscape
 from bilevel_tune.report.columns import SummaryError
 from bilevel_tune.report.records import generation_table, load_run, trial_table
 from bilevel_tune.study_data.definition import Study
-from bilevel_tune.study_data.run_folder import GENERATIONS_FILE, SCAN_CSV, STUDY_FILE, TRIALS_CSV
+from bilevel_tune.study_data.run_folder import GENERATIONS_FILE, HELDOUT_CSV, SCAN_CSV, STUDY_FILE, TRIALS_CSV
 
 GENERATIONS_CSV = "generations.csv.gz"
 GZIP = {"method": "gzip", "mtime": 0}  # no timestamp in the file: the same table, the same bytes
@@ -42,6 +45,7 @@ class RunTables:
     generations: pd.DataFrame
     scans: pd.DataFrame  # empty without a scan
     shipped: bool  # read from a shipped folder's tables, not from records
+    heldout: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)  # empty without a held-out step
 
 
 def has_records(run_dir: Path) -> bool:
@@ -51,10 +55,12 @@ def has_records(run_dir: Path) -> bool:
 def read(run_dir: Path) -> RunTables:
     """The run's tables: from its trials' records when it has them, else from the tables a summary wrote."""
     run_dir = Path(run_dir)
+    heldout = pd.read_csv(run_dir / HELDOUT_CSV, keep_default_na=False, na_values=[""]) if (
+        run_dir / HELDOUT_CSV).is_file() else pd.DataFrame()  # fmt: skip
     if has_records(run_dir):
-        return from_records(run_dir)
+        return dataclasses.replace(from_records(run_dir), heldout=heldout)
     if (run_dir / TRIALS_CSV).is_file() and (run_dir / GENERATIONS_CSV).is_file() and (run_dir / STUDY_FILE).is_file():
-        return from_shipped(run_dir)
+        return dataclasses.replace(from_shipped(run_dir), heldout=heldout)
     if not run_dir.is_dir():
         raise SummaryError(f"{run_dir} is not a folder")
     raise SummaryError(

@@ -20,6 +20,7 @@ from bilevel_tune.base.sections import (
     Budget,
     DecideSettings,
     ESSettings,
+    FinalSettings,
     NetworkSettings,
     SummarySettings,
 )
@@ -55,6 +56,7 @@ class Study:
     search: tuple[tuple[str, tuple[float, float]], ...] = ()  # every rule's search range; left out: its default
     summary: SummarySettings = dataclasses.field(default_factory=SummarySettings)
     decide: DecideSettings = dataclasses.field(default_factory=DecideSettings)
+    final: FinalSettings = dataclasses.field(default_factory=FinalSettings)
     axes: tuple[tuple[str, tuple], ...] = ()  # settings crossed as further grid axes, each with its values
     description: str = ""
     inner: str = "appo"

@@ -19,6 +19,7 @@ study file section and key; on the default world, fresh water:
     [budget]    inner_iters, eval_episodes, final_eval_seeds (and generations, per population)
     [summary]   ceiling, tol
     [decide]    test, alpha, seeds_per_stage, max_seeds, beta, compare   how comparisons are decided (in stages)
+    [final]     learners                                     held-out learners scoring each run's final rules
 
 `Setting.check` holds a value to its range and returns it typed, or raises
 a `SettingError` whose one line names the key, the value and the range. Any
@@ -39,6 +40,7 @@ from bilevel_tune.base.sections import (
     Budget,
     DecideSettings,
     ESSettings,
+    FinalSettings,
     NetworkSettings,
     SummarySettings,
 )
@@ -76,6 +78,7 @@ class SettingsTable:
             "budget": Budget,
             "summary": SummarySettings,
             "decide": DecideSettings,
+            "final": FinalSettings,
         }
         rules = tuple(
             Setting(r.meaning + " (fixed value, physical)", *r.physical_limits, key=f"rules.{r.name}",
@@ -94,6 +97,7 @@ class SettingsTable:
             *self._section("budget"),
             *self._section("summary"),
             *self._section("decide"),
+            *self._section("final"),
         )
         self.by_key = {s.key: s for s in self.settings}
         self.sections = tuple(dict.fromkeys(s.section for s in self.settings))
@@ -141,8 +145,9 @@ def settings_table(world: str = DEFAULT_WORLD) -> SettingsTable:
     return SettingsTable(world, load_world(world))
 
 
+OPTIONAL_SECTIONS = ("final",)  # shown only when set: what a run adds after its trials
 # The sections of every world's table, in order: [world], [objective] and [rules] are each world's own
-SECTIONS = ("world", "network", "appo", "es", "objective", "rules", "search", "budget", "summary", "decide")
+SECTIONS = ("world", "network", "appo", "es", "objective", "rules", "search", "budget", "summary", "decide", "final")
 
 
 def is_setting_key(name: str) -> bool:
@@ -181,8 +186,8 @@ def describe(values: dict[str, Any], appo_loop: bool, table: SettingsTable) -> l
     lines, by_key = [], table.by_key
     for section in SECTIONS:
         items = [(k, v) for k, v in values.items() if k.startswith(section + ".")]
-        if not items:
-            continue
+        if not items or (section in OPTIONAL_SECTIONS and all(v == () for _, v in items)):
+            continue  # a step the run did not take ([final] without learners) is not a setting it ran with
         text = ", ".join(f"{k.partition('.')[2]} {shown(v)}" for k, v in items)
         ignored = not appo_loop and all(by_key[k].appo for k, _ in items if k in by_key)
         lines.append(f"  [{section}] {text}{' (not read by this inner loop)' if ignored else ''}")

@@ -40,6 +40,8 @@ def check_population(value, where: str = "population") -> int:
 
 
 def check_inner(value, where: str) -> str:
+    if value == "frozen":  # it trains a block under its last rules: what scores a run's final rules, not a search
+        raise StudyError(f"{where}='frozen' is a held-out learner ([final] learners), not a study's inner loop")
     try:
         return check_loop_spec(value)
     except InnerLoopError as err:
@@ -78,6 +80,8 @@ def check_axis(key: str, values, where: str, table: SettingsTable) -> tuple[str,
         raise StudyError(f"{where} {key}: budget.generations is set per population, not crossed")
     if full.startswith("decide."):
         raise StudyError(f"{where} {key}: [decide] is how the study decides its comparisons, not a trial's setting")
+    if full.startswith("final."):
+        raise StudyError(f"{where} {key}: [final] is what scores every trial's final rules, not a trial's setting")
     if full.startswith("search."):
         raise StudyError(f"{where} {key}: a search range is the study's, not crossed (set it with --set or [search])")
     return full, tuple(v for _, v in checked)

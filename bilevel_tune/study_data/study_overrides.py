@@ -37,6 +37,7 @@ def overridden(
     rules: Mapping[str, float] | None = None,
     inner: str | None = None,
     scan: int | None = None,
+    learners: Sequence[str] | None = None,
     settings: Mapping[str, Any] | Sequence[tuple[str, Any]] | None = None,
     grid: Mapping[str, Sequence[Any]] | Sequence[tuple[str, Sequence[Any]]] | None = None,
 ):
@@ -77,6 +78,9 @@ def overridden(
     if scan is not None:
         study = replace(study, scan=check_scan(scan, "--scan"))
         changed.append(("scan", scan))
+    if learners is not None:
+        study = replace(study, final=replace(study.final, learners=tuple(learners)))
+        changed.append(("learners", tuple(learners)))
     return replace(study, overrides=original.overrides + tuple(changed)).validate()
 
 

@@ -28,7 +28,7 @@ KEY_FILES = (".wandb.env",)
 DEFAULT_HOST = "api.wandb.ai"
 UPLOAD_TIMEOUT_S = 30  # Tune's default is 1800 s
 INIT_TIMEOUT_S = 30
-SUMMARY_TABLES = ("answers", "ceiling", "grid", "trials", "cells", "scan")  # the Answers first
+SUMMARY_TABLES = ("answers", "robustness", "ceiling", "grid", "trials", "cells", "scan")  # the Answers first
 
 
 class TrackingError(ValueError):

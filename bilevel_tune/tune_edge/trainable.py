@@ -28,6 +28,7 @@ from ray import tune
 from bilevel_tune.core import es, scan
 from bilevel_tune.core import metrics as M
 from bilevel_tune.inner import GenerationResult, ShardedInnerLoop
+from bilevel_tune.inner.contract import Seeds  # noqa: F401 - the trial's seeds, also read through this module
 from bilevel_tune.runtime import ray_compat
 from bilevel_tune.study_data.definition import Study
 from bilevel_tune.study_data.run_folder import (
@@ -71,20 +72,6 @@ def granted_shards(population: int) -> int:
     """The shards this trial's placement group holds CPUs for (never more than its candidates)."""
     bundles = tune.get_context().get_trial_resources().bundles
     return max(1, min(population, sum(1 for b in bundles if b.get("CPU", 0) >= 1)))
-
-
-class Seeds:
-    """Seeds flow from the trial's seed: ES noise, each generation's RLlib/env seed, evaluation seeds."""
-
-    def __init__(self, seed: int, eval_episodes: int, final_eval_seeds: int):
-        self.seed = seed
-        self.evaluation = [int(x) for x in np.random.SeedSequence([seed, 1]).generate_state(eval_episodes)]
-        self.final = [int(x) for x in np.random.SeedSequence([seed, 2]).generate_state(max(final_eval_seeds, 1))][
-            :final_eval_seeds
-        ]
-
-    def generation(self, g: int) -> int:
-        return int(np.random.SeedSequence([self.seed, 0, g]).generate_state(1)[0])
 
 
 def candidate_rules(study: Study, params: Sequence[str], candidates) -> list[dict[str, float]]:

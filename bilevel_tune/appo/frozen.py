@@ -1,0 +1,28 @@
+"""The frozen learner (`frozen`): farms that keep the habits they formed under the status quo (docs/verdicts.md).
+
+A held-out learner's block is always (the run's final rules, the status quo). `FrozenLoop` trains every
+candidate of the block with APPO (the population loop, the study's settings) under the block's last rule set —
+the status quo — and then evaluates candidate k's policy under the block's k-th rules without retraining: the
+final rules' score is what those habits earn under the new rules, the status quo's what they earn under the
+rules they were formed under. The candidates' initial weights are drawn from `candidate_seed(seed, k)`, as every
+loop's.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from bilevel_tune.appo.population import PopulationPolicyLoop
+from bilevel_tune.worlds.contract import Assessment
+
+
+class FrozenLoop(PopulationPolicyLoop):
+    """APPO trained under the block's last rules (the status quo), each candidate scored under its own."""
+
+    def reset(self, rules: Sequence[dict[str, float]], seed: int, candidates: Sequence[int]) -> bool:
+        self.targets = [dict(r) for r in rules]
+        status_quo = self.targets[-1]
+        return super().reset([status_quo] * len(self.targets), seed, candidates)
+
+    def evaluate(self, seeds: Sequence[int]) -> list[Assessment]:
+        return self.evaluate_on(self.targets, seeds)

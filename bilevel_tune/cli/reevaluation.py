@@ -1,0 +1,234 @@
+"""The held-out step: every finished trial's final rules and its status quo, scored by every learner (docs/verdicts.md).
+
+A study with `[final] learners` runs it after its last stage; `--reevaluate RUN_DIR --learners a,b` runs it on a
+finished run folder or a shipped one, from the rules its tables record — the ES is not run again. Per trial:
+
+* its **final rules**: the best-so-far candidate's, the rules its final re-evaluation retrained (`best/<rule>` in
+  its trials table), the study's fixed rules beside them;
+* its **status quo**: the study's rules with every rule the trial searches at the world's default (the fixed
+  ones as the study sets them);
+* its **final seeds**: the final re-evaluation's, drawn from the trial's seed as the trial drew them.
+
+Each learner (`study_data.learners`: the run's own loop first) scores the block (final rules, status quo) on each
+final seed as a trial's final re-evaluation does (`inner.heldout`). Every job's scores go to `heldout.csv` the
+moment it ends — one row per trial, learner and final seed: both objectives and the gain — so a stopped step
+resumes where it stopped, and study.json's `reevaluations` logs every session of the step: its learners, its
+jobs, when it ran.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from bilevel_tune.core import metrics as M
+from bilevel_tune.inner import InnerLoopConfig
+from bilevel_tune.inner.contract import Seeds
+from bilevel_tune.study_data.learners import Learner, learners_of
+from bilevel_tune.study_data.run_folder import HELDOUT_CSV, STUDY_FILE, Cell, read_study_file, trial_name, write_json
+
+REEVALUATIONS = "reevaluations"  # study.json's log of the held-out step's sessions
+COMPLETE = ("complete", "stopped")
+COLUMNS = (
+    "trial", "learner", "final_seed", "final", "status_quo", "gain", "final_rules", "status_quo_rules", "error",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class TrialRules:
+    """What a finished trial leaves the held-out step: its cell, its final rules and status quo, its final seeds."""
+
+    cell: Cell
+    name: str
+    final: dict[str, float]
+    status_quo: dict[str, float]
+    seeds: tuple[int, ...]
+
+
+def trial_rules(study, trials) -> list[TrialRules]:
+    """Every finished ES trial of the trials table (its rows are `study.cells()`, in order) with its rules."""
+    out = []
+    for cell, (_, row) in zip(study.cells(), trials.iloc[: len(study.cells())].iterrows()):
+        searched = {p: row.get(M.BEST_RULE + p) for p in cell.optimize_params}
+        if row.get("status") not in COMPLETE or any(v is None or not np.isfinite(v) for v in searched.values()):
+            continue
+        fixed = study.for_cell(cell).fixed_rules
+        defaults = {spec.name: spec.default for spec in study.table.rule_specs}
+        final = {**fixed, **{p: float(v) for p, v in searched.items()}}
+        status_quo = {**fixed, **{p: defaults[p] for p in cell.optimize_params}}
+        seeds = Seeds(cell.seed, study.budget.eval_episodes, study.budget.final_eval_seeds).final
+        out.append(TrialRules(cell, trial_name(study, cell), final, status_quo, tuple(seeds)))
+    return out
+
+
+def rules_text(rules: dict[str, float], names: Sequence[str]) -> str:
+    return ", ".join(f"{n}={rules[n]:.6g}" for n in names)
+
+
+def learner_config(study, learner: Learner, cell: Cell) -> tuple[InnerLoopConfig, int]:
+    """(the loop's config, its K) as this learner runs this trial's cell."""
+    as_run = learner.study(study).for_cell(cell)
+    return InnerLoopConfig.from_study(as_run), as_run.budget.inner_iters
+
+
+def scored_already(run_dir: Path) -> set[tuple[str, str]]:
+    """(trial, learner) pairs heldout.csv holds."""
+    path = Path(run_dir) / HELDOUT_CSV
+    if not path.is_file():
+        return set()
+    with path.open(newline="") as f:
+        return {(row["trial"], row["learner"]) for row in csv.DictReader(f)}
+
+
+def plan(study, trials, learners: Sequence[Learner], done: set | None = None) -> list:
+    """The jobs left: every finished trial under every learner, learner by learner, less those scored."""
+    from bilevel_tune.inner.heldout import Job
+
+    done = done or set()
+    jobs = []
+    for learner in learners:
+        for t in trial_rules(study, trials):
+            if (t.name, learner.label) in done:
+                continue
+            config, k = learner_config(study, learner, t.cell)
+            jobs.append(Job((t, learner), learner.loop, config, (t.final, t.status_quo), t.seeds, k))
+    return jobs
+
+
+def append_rows(run_dir: Path, scored) -> None:
+    """A job's rows into heldout.csv, flushed to disk before the next job is looked at."""
+    path = Path(run_dir) / HELDOUT_CSV
+    trial, learner = scored.job.key
+    new = not path.is_file()
+    with path.open("a", newline="") as f:
+        writer = csv.writer(f)
+        if new:
+            writer.writerow(COLUMNS)
+        for seed, (final, status_quo) in zip(trial.seeds, scored.pairs):
+            writer.writerow(
+                [
+                    trial.name, learner.label, seed, repr(final), repr(status_quo), repr(final - status_quo),
+                    rules_text(trial.final, trial.cell.optimize_params),
+                    rules_text(trial.status_quo, trial.cell.optimize_params), scored.error or "",
+                ]
+            )  # fmt: skip
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def run_step(
+    study, run_dir: Path, trials, cpus: int, out: Callable[[str], None], stop_requested=lambda: False,
+    extra: Sequence[str] = (),
+) -> dict[str, Any]:
+    """Score what is left; log the session in study.json; return its counts. InnerLoopStopped propagates (the rows
+    written so far stay: a resume goes on from them)."""
+    from bilevel_tune.inner.heldout import score
+
+    learners = learners_of(study, extra)
+    jobs = plan(study, trials, learners, scored_already(run_dir))
+    entry = {
+        "learners": [learner.label for learner in learners],
+        "started_utc": _now(),
+        "jobs": len(jobs),
+        "scored": 0,
+        "failed": 0,
+    }
+    _log(run_dir, entry)
+    out(f"held-out: {len(jobs)} job(s) (finished trials × learners: {', '.join(entry['learners'])}) on {cpus} CPU(s)")
+    start = time.time()
+    try:
+        for scored in score(jobs, cpus, stop_requested):
+            append_rows(run_dir, scored)
+            entry["scored"] += 1
+            entry["failed"] += scored.error is not None
+            trial, learner = scored.job.key
+            gains = [f - s for f, s in scored.pairs]
+            said = f"failed: {scored.error}" if scored.error else f"gain {np.nanmean(gains):+.4f}"
+            out(f"  {trial.name} · {learner.label}: {said} ({scored.seconds:.0f} s)")
+    finally:
+        entry.update(ended_utc=_now(), wall_s=round(time.time() - start, 1))
+        _log(run_dir, entry, replace=True)
+    return entry
+
+
+def _log(run_dir: Path, entry: dict, replace: bool = False) -> None:
+    data = read_study_file(run_dir)
+    log = data.setdefault(REEVALUATIONS, [])
+    if replace and log and log[-1].get("started_utc") == entry["started_utc"]:
+        log[-1] = dict(entry)
+    else:
+        log.append(dict(entry))
+    write_json(Path(run_dir) / STUDY_FILE, data)
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat()
+
+
+# -- what it will cost ------------------------------------------------------------------------------------------
+PROBE_ITERS = 3  # train() calls a probe times (its K scaled from them)
+
+
+def probe_rules(study) -> list[TrialRules]:
+    """A stand-in for a study's trials before they ran: its first cell, its status quo as the final rules too."""
+    cell = study.cells()[0]
+    fixed = study.for_cell(cell).fixed_rules
+    defaults = {spec.name: spec.default for spec in study.table.rule_specs}
+    status_quo = {**fixed, **{p: defaults[p] for p in cell.optimize_params}}
+    seeds = Seeds(cell.seed, study.budget.eval_episodes, study.budget.final_eval_seeds).final
+    return [TrialRules(cell, trial_name(study, cell), status_quo, status_quo, tuple(seeds))]
+
+
+def seconds_per_job(study, learners: Sequence[Learner], trial: TrialRules) -> dict[str, float]:
+    """Each learner's seconds for one job, measured on this machine: one final seed at `PROBE_ITERS` train() calls
+    in a shard actor, its train() scaled to the learner's K, times the job's seeds (a build is a job's warm-up)."""
+    import ray
+
+    from bilevel_tune.inner import Shard
+
+    out = {}
+    for learner in learners:
+        config, k = learner_config(study, learner, trial.cell)
+        actor = ray.remote(Shard).options(num_cpus=1, max_restarts=0).remote(learner.loop, config)
+        try:
+            seed = trial.seeds[0] if trial.seeds else 0
+            report = ray.get(actor.generation.remote([trial.final, trial.status_quo], seed, 0, [seed], PROBE_ITERS))
+        finally:
+            ray.kill(actor)
+        per_seed = report.sec_reset + report.sec_train * k / PROBE_ITERS + report.sec_evaluate
+        out[learner.label] = per_seed * max(len(trial.seeds), 1)
+    return out
+
+
+def describe_cost(study, trials, learners: Sequence[Learner], cpus: int, out: Callable[[str], None],
+                  done: set | None = None) -> float:  # fmt: skip
+    """The held-out step's jobs per learner and its ETA (probed on this machine); returns the ETA in seconds."""
+    from bilevel_tune.planning.plan import hms
+
+    rules = trial_rules(study, trials) if trials is not None else probe_rules(study)
+    jobs = plan(study, trials, learners, done) if trials is not None else []
+    per_learner = {learner.label: sum(j.key[1] == learner for j in jobs) for learner in learners}
+    if trials is None:  # before the trials ran: every trial of the grid under every learner
+        per_learner = {learner.label: len(study.cells()) for learner in learners}
+    if not rules:
+        out("held-out: no finished ES trial to score")
+        return 0.0
+    seconds = seconds_per_job(study, [learner for learner in learners if per_learner[learner.label]], rules[0])
+    total = 0.0
+    for learner in learners:
+        n = per_learner[learner.label]
+        if not n:
+            out(f"  {learner.label}: 0 job(s) left (scored)")
+            continue
+        eta = n * seconds[learner.label] / max(cpus, 1)
+        total += eta
+        out(f"  {learner.label}: {n} job(s) × ~{seconds[learner.label]:.0f} s (probed) = {hms(eta)} on {cpus} CPU(s)")
+    out(f"held-out ETA {hms(total)} for every learner, one after another")
+    return total

@@ -1,0 +1,271 @@
+"""Robustness: does a designed mechanism hold against farms it was not designed with? (docs/verdicts.md)
+
+Read from heldout.csv (`cli.reevaluation`): per trial, learner and final seed, the objective of the trial's final
+rules and of its status quo (its searched rules at their defaults), each under that learner. Two questions, each
+hypothesis decided in one family of its own at the study's α (Holm), apart from the Answers':
+
+* **Is the gain positive?** Per cell (a group: one population, mechanism and further axes' values) and learner,
+  the gain = final − status quo, paired within each trial's final seeds, one value per trial (its mean over them):
+  a paired t-test of the cell's trials' gains (with one trial, of its final seeds' gains); a sign-flip where the
+  gains have no spread.
+* **Does each comparison's winner stay the winner?** Per comparison the Answers decided and held-out learner: the
+  comparison's within-seed contrast of the learner's scores of the final rules (each trial's mean over its final
+  seeds), tested as the Answers test one look: shown in the winner's direction ("holds"), shown the other way
+  ("reversed"), or not shown.
+
+A winner that holds under no held-out learner is said so in words: it wins only against its own learner. pandas
+and numpy; the tests are `verdicts`' (`sequential.sign_flip_p`, `effects`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from bilevel_tune.report.answers import Answers
+from bilevel_tune.report.columns import native
+from bilevel_tune.study_data.run_folder import trial_name
+from bilevel_tune.study_data.settings import plain
+from bilevel_tune.verdicts import decide, effects, sequential
+from bilevel_tune.verdicts import family as F
+
+SHOWN_UP, SHOWN_DOWN, NOT_SHOWN = "positive", "negative", "not shown"
+HOLDS, REVERSED = "holds", "reversed"
+
+
+@dataclass(frozen=True)
+class Row:
+    """One hypothesis of the family: a cell's gain under a learner, or a comparison's winner under one."""
+
+    question: str  # "gain" or "winner"
+    where: str  # the cell, or the comparison
+    learner: str
+    effect: effects.Effect
+    p: float  # two-sided
+    shown: bool = False  # by Holm at the family's α
+    winner: str = ""  # a winner row: the level the Answers found better
+    expected: int = 0  # a winner row: the sign of B − A the Answers found (+1: B better)
+    final: float = float("nan")  # a gain row: the final rules' and the status quo's mean objective
+    status_quo: float = float("nan")
+
+    @property
+    def answer(self) -> str:
+        e = self.effect
+        if self.question == "gain":
+            if not self.shown:
+                return "not shown"
+            return "gain" if e.mean > 0 else "loss"
+        if not self.shown:
+            return NOT_SHOWN
+        return HOLDS if np.sign(e.mean) == self.expected else REVERSED
+
+
+@dataclass(frozen=True)
+class Robustness:
+    learners: tuple[str, ...]  # labels, the run's own first
+    status_quo: str  # what the status quo is, in words
+    rows: tuple[Row, ...]
+    alpha: float
+
+    def gains(self) -> list[Row]:
+        return [r for r in self.rows if r.question == "gain"]
+
+    def winners(self) -> list[Row]:
+        return [r for r in self.rows if r.question == "winner"]
+
+    def lines(self) -> list[str]:
+        """The section's findings in words: the status quo, then each comparison's winner under the learners."""
+        out = [f"status quo: {self.status_quo}."]
+        own = self.learners[0]
+        for where in dict.fromkeys(r.where for r in self.winners()):
+            rows = [r for r in self.winners() if r.where == where]
+            winner = rows[0].winner
+            holds = [r.learner for r in rows if r.answer == HOLDS]
+            if not holds:
+                said = ", ".join(f"{r.learner} {r.answer}" for r in rows)
+                out.append(f"{where}: {winner} wins only against its own learner ({own}): {said}.")
+            elif len(holds) == len(rows):
+                out.append(f"{where}: {winner} stays the winner under every learner ({', '.join(holds)}).")
+            else:
+                rest = ", ".join(f"{r.learner} {r.answer}" for r in rows if r.answer != HOLDS)
+                out.append(f"{where}: {winner} stays the winner under {', '.join(holds)}; {rest}.")
+        return out
+
+    def gains_table(self) -> pd.DataFrame:
+        return pd.DataFrame(
+            [
+                {
+                    "cell": r.where,
+                    "learner": r.learner,
+                    "gain [95 % CI]": _interval(r.effect),
+                    "seeds agreeing": f"{r.effect.agreeing} of {r.effect.pairs}",
+                    "final / status quo": f"{r.final:.4f} / {r.status_quo:.4f}",
+                    "answer": r.answer,
+                    "p": r.p,
+                }
+                for r in self.gains()
+            ]
+        )
+
+    def winners_table(self) -> pd.DataFrame:
+        return pd.DataFrame(
+            [
+                {
+                    "comparison": r.where,
+                    "winner": r.winner,
+                    "learner": r.learner,
+                    "B − A [95 % CI]": _interval(r.effect),
+                    "seeds agreeing": f"{r.effect.agreeing} of {r.effect.pairs}",
+                    "answer": r.answer,
+                    "p": r.p,
+                }
+                for r in self.winners()
+            ]
+        )
+
+    def table(self) -> pd.DataFrame:
+        """robustness.csv: every hypothesis of the family, one row each."""
+        return pd.DataFrame(
+            [
+                {
+                    "question": r.question,
+                    "where": r.where,
+                    "learner": r.learner,
+                    "winner": r.winner,
+                    "effect": r.effect.mean,
+                    "low": r.effect.low,
+                    "high": r.effect.high,
+                    "n": r.effect.pairs,
+                    "agreeing": r.effect.agreeing,
+                    "p": r.p,
+                    "answer": r.answer,
+                }
+                for r in self.rows
+            ]
+        )
+
+    def record(self) -> dict[str, Any]:
+        """verdicts.json's `robustness`."""
+        return {
+            "learners": list(self.learners),
+            "status_quo": self.status_quo,
+            "alpha": self.alpha,
+            "test": "paired t (a sign-flip where there is no spread), Holm over the family",
+            "rows": self.table().to_dict(orient="records"),
+            "lines": self.lines(),
+        }
+
+
+def _interval(e: effects.Effect) -> str:
+    interval = f" [{e.low:+.4f}, {e.high:+.4f}]" if np.isfinite(e.low) else ""
+    return f"{e.mean:+.4f}{interval}"
+
+
+def robustness(study, heldout: pd.DataFrame, answers: Answers) -> Robustness | None:
+    """The section, from heldout.csv's rows (None when the run has none)."""
+    if heldout is None or heldout.empty:
+        return None
+    cells = {trial_name(study, c): c for c in study.cells()}
+    heldout = heldout[heldout["trial"].isin(cells)]
+    per_trial = (
+        heldout.groupby(["learner", "trial"], sort=False)[["final", "status_quo", "gain"]].mean().reset_index()
+    )
+    learners = tuple(dict.fromkeys(heldout["learner"]))
+    rows = [_gain_row(study, cells, heldout, per_trial, learner, group) for learner in learners
+            for group in study.groups() if not _trials_of(per_trial, cells, learner, group).empty]  # fmt: skip
+    rows += _winner_rows(study, cells, per_trial, learners[1:], answers)
+    rows = _holm(rows, study.decide.alpha)
+    return Robustness(learners, status_quo_words(study), tuple(rows), study.decide.alpha)
+
+
+def _trials_of(per_trial: pd.DataFrame, cells: dict, learner: str, group: tuple) -> pd.DataFrame:
+    mine = per_trial[(per_trial["learner"] == learner) & per_trial["trial"].map(lambda t: cells[t].group == group)]
+    return mine
+
+
+def _gain_row(study, cells, heldout, per_trial, learner: str, group: tuple) -> Row:
+    trials = _trials_of(per_trial, cells, learner, group)
+    if len(trials) >= 2:
+        values = trials["gain"].to_numpy(float)
+    else:  # one trial: the spread of its final seeds' gains
+        values = heldout[(heldout["learner"] == learner) & (heldout["trial"] == trials["trial"].iloc[0])]["gain"]
+        values = values.to_numpy(float)
+    values = values[np.isfinite(values)]
+    effect = effects.paired(values, float("nan"), study.decide.alpha)
+    return Row(
+        "gain", _group_label(study, group), learner, effect, _p_value(values),
+        final=float(trials["final"].mean()), status_quo=float(trials["status_quo"].mean()),
+    )  # fmt: skip
+
+
+def _winner_rows(study, cells, per_trial, learners, answers: Answers) -> list[Row]:
+    out = []
+    for answer in answers.rows:
+        outcome = answer.decision.outcome
+        h = answer.hypothesis
+        if outcome not in (decide.A_BETTER, decide.B_BETTER) or h.kind == F.INTERACTION:
+            continue
+        a, b = h.levels()
+        expected = 1 if outcome == decide.B_BETTER else -1
+        for learner in learners:
+            mine = per_trial[per_trial["learner"] == learner]
+            scores: dict[tuple, dict[int, float]] = {}
+            for _, row in mine.iterrows():
+                cell = cells[row["trial"]]
+                scores.setdefault(cell.group, {})[cell.seed] = float(row["final"])
+            if not all(g in scores for g in F.groups(h)):
+                continue
+            values = np.array(list(decide.within_seed(scores, h).values()), float)
+            values = values[np.isfinite(values)]
+            effect = effects.paired(values, float("nan"), study.decide.alpha)
+            out.append(Row("winner", h.key, learner, effect, _p_value(values), winner=b if expected > 0 else a,
+                           expected=expected))  # fmt: skip
+    return out
+
+
+def _p_value(values: np.ndarray) -> float:
+    """Two-sided: a one-sample t-test of the values' mean against 0; the sign-flip test where they have no spread."""
+    values = np.asarray(values, float)
+    if values.size < 2:
+        return 1.0
+    mean, sd = float(values.mean()), float(values.std(ddof=1))
+    if sd <= sequential.FLAT * abs(mean):
+        return sequential.sign_flip_p(values) if mean != 0 else 1.0
+    t = abs(mean) * math.sqrt(values.size) / sd
+    return float(2 * stats.t.sf(t, values.size - 1))
+
+
+def _holm(rows: list[Row], alpha: float) -> list[Row]:
+    """Holm's step-down over the family: the k-th smallest p-value is shown when it and every smaller one are at
+    most α / (m − k + 1)."""
+    import dataclasses
+
+    order = sorted(range(len(rows)), key=lambda i: rows[i].p)
+    shown = set()
+    for rank, i in enumerate(order):
+        if rows[i].p > alpha / (len(rows) - rank):
+            break
+        shown.add(i)
+    return [dataclasses.replace(r, shown=i in shown) for i, r in enumerate(rows)]
+
+
+def _group_label(study, group: tuple) -> str:
+    population, params, extra = group
+    parts = [f"population {population}", study.mechanisms.label(params)]
+    parts += [f"{k} {plain(native(v))}" for k, v in extra]
+    return ", ".join(parts)
+
+
+def status_quo_words(study) -> str:
+    """The status quo in words: the searched rules at their defaults, the fixed ones as the study sets them."""
+    searched = list(dict.fromkeys(p for params in study.optimize_params for p in params))
+    defaults = {spec.name: spec.default for spec in study.table.rule_specs}
+    fixed = {name: value for name, value in study.fixed_rules.items() if name not in searched}
+    said = ", ".join(f"{name} {plain(defaults[name])}" for name in searched)
+    kept = ", ".join(f"{name} {plain(value)}" for name, value in fixed.items())
+    return f"each trial's searched rules at their defaults ({said}); the fixed rules as the study sets them ({kept})"
