@@ -57,4 +57,5 @@ def test_the_notebook_opens_a_run_folder_from_the_repository_root(ray_cluster, t
     assert main(args) == 0
     outputs, text = execute(REPO, monkeypatch, tmp_path / "run")
     assert str(tmp_path / "run") in text and "population 2 vs population 1 at 1-D" in text
+    assert "no held-out learners scored this run" in text
     assert images(outputs) == 2 + 1 + 1 + 1  # and the 1-D landscape
