@@ -167,6 +167,7 @@ def test_a_quick_study_with_held_out_learners_then_one_more_on_the_finished_run(
     heldout = pd.read_csv(run / "heldout.csv")
     assert len(heldout) == 2 * 4 * 2  # trials × learners (its own first) × final seeds
     assert list(dict.fromkeys(heldout["learner"])) == ["appo (its own)", "ppo", "analytic", "frozen"]
+    assert (heldout["job_seconds"] > 0).all()
     summary = (run / "summary.md").read_text()
     section = summary.split("## Robustness")[1].split("\n## ")[0]
     for learner in ("appo (its own)", "ppo", "analytic", "frozen"):
@@ -213,3 +214,15 @@ def test_a_shipped_result_is_re_evaluated_from_its_tables(ray_cluster, tmp_path,
     assert "## Robustness" in (shipped / "summary.md").read_text()
     assert main(["--reevaluate", str(tmp_path / "nothing"), "--learners", "analytic"]) == 2
     assert "--reevaluate" in capsys.readouterr().err
+
+
+@pytest.mark.ray
+def test_the_dry_run_plans_the_held_out_step_with_the_trials(ray_cluster, capsys):
+    from bilevel_tune.cli.main import main
+
+    argv = ["weekend", "--quick", "--inner", "analytic", "--learners", "ppo", "--dry-run", "--num-cpus", "2"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "held-out learners, after the trials: analytic (its own), ppo" in out
+    assert "  ppo: 8 job(s) × ~" in out and "held-out ETA" in out
+    assert "for the whole command with its held-out step" in out.strip().splitlines()[-1]

@@ -11,7 +11,7 @@ finished run folder or a shipped one, from the rules its tables record — the E
 
 Each learner (`study_data.learners`: the run's own loop first) scores the block (final rules, status quo) on each
 final seed as a trial's final re-evaluation does (`inner.heldout`). Every job's scores go to `heldout.csv` the
-moment it ends — one row per trial, learner and final seed: both objectives and the gain — so a stopped step
+moment it ends — one row per trial, learner and final seed: both objectives, the gain and the job's seconds — so a stopped step
 resumes where it stopped, and study.json's `reevaluations` logs every session of the step: its learners, its
 jobs, when it ran.
 """
@@ -38,6 +38,7 @@ REEVALUATIONS = "reevaluations"  # study.json's log of the held-out step's sessi
 COMPLETE = ("complete", "stopped")
 COLUMNS = (
     "trial", "learner", "final_seed", "final", "status_quo", "gain", "final_rules", "status_quo_rules", "error",
+    "job_seconds",
 )  # fmt: skip
 
 
@@ -117,6 +118,7 @@ def append_rows(run_dir: Path, scored) -> None:
                     trial.name, learner.label, seed, repr(final), repr(status_quo), repr(final - status_quo),
                     rules_text(trial.final, trial.cell.optimize_params),
                     rules_text(trial.status_quo, trial.cell.optimize_params), scored.error or "",
+                    f"{scored.seconds:.1f}",
                 ]
             )  # fmt: skip
         f.flush()

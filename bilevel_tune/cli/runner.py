@@ -220,12 +220,17 @@ def dry_run(options: RunOptions, out: Callable[[str], None] = print) -> Plan:
     if options.until_decided:
         _describe_most(study, options, cpus, mode, plan, out)
     if study.final.learners:
-        _describe_held_out(study, None, (), cpus, options, out)
+        held_out = _describe_held_out(study, None, (), cpus, options, out)
+        if plan.model.calibrated and not options.until_decided:
+            from bilevel_tune.planning.plan import hms
+
+            out(f"ETA {hms(plan.eta_s + held_out)} for the whole command with its held-out step")
     return plan
 
 
-def _describe_held_out(study: Study, trials, extra, cpus: int, options: RunOptions, out, done=None) -> None:
-    """The held-out step's jobs and ETA, each learner probed on this machine (a Ray of the probe's own)."""
+def _describe_held_out(study: Study, trials, extra, cpus: int, options: RunOptions, out, done=None) -> float:
+    """The held-out step's jobs and ETA, each learner probed on this machine (a Ray of the probe's own); returns
+    the ETA in seconds."""
     from bilevel_tune.cli import reevaluation
     from bilevel_tune.runtime import ray_init
     from bilevel_tune.study_data.learners import learners_of
@@ -233,7 +238,7 @@ def _describe_held_out(study: Study, trials, extra, cpus: int, options: RunOptio
     learners = learners_of(study, extra)
     out(f"held-out learners, after the trials: {', '.join(learner.label for learner in learners)}")
     with ray_init.scratch_ray(ray_init.RuntimeConfig(num_cpus=cpus, thread_cap=options.thread_cap, log_to_driver=False)):
-        reevaluation.describe_cost(study, trials, learners, cpus, out, done)
+        return reevaluation.describe_cost(study, trials, learners, cpus, out, done)
 
 
 def _power_lines(study: Study, options: RunOptions) -> list[str]:
