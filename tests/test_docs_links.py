@@ -73,3 +73,11 @@ def test_a_stale_quote_is_seen(tmp_path):
     assert quotes.stale(page) == ["run"]
     assert quotes.refresh(page) == 1 and quotes.stale(page) == []
     assert page.read_text() == "intro\n<!-- answers: run -->\n| a |\n|---|\n| 1 |\n<!-- /answers -->\nend\n"
+
+    # the held-out learners' section the same way, beside it
+    (tmp_path / "run" / "summary.md").write_text(
+        "# Study x\n\n## Answers\n\n| a |\n|---|\n| 1 |\n\n## Robustness\n\nholds\n\n## Trials\n\nrest\n"
+    )
+    page.write_text(page.read_text() + "<!-- robustness: run -->\nold\n<!-- /robustness -->\n")
+    assert quotes.stale(page) == ["run"] and quotes.refresh(page) == 1
+    assert page.read_text().endswith("end\n<!-- robustness: run -->\nholds\n<!-- /robustness -->\n")

@@ -156,3 +156,29 @@ def test_a_shipped_record_names_the_calibration_store_under_home_as_tilde(two_se
     shipped = (tmp_path / "shipped" / STUDY_FILE).read_text()
     assert "(~/.cache/bilevel_tune/calibration.json)" in shipped and str(Path.home()) + "/" not in shipped
     assert json.loads(shipped)["sessions"] == record["sessions"]  # the rest of the record as it was
+
+
+def test_a_shipped_run_md_carries_the_held_out_step_as_its_summary_says_it(tmp_path):
+    folder = tmp_path / "shipped"
+    folder.mkdir()
+    (folder / STUDY_FILE).write_text(json.dumps({"reevaluations": [{
+        "learners": ["appo (its own)", "ppo"], "started_utc": "2026-12-04T19:00:00+00:00", "git_sha": "abcdef0123",
+        "jobs": 4, "scored": 4, "failed": 0, "ended_utc": "2026-12-04T19:10:00+00:00", "wall_s": 600.0,
+    }]}))  # fmt: skip
+    notes = "# shipped\n\nnotes\n\n## What it answers\n\nblock\n\n## Provenance and sessions\n\ntable\n"
+    (folder / run_record.RUN_MD).write_text(notes)
+    summary = "# s\n\n## Answers\n\nblock\n\n## Robustness\n\n| learner | gain |\n\n## Trials\n\nrest\n"
+    assert run_record.record_held_out(folder, summary)
+    text = (folder / run_record.RUN_MD).read_text()
+    held = text.split(run_record.HELD_OUT_HEADING)[1].split("\n## ")[0]
+    assert "| learner | gain |" in held and "| 1 | appo (its own), ppo | 4 | 4 / 0 | 2026-12-04T19:00:00 |" in held
+    assert "| 0:10:00 | abcdef0 |" in held
+    assert text.index(run_record.HELD_OUT_HEADING) < text.index("## Provenance and sessions")
+
+    # a later step replaces the section where it stands; the same summary again changes nothing
+    summary = summary.replace("| learner | gain |", "| learner | gain | holds |")
+    assert run_record.record_held_out(folder, summary) and not run_record.record_held_out(folder, summary)
+    again = (folder / run_record.RUN_MD).read_text()
+    assert again.count(run_record.HELD_OUT_HEADING) == 1 and "| learner | gain | holds |" in again
+    assert again.replace("| learner | gain | holds |", "| learner | gain |") == text
+    assert not run_record.record_held_out(folder, "# s\n\n## Answers\n\nblock\n")  # no held-out learners: no section

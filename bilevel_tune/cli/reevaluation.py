@@ -127,7 +127,7 @@ def append_rows(run_dir: Path, scored) -> None:
 
 def run_step(
     study, run_dir: Path, trials, cpus: int, out: Callable[[str], None], stop_requested=lambda: False,
-    extra: Sequence[str] = (),
+    extra: Sequence[str] = (), commit: str | None = None,
 ) -> dict[str, Any]:
     """Score what is left; log the session in study.json; return its counts. InnerLoopStopped propagates (the rows
     written so far stay: a resume goes on from them)."""
@@ -138,6 +138,7 @@ def run_step(
     entry = {
         "learners": [learner.label for learner in learners],
         "started_utc": _now(),
+        "git_sha": commit,
         "jobs": len(jobs),
         "scored": 0,
         "failed": 0,

@@ -549,7 +549,9 @@ def _held_out(study: Study, run_dir: Path, out, extra=()) -> dict:
     from bilevel_tune.cli import reevaluation
     from bilevel_tune.report.tables import read
 
-    return reevaluation.run_step(study, run_dir, read(run_dir).trials, cluster.cluster_cpus(), out, extra=extra)
+    return reevaluation.run_step(
+        study, run_dir, read(run_dir).trials, cluster.cluster_cpus(), out, extra=extra, commit=git_sha()
+    )
 
 
 def _tags(study: Study) -> list[str]:

@@ -7,6 +7,9 @@ between two markers, the folder named relative to the repository root:
     ...the block, as that folder's summary.md has it...
     <!-- /answers -->
 
+and its Robustness block (`## Robustness`: the held-out learners') the same way, between
+`<!-- robustness: FOLDER -->` and `<!-- /robustness -->`.
+
 `refresh(page)` rewrites every such block from the folder's summary.md; `stale(page)` names the blocks that
 differ (a test holds README.md to it).
 
@@ -19,10 +22,19 @@ import re
 import sys
 from pathlib import Path
 
-from bilevel_tune.report.run_record import answers_block
+from bilevel_tune.report.run_record import section_block
 from bilevel_tune.study_data.run_folder import SUMMARY_MARKDOWN
 
-QUOTE = re.compile(r"(?P<open><!-- answers: (?P<folder>\S+) -->)(?P<block>.*?)(?P<close><!-- /answers -->)", re.S)
+QUOTE = re.compile(
+    r"(?P<open><!-- (?P<kind>answers|robustness): (?P<folder>\S+) -->)(?P<block>.*?)(?P<close><!-- /(?P=kind) -->)",
+    re.S,
+)
+SECTIONS = {"answers": "Answers", "robustness": "Robustness"}  # a marker's kind → summary.md's section
+
+
+def _source(root: Path, match: re.Match) -> str:
+    summary = root / match["folder"] / SUMMARY_MARKDOWN
+    return section_block(summary.read_text(), SECTIONS[match["kind"]]) if summary.is_file() else ""
 
 
 def root_of(page: Path) -> Path:
@@ -34,11 +46,7 @@ def root_of(page: Path) -> Path:
 def quoted(page: Path) -> list[tuple[str, str, str]]:
     """(folder, the block as the page has it, the block as the folder's summary.md has it) per quote."""
     text, root = Path(page).read_text(), root_of(page)
-    out = []
-    for match in QUOTE.finditer(text):
-        summary = root / match["folder"] / SUMMARY_MARKDOWN
-        out.append((match["folder"], match["block"], answers_block(summary.read_text()) if summary.is_file() else ""))
-    return out
+    return [(match["folder"], match["block"], _source(root, match)) for match in QUOTE.finditer(text)]
 
 
 def stale(page: Path) -> list[str]:
@@ -53,7 +61,7 @@ def refresh(page: Path) -> int:
 
     def replace(match: re.Match) -> str:
         nonlocal changed
-        source = answers_block((root / match["folder"] / SUMMARY_MARKDOWN).read_text())
+        source = _source(root, match)
         changed += match["block"].strip() != source.strip()
         return f"{match['open']}\n{source}\n{match['close']}"
 

@@ -207,9 +207,74 @@ def _outcomes(entry: dict) -> str:
 
 def answers_block(summary_md: str) -> str:
     """summary.md's Answers section, as it stands (its heading dropped)."""
+    return section_block(summary_md, "Answers")
+
+
+def section_block(summary_md: str, heading: str) -> str:
+    """summary.md's section under `## heading`, as it stands (its heading dropped)."""
     sections = summary_md.split("\n## ")
-    block = next((s for s in sections if s.startswith("Answers")), "")
+    block = next((s for s in sections if s.startswith(heading)), "")
     return block.partition("\n")[2].strip()
+
+
+HELD_OUT_HEADING = "## Against held-out learners"
+
+
+def held_out_sessions(run_dir: Path) -> list[str]:
+    """The held-out step's sessions (study.json's reevaluations): learners, jobs, when, wall, commit; [] without."""
+    log = read_study_file(run_dir).get("reevaluations", [])
+    if not log:
+        return []
+    lines = [
+        "| session | learners | jobs | scored / failed | started (UTC) | ended | wall | commit |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for i, entry in enumerate(log, 1):
+        ended = "wall_s" in entry
+        lines.append(
+            f"| {i} | {', '.join(entry['learners'])} | {entry['jobs']} | {entry['scored']} / {entry['failed']} | "
+            f"{entry['started_utc'][:19]} | {entry['ended_utc'][:19] if ended else 'not recorded'} | "
+            f"{clock(entry['wall_s']) if ended else '—'} | {(entry.get('git_sha') or '—')[:7]} |"
+        )
+    return lines
+
+
+def held_out_block(run_dir: Path, summary_md: str) -> list[str]:
+    """run.md's section on the held-out step: summary.md's Robustness section quoted, then the step's sessions;
+    [] for a run no held-out learner scored."""
+    robustness = section_block(summary_md, "Robustness")
+    if not robustness:
+        return []
+    return [
+        HELD_OUT_HEADING, "",
+        f"Quoted from its [summary.md]({SUMMARY_MARKDOWN}), as the tool wrote it (`--reevaluate` or `[final] learners`; "
+        "each job's scores in [heldout.csv](heldout.csv)):", "",
+        robustness, "", "The held-out step's sessions:", "", *held_out_sessions(run_dir), "",
+    ]  # fmt: skip
+
+
+def record_held_out(folder: Path, summary_md: str) -> bool:
+    """A shipped folder's run.md carries the held-out step as its summary now says it: the section replaced where
+    it stands, else put before the provenance. Returns whether run.md changed."""
+    run_md = Path(folder) / RUN_MD
+    block = held_out_block(Path(folder), summary_md)
+    if not run_md.is_file() or not block:
+        return False
+    text = run_md.read_text()
+    new = "\n".join(block)
+    if HELD_OUT_HEADING in text:
+        before, _, rest = text.partition(HELD_OUT_HEADING)
+        after = rest.partition("\n## ")
+        updated = before + new + ("\n## " + after[2] if after[1] else "")
+    elif "\n## Provenance and sessions" in text:
+        before, _, rest = text.partition("\n## Provenance and sessions")
+        updated = before + "\n" + new + "\n## Provenance and sessions" + rest
+    else:
+        updated = text.rstrip("\n") + "\n\n" + new
+    if updated == text:
+        return False
+    run_md.write_text(updated)
+    return True
 
 
 def requote(folder: Path, before: str, after: str) -> bool:
@@ -242,6 +307,7 @@ def ship(run_dir: Path, out: Path, rows: list[dict], notes: str) -> None:
     text = [f"# {run_dir.resolve().name}", "", notes.strip(), ""]  # the run's name, wherever it ships
     text += ["## What it answers", "", f"Quoted from its [summary.md]({SUMMARY_MARKDOWN}), as the tool wrote it:", ""]
     text += [answers_block(summary), ""]
+    text += held_out_block(run_dir, summary)
     if stages(run_dir):
         text += ["## Stages", "", *stages(run_dir), ""]
     text += ["## Provenance and sessions", "", *sessions(run_dir), "", "## Per trial", "", markdown(rows), ""]

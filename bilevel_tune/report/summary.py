@@ -300,6 +300,7 @@ def write_summary(run_dir: Path, with_plots: bool = True) -> str:
     before = (run_dir / SUMMARY_MARKDOWN).read_text() if (run_dir / SUMMARY_MARKDOWN).is_file() else ""
     (run_dir / SUMMARY_MARKDOWN).write_text(text + "\n")
     run_record.requote(run_dir, before, text)
+    run_record.record_held_out(run_dir, text)
     s.answers.table().to_csv(run_dir / ANSWERS_CSV, index=False)
     if not s.ceiling.rows.empty:
         s.ceiling.rows.to_csv(run_dir / CEILING_CSV, index=False)
