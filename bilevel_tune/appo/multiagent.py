@@ -23,14 +23,19 @@ from bilevel_tune.appo.world_io import block_env_config, kinds_of
 from bilevel_tune.inner import InnerLoopConfig, candidate_seed
 
 
-def build_multiagent_algorithm(config: InnerLoopConfig, rules: Sequence, seed: int, candidates: Sequence[int] = ()):
-    """APPO, multi-agent: one module per candidate — per candidate and kind, where the world declares several —
+def build_multiagent_algorithm(
+    config: InnerLoopConfig, rules: Sequence, seed: int, candidates: Sequence[int] = (), algorithm=None
+):
+    """An RLlib algorithm on the per-agent path — APPO (`appo_config`) unless `algorithm` gives another's config
+    maker (`ppo.ppo_config`) —: one module per candidate, per candidate and kind where the world declares several
     (`candidates`, default 0, 1, …, seed each module's weights)."""
     from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
+    make_config = algorithm or appo_config
+    base = make_config(config, seed)
     candidates = list(candidates) or list(range(len(rules)))
-    module_class = seeded_module_class()
+    module_class = seeded_module_class(base.algo_class.__name__)
     env = WorldEnv(block_env_config(config, rules, seed))
     kinds = env.kinds
     modules = {
@@ -44,8 +49,7 @@ def build_multiagent_algorithm(config: InnerLoopConfig, rules: Sequence, seed: i
         for kind in kinds
     }
     algo_config = (
-        appo_config(config, seed)
-        .environment(WorldEnv, env_config=block_env_config(config, rules, seed))
+        base.environment(WorldEnv, env_config=block_env_config(config, rules, seed))
         .multi_agent(policies=set(modules), policy_mapping_fn=env.policy_mapping())
         .rl_module(rl_module_spec=MultiRLModuleSpec(rl_module_specs=modules))
     )

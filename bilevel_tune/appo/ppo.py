@@ -11,16 +11,8 @@ much as an APPO one does. Evaluation is the shared one: explore off, the world's
 
 from __future__ import annotations
 
-from typing import Sequence
-
-from bilevel_tune.appo.local_learner import trained_module
-from bilevel_tune.appo.loop import APPOLoop
-from bilevel_tune.appo.multiagent import per_agent_greedy_actions
-from bilevel_tune.appo.rllib_config import algorithm_from
-from bilevel_tune.appo.seeded import INIT_SEED, seeded_module_class
-from bilevel_tune.appo.world_env import WorldEnv, kind_seed, module_id
-from bilevel_tune.appo.world_io import block_env_config, kinds_of
-from bilevel_tune.inner import InnerLoopConfig, candidate_seed
+from bilevel_tune.appo.multiagent import MultiAgentPolicyLoop, build_multiagent_algorithm
+from bilevel_tune.inner import InnerLoopConfig
 
 
 def ppo_config(config: InnerLoopConfig, seed: int):
@@ -48,47 +40,11 @@ def ppo_config(config: InnerLoopConfig, seed: int):
     )
 
 
-def build_ppo_algorithm(config: InnerLoopConfig, rules: Sequence, seed: int, candidates: Sequence[int] = ()):
-    """PPO, multi-agent: one module per candidate (and kind), its weights seeded as the APPO loops' are."""
-    from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
-    from ray.rllib.core.rl_module.rl_module import RLModuleSpec
-
-    candidates = list(candidates) or list(range(len(rules)))
-    module_class = seeded_module_class("PPO")
-    env = WorldEnv(block_env_config(config, rules, seed))
-    kinds = env.kinds
-    modules = {
-        module_id(j, None if len(kinds) == 1 else kind.name): RLModuleSpec(
-            module_class=module_class,
-            observation_space=None if len(kinds) == 1 else kind.observation_space,
-            action_space=None if len(kinds) == 1 else kind.action_space,
-            model_config={"fcnet_hiddens": list(config.hidden), INIT_SEED: kind_seed(candidate_seed(seed, k), kind, kinds)},
-        )
-        for j, k in enumerate(candidates)
-        for kind in kinds
-    }
-    algo_config = (
-        ppo_config(config, seed)
-        .environment(WorldEnv, env_config=block_env_config(config, rules, seed))
-        .multi_agent(policies=set(modules), policy_mapping_fn=env.policy_mapping())
-        .rl_module(rl_module_spec=MultiRLModuleSpec(rl_module_specs=modules))
-    )
-    return algorithm_from(algo_config)
-
-
-class PPOPolicyLoop(APPOLoop):
-    """RLlib PPO, per agent: a WorldEnv of the block's copies, one module per candidate (and kind)."""
+class PPOPolicyLoop(MultiAgentPolicyLoop):
+    """RLlib PPO, per agent: the per-agent APPO loop's env, modules and greedy actions, PPO's algorithm."""
 
     def new_algorithm(self, rules, seed, candidates):
-        return build_ppo_algorithm(self.config, rules, seed, candidates)
-
-    def greedy_actions(self):
-        kinds = kinds_of(self.config.build_world(self.rules))
-        by_kind = [
-            [trained_module(self.algo, module_id(j, None if len(kinds) == 1 else kind.name)) for j in range(len(self.rules))]
-            for kind in kinds
-        ]
-        return lambda per_kind: [per_agent_greedy_actions(modules, obs) for modules, obs in zip(by_kind, per_kind)]
+        return build_multiagent_algorithm(self.config, rules, seed, candidates, algorithm=ppo_config)
 
     def drain(self) -> None:
         """PPO learns inside its train() call: nothing is queued."""
