@@ -76,8 +76,8 @@ def test_a_stale_quote_is_seen(tmp_path):
 
     # the held-out learners' section the same way, beside it
     (tmp_path / "run" / "summary.md").write_text(
-        "# Study x\n\n## Answers\n\n| a |\n|---|\n| 1 |\n\n## Robustness\n\nholds\n\n## Trials\n\nrest\n"
+        "# Study x\n\n## Answers\n\n| a |\n|---|\n| 1 |\n\n## Robustness\n\nintro\n\n- holds\n\n| t |\n\n## Trials\n"
     )
     page.write_text(page.read_text() + "<!-- robustness: run -->\nold\n<!-- /robustness -->\n")
     assert quotes.stale(page) == ["run"] and quotes.refresh(page) == 1
-    assert page.read_text().endswith("end\n<!-- robustness: run -->\nholds\n<!-- /robustness -->\n")
+    assert page.read_text().endswith("end\n<!-- robustness: run -->\n- holds\n<!-- /robustness -->\n")

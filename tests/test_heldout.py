@@ -117,7 +117,8 @@ def test_a_gain_is_decided_per_cell_and_learner_and_a_winner_that_holds_nowhere_
     assert gains[("population 1, 2-D", "ppo")] == "gain" and gains[("population 1, 2-D", "frozen")] == "not shown"
     winners = {(w.where, w.learner): w.answer for w in r.winners()}
     assert winners[("2-D vs 1-D, over populations", "ppo")] != HOLDS
-    assert any("2-D wins only against its own learner (appo (its own))" in line for line in r.lines())
+    assert any("2-D wins only against its own learner, appo; under the held-out ones:" in line for line in r.lines())
+    assert r.lines()[1] == "a gain over the status quo shown in: appo (its own) 4 of 4, ppo 4 of 4, frozen 0 of 4 cells."
     record = json.loads(json.dumps(r.record()))
     assert record["learners"] == ["appo (its own)", "ppo", "frozen"] and record["alpha"] == 0.05
     assert len(r.table()) == len(r.rows) == 4 * 3 + len(r.winners())
@@ -203,9 +204,15 @@ def test_a_shipped_result_is_re_evaluated_from_its_tables(ray_cluster, tmp_path,
 
     shipped = tmp_path / "fishery-analytic"
     shutil.copytree(REPO / "docs" / "results" / "fishery-analytic", shipped)
+    before = pd.read_csv(shipped / "heldout.csv")  # shipped re-evaluated by appo, ppo and frozen beside its own
     assert main(["--reevaluate", str(shipped), "--learners", "analytic", "--wandb", "disabled"]) == 0
     heldout = pd.read_csv(shipped / "heldout.csv")
-    assert set(heldout["learner"]) == {"analytic (its own)", "analytic"} and len(heldout) == 36 * 2 * 3
+    assert heldout.iloc[: len(before)].equals(before)  # only the new learner's jobs ran
+    assert list(dict.fromkeys(heldout["learner"])) == ["analytic (its own)", "appo", "ppo", "frozen", "analytic"]
+    assert len(heldout) == 36 * 5 * 3
+    assert json.loads((shipped / "study.json").read_text())["study"]["final"]["learners"] == [
+        "appo", "ppo", "frozen", "analytic"
+    ]
     own, other = (
         heldout[heldout["learner"] == label].sort_values(["trial", "final_seed"])["gain"].to_numpy()
         for label in ("analytic (its own)", "analytic")

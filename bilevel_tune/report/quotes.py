@@ -7,7 +7,8 @@ between two markers, the folder named relative to the repository root:
     ...the block, as that folder's summary.md has it...
     <!-- /answers -->
 
-and its Robustness block (`## Robustness`: the held-out learners') the same way, between
+and the findings of its Robustness section (`## Robustness`, the held-out learners': its lines in words, the
+status quo and whether each winner holds, without its tables) the same way, between
 `<!-- robustness: FOLDER -->` and `<!-- /robustness -->`.
 
 `refresh(page)` rewrites every such block from the folder's summary.md; `stale(page)` names the blocks that
@@ -29,12 +30,16 @@ QUOTE = re.compile(
     r"(?P<open><!-- (?P<kind>answers|robustness): (?P<folder>\S+) -->)(?P<block>.*?)(?P<close><!-- /(?P=kind) -->)",
     re.S,
 )
-SECTIONS = {"answers": "Answers", "robustness": "Robustness"}  # a marker's kind → summary.md's section
 
 
 def _source(root: Path, match: re.Match) -> str:
     summary = root / match["folder"] / SUMMARY_MARKDOWN
-    return section_block(summary.read_text(), SECTIONS[match["kind"]]) if summary.is_file() else ""
+    if not summary.is_file():
+        return ""
+    if match["kind"] == "answers":
+        return section_block(summary.read_text(), "Answers")
+    findings = section_block(summary.read_text(), "Robustness").splitlines()
+    return "\n".join(line for line in findings if line.startswith("- "))
 
 
 def root_of(page: Path) -> Path:

@@ -29,6 +29,7 @@ from scipy import stats
 
 from bilevel_tune.report.answers import Answers
 from bilevel_tune.report.columns import native
+from bilevel_tune.study_data.learners import OWN
 from bilevel_tune.study_data.run_folder import trial_name
 from bilevel_tune.study_data.settings import plain
 from bilevel_tune.verdicts import decide, effects, sequential
@@ -80,21 +81,30 @@ class Robustness:
 
     def lines(self) -> list[str]:
         """The section's findings in words: the status quo, then each comparison's winner under the learners."""
-        out = [f"status quo: {self.status_quo}."]
-        own = self.learners[0]
+        out = [f"status quo: {self.status_quo}.", self._gains_line()]
+        own = self.learners[0].removesuffix(OWN)
         for where in dict.fromkeys(r.where for r in self.winners()):
             rows = [r for r in self.winners() if r.where == where]
             winner = rows[0].winner
             holds = [r.learner for r in rows if r.answer == HOLDS]
             if not holds:
                 said = ", ".join(f"{r.learner} {r.answer}" for r in rows)
-                out.append(f"{where}: {winner} wins only against its own learner ({own}): {said}.")
+                out.append(f"{where}: {winner} wins only against its own learner, {own}; under the held-out ones: {said}.")
             elif len(holds) == len(rows):
                 out.append(f"{where}: {winner} stays the winner under every learner ({', '.join(holds)}).")
             else:
                 rest = ", ".join(f"{r.learner} {r.answer}" for r in rows if r.answer != HOLDS)
                 out.append(f"{where}: {winner} stays the winner under {', '.join(holds)}; {rest}.")
         return out
+
+    def _gains_line(self) -> str:
+        """How many cells gain over the status quo under each learner (and lose, where any is shown to)."""
+        said = []
+        for learner in self.learners:
+            rows = [r for r in self.gains() if r.learner == learner]
+            up, down = (sum(r.answer == a for r in rows) for a in ("gain", "loss"))
+            said.append(f"{learner} {up} of {len(rows)}" + (f" (a loss shown in {down})" if down else ""))
+        return f"a gain over the status quo shown in: {', '.join(said)} cells."
 
     def gains_table(self) -> pd.DataFrame:
         return pd.DataFrame(

@@ -83,8 +83,11 @@ def held_out(study) -> list[Learner]:
     return [parse_learner(text, study) for text in study.final.learners]
 
 
+OWN = " (its own)"  # the run's own loop's label: its name and this
+
+
 def own_learner(study) -> Learner:
-    return Learner(f"{study.inner} (its own)", study.inner, (), own=True)
+    return Learner(f"{study.inner}{OWN}", study.inner, (), own=True)
 
 
 def learners_of(study, extra=()) -> list[Learner]:
