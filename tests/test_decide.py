@@ -149,6 +149,8 @@ def test_a_stage_with_a_trial_not_finished_is_not_looked_at():
     scores.update({c.key: 0.4 for c in study.stage_cells(2) if c != missing})
     decisions = decide.decide(study, scores, {missing.key: "weekend_pop1_1d_seedX"})
     assert decisions.looks == 1 and "stage 2: 1 trial(s) not finished (weekend_pop1_1d_seedX" in decisions.incomplete
+    not_started = decide.decide(study, scores)  # a trial Tune has not started yet has no record: named by its cell
+    assert f"not finished (weekend_pop1_1d_seed{missing.seed}…)" in not_started.incomplete
 
 
 def test_a_trial_without_a_final_score_is_named_in_one_line():

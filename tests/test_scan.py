@@ -17,6 +17,7 @@ from bilevel_tune.core import metrics as M
 from bilevel_tune.core import scan
 from bilevel_tune.inner import InnerLoopConfig
 from bilevel_tune.inner.analytic import AnalyticLoop
+from bilevel_tune.report import landscape
 from bilevel_tune.study_data.definition import Study, StudyError, load_study
 from bilevel_tune.study_data.run_folder import SCAN_CSV
 from bilevel_tune.tune_edge.trainable import Seeds, candidate_rules
@@ -72,6 +73,22 @@ def test_a_scan_is_a_trial_per_searched_rules_and_seed(tmp_path):
         load_study(str(path))
 
 
+def test_search_vs_grid_reads_the_grid_and_the_runs_on_the_same_scanned_seeds():
+    """A run in stages adds seeds without scans: the runs' best, their regret and the grid's best are means over
+    the scanned seeds only, so they add up (grid − runs' best = mean regret), and the line names those seeds."""
+    bests = pd.DataFrame(
+        {"dims": 1, "optimize_params": "min_demand_frac", "mechanism": "1-D", "seed": [7, 42], "points": 21,
+         "scan_best": [0.40, 0.42], "grid_spacing": "min_demand_frac 0.0175"}
+    )  # fmt: skip
+    trials = pd.DataFrame(
+        {"optimize_params": "min_demand_frac", "population": 1, "generations": 100, "seed": [7, 42, 6331, 6710],
+         "best_objective": [0.41, 0.43, 0.50, 0.52], "regret": [-0.01, -0.01, np.nan, np.nan]}
+    )  # fmt: skip
+    sentence = landscape.search_vs_grid(trials, bests)["sentence"]
+    assert "1-D grid 21 points → 0.4100; pop 1: 100 → 0.4200 (regret -0.0100) (seeds 7, 42)" in sentence
+    assert "means over the scanned seeds" in sentence
+
+
 @pytest.mark.parametrize("value", ["0", "-1", "x", "1"])
 def test_bad_scan_values_exit_2_in_one_line_naming_scan(tmp_path, capsys, value):
     assert main(study_args(tmp_path, "--dry-run", "--scan", value)) == 2
@@ -121,7 +138,7 @@ def test_a_known_peak_is_the_scans_argmax_and_a_trial_starting_there_has_no_regr
     assert (run / "plots" / "landscape_1d.png").stat().st_size > 10_000
     assert not (run / "plots" / "landscape_2d.png").exists()
     sentence = verdicts["best_objective"]["search_vs_grid"]["sentence"]
-    assert "1-D grid 5 points → 0.3000; pop 1: 3 → 0.3000 (regret +0.0000)" in sentence
+    assert "1-D grid 5 points → 0.3000; pop 1: 3 → 0.3000 (regret +0.0000) (seeds 1)" in sentence
     assert "Rules scan (5 points per searched rule" in (run / "summary.md").read_text()
     assert (run / "tensorboard" / "landscape_scan_1d_seed1").is_dir()
 

@@ -135,13 +135,17 @@ def ceiling_truth(cell: dict[str, Any], bests: pd.DataFrame, ceiling: float, tol
 
 
 def search_vs_grid(trials: pd.DataFrame, bests: pd.DataFrame) -> dict[str, Any] | None:
-    """One line: inner-loop evaluations (ES generations × population, grid points) against the best each reached."""
+    """One line: inner-loop evaluations (ES generations × population, grid points) against the best each reached.
+
+    Every figure of a mechanism is a mean over the seeds it scanned: a run in stages adds seeds without scans, and
+    a grid's best, the runs' best and their regret must be read on the same worlds to add up."""
     if bests.empty or "regret" not in trials:
         return None
-    done = trials[trials["generations"] > 0]
+    done = trials[(trials["generations"] > 0) & trials["regret"].notna()]  # the runs with a scan of their seed
     parts, cells = [], []
     for (dims, params), scans in bests.groupby(["dims", "optimize_params"]):
         runs = done[done["optimize_params"] == params]
+        seeds = ", ".join(str(seed) for seed in sorted(scans["seed"].unique()))
         part = (
             f"{scans['mechanism'].iloc[0]} grid {int(scans['points'].iloc[0])} points → {scans['scan_best'].mean():.4f}"
         )
@@ -158,9 +162,9 @@ def search_vs_grid(trials: pd.DataFrame, bests: pd.DataFrame) -> dict[str, Any] 
                     "regret": regret,
                 }
             )
-        parts.append(part)
+        parts.append(f"{part} (seeds {seeds})")
     sentence = (
         "search vs grid (inner-loop evaluations, ES generations × population against grid points, "
-        "→ best objective, means over seeds): " + "; ".join(parts) + "."
+        "→ best objective, means over the scanned seeds): " + "; ".join(parts) + "."
     )
     return {"verdict": "search vs grid", "cells": cells, "sentence": sentence}

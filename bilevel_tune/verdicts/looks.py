@@ -14,6 +14,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from bilevel_tune.base.knobs import StudyError
+from bilevel_tune.study_data.run_folder import trial_name
 from bilevel_tune.verdicts import family as F
 
 A_BETTER, B_BETTER = "A better", "B better"  # for an interaction: B − A below or above 0
@@ -95,7 +96,7 @@ class Replay:
         missing = [c for c in cells if c.key not in self.finals]
         if missing:
             self.incomplete = (
-                f"stage {stage}: {len(missing)} trial(s) not finished ({self.names.get(missing[0].key, missing[0])}…)"
+                f"stage {stage}: {len(missing)} trial(s) not finished ({self.names.get(missing[0].key) or trial_name(self.study, missing[0])}…)"
             )
             return False
         for cell in cells:
