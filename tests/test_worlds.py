@@ -329,6 +329,71 @@ def test_mpe2_environments_keep_the_contract_with_discrete_actions_and_two_kinds
     assert step.rewards.shape == (2, 3) and set(step.diagnostics) == {"own_reward", "alive"}
 
 
+MPE2_KINDS = {  # every environment MPE2 ships: its kinds as the adapter groups them (agents, observation size, choices)
+    "collect_treasure_v1": [("collector", 6, 86, 5), ("deposit", 2, 84, 5)],
+    "simple_adversary_v3": [("adversary", 1, 8, 5), ("agent", 2, 10, 5)],
+    "simple_crypto_v3": [("eve", 1, 4, 4), ("bob_alice", 2, 8, 4)],
+    "simple_formation_v1": [("agent", 4, 6, 5)],
+    "simple_line_v1": [("agent", 4, 8, 5)],
+    "simple_push_v3": [("adversary", 1, 8, 5), ("agent", 1, 19, 5)],
+    "simple_reference_v3": [("agent", 2, 21, 50)],  # a move and a word: a Box of 5 + 10 when continuous
+    "simple_speaker_listener_v4": [("speaker", 1, 3, 3), ("listener", 1, 11, 5)],
+    "simple_spread_v3": [("agent", 3, 18, 5)],
+    "simple_tag_v3": [("adversary", 3, 16, 5), ("agent", 1, 14, 5)],
+    "simple_v3": [("agent", 1, 4, 5)],
+    "simple_world_comm_v3": [("leadadversary", 1, 34, 20), ("adversary", 3, 34, 5), ("agent", 2, 28, 5)],
+}
+MPE2_BOX = {"simple_reference_v3": [15], "simple_world_comm_v3": [9, 5, 5]}  # else a Box of as many as the choices
+
+
+@pytest.mark.parametrize("continuous", [False, True], ids=["discrete", "continuous"])
+def test_every_mpe2_environment_keeps_the_contract_under_a_rule_with_its_kinds(continuous):
+    """Not one environment written here: each of MPE2's, under a regulator's rule (a reward scale), passes the
+    check with its kinds — up to three (simple_world_comm), of one agent or several, Discrete(3…50) or Box."""
+    import importlib
+
+    from pettingzoo.utils import BaseParallelWrapper
+
+    from bilevel_tune.worlds.pettingzoo import ParallelEnvWorld, as_world
+
+    class Scaled(BaseParallelWrapper):
+        def __init__(self, env, scale):
+            super().__init__(env)
+            self.scale = scale
+
+        def step(self, actions):
+            observations, rewards, terminations, truncations, _ = self.env.step(actions)
+            infos = {agent: {"own_reward": reward} for agent, reward in rewards.items()}
+            rewards = {agent: reward * self.scale for agent, reward in rewards.items()}
+            return observations, rewards, terminations, truncations, infos
+
+    for name, kinds in MPE2_KINDS.items():
+        module = importlib.import_module(f"mpe2.{name}")
+
+        class Declared(ParallelEnvWorld):
+            horizon = 5
+            rule_specs = (RuleSpec("scale", 0.5, 1.0, 1.0, "what a reward counts", "scale"),)
+            searched_by_default = ("scale",)
+
+            @staticmethod
+            def make_env(settings, rules, module=module):
+                env = module.parallel_env(max_cycles=5, continuous_actions=continuous)
+                return Scaled(env, rules["scale"])
+
+            @staticmethod
+            def season_objective(season, objective):
+                return {"objective": float(season["own_reward"].mean())}
+
+        Declared.name = name
+        world = as_world(Declared)
+        check_world(world)
+        assert [(k.name, len(k.agents), *k.observation_space.shape) for k in world.kinds] == [k[:3] for k in kinds]
+        box = MPE2_BOX.get(name, [choices for *_, choices in kinds])
+        for kind, (*_, choices), size in zip(world.kinds, kinds, box):
+            space = kind.action_space
+            assert space.dtype == np.float32 and space.shape == (size,) if continuous else space.n == choices, name
+
+
 def test_a_setting_that_changes_the_spaces_gives_the_kinds_of_the_environments_built(tmp_path):
     spread = mpe_world(tmp_path, "Spread")
     continuous = spread(spread.settings_class(actions="continuous"), [{}])

@@ -25,7 +25,7 @@ Before anything runs, `as_world` builds one environment under the default rules 
 `parallel_api_test` on it — a failure is one line —, reads every agent's spaces and groups the agents into
 kinds: by the declaration's `kind_of(agent)` where it has one, else by their spaces (agents whose observation
 and action spaces are the same share a kind, named after their common name: `adversary_0`, `adversary_1` →
-"adversary"). Every agent of a kind acts under one policy. Spaces:
+"adversary"; `bob_0`, `alice_0` → "bob_alice"). Every agent of a kind acts under one policy. Spaces:
 
 * actions: `Box` of any shape (float), `Discrete`, `MultiDiscrete`, `MultiBinary`; they reach the environment
   in the space's own shape and dtype;
@@ -211,10 +211,10 @@ def agent_kinds(declaration: type, env, agents: Sequence[str], label: str) -> tu
 
 
 def _common_name(agents: Sequence[str]) -> str:
-    """The agents' name less its number: adversary_0, adversary_1 → adversary (what RLlib module ids may hold)."""
-    stems = {re.sub(r"[_\-.]*\d+$", "", a) for a in agents}
-    stem = stems.pop() if len(stems) == 1 else ""
-    return re.sub(r"[^A-Za-z0-9_]", "_", stem)
+    """The agents' name less its number: adversary_0, adversary_1 → adversary; agents of different names, theirs
+    joined: bob_0, alice_0 → bob_alice (what RLlib module ids may hold)."""
+    stems = dict.fromkeys(re.sub(r"[_\-.]*\d+$", "", a) for a in agents)
+    return re.sub(r"[^A-Za-z0-9_]", "_", "_".join(stems))
 
 
 def flat_size(space) -> int:
