@@ -192,6 +192,30 @@ def test_a_quick_study_with_held_out_learners_then_one_more_on_the_finished_run(
     assert main(["--reevaluate", str(run), "--population", "1", "--learners", "ppo"]) == 2
     assert "--reevaluate scores a finished run as its study.json records it; drop --population" in capsys.readouterr().err
 
+    # shipped; then re-shipped from a folder that lost its held-out step (a run continued from an older copy): the
+    # shipped rows of every trial whose final rules they scored are kept, with their sessions, and the section too
+    from bilevel_tune.report.summary import main as summary_main
+
+    shipped = tmp_path / "shipped"
+    assert summary_main([str(run), "--no-plots", "--ship", str(shipped)]) == 0
+    rows = pd.read_csv(shipped / "heldout.csv")
+    moved = rows["trial"].iloc[0]
+    rows.loc[rows["trial"] == moved, "final_rules"] = "min_demand_frac=0.123"  # scored at rules it no longer has
+    rows.to_csv(shipped / "heldout.csv", index=False)
+    (run / "heldout.csv").unlink()
+    record.pop("reevaluations")
+    record["study"].pop("final")
+    (run / "study.json").write_text(json.dumps(record))
+    capsys.readouterr()
+    assert summary_main([str(run), "--no-plots", "--ship", str(shipped)]) == 0
+    assert f"held-out: kept {(more['trial'] != moved).sum()} row(s) of {shipped / 'heldout.csv'}" in capsys.readouterr().out
+    kept = pd.read_csv(run / "heldout.csv")
+    assert kept.equals(more[more["trial"] != moved].reset_index(drop=True))
+    record = json.loads((run / "study.json").read_text())
+    assert [r["jobs"] for r in record["reevaluations"]] == [8, 2]
+    assert record["study"]["final"]["learners"] == ["ppo", "analytic", "frozen", "appo(appo.lr=3e-4)"]
+    assert "## Robustness" in (shipped / "summary.md").read_text() and (shipped / "heldout.csv").is_file()
+
 
 @pytest.mark.ray
 def test_a_shipped_result_is_re_evaluated_from_its_tables(ray_cluster, tmp_path, capsys):

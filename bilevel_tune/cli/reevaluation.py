@@ -32,9 +32,16 @@ from bilevel_tune.core import metrics as M
 from bilevel_tune.inner import InnerLoopConfig
 from bilevel_tune.inner.contract import Seeds
 from bilevel_tune.study_data.learners import Learner, learners_of
-from bilevel_tune.study_data.run_folder import HELDOUT_CSV, STUDY_FILE, Cell, read_study_file, trial_name, write_json
+from bilevel_tune.study_data.run_folder import (
+    HELDOUT_CSV,
+    REEVALUATIONS,
+    STUDY_FILE,
+    Cell,
+    read_study_file,
+    trial_name,
+    write_json,
+)  # fmt: skip
 
-REEVALUATIONS = "reevaluations"  # study.json's log of the held-out step's sessions
 COMPLETE = ("complete", "stopped")
 COLUMNS = (
     "trial", "learner", "final_seed", "final", "status_quo", "gain", "final_rules", "status_quo_rules", "error",

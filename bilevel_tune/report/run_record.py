@@ -37,6 +37,7 @@ from bilevel_tune.study_data.run_folder import (
     GRID_CSV,
     HELDOUT_CSV,
     PLOTS_DIR,
+    REEVALUATIONS,
     ROBUSTNESS_CSV,
     SCAN_CSV,
     STUDY_FILE,
@@ -44,7 +45,9 @@ from bilevel_tune.study_data.run_folder import (
     TRIALS_CSV,
     VERDICTS_FILE,
     read_study_file,
+    trial_name,
     trial_records,
+    write_json,
 )
 
 RUN_MD = "run.md"  # a shipped result's record: how it was run, what it answers
@@ -222,7 +225,7 @@ HELD_OUT_HEADING = "## Against held-out learners"
 
 def held_out_sessions(run_dir: Path) -> list[str]:
     """The held-out step's sessions (study.json's reevaluations): learners, jobs, when, wall, commit; [] without."""
-    log = read_study_file(run_dir).get("reevaluations", [])
+    log = read_study_file(run_dir).get(REEVALUATIONS, [])
     if not log:
         return []
     lines = [
@@ -289,6 +292,50 @@ def requote(folder: Path, before: str, after: str) -> bool:
         return False
     run_md.write_text(text.replace(old, new))
     return True
+
+
+def adopt_held_out(run_dir: Path, shipped: Path) -> int:
+    """Re-shipping a run keeps the held-out step its shipped copy holds (`--reevaluate` ran on the shipped folder,
+    the run went on after): heldout.csv's rows of every trial the run folder has not scored itself and whose final
+    rules are still the ones scored, study.json's log of those sessions and its held-out learners go into the run
+    folder before its summary is rebuilt, so its Robustness section and record survive; only the run's new trials
+    are left to score (by `--reevaluate`, or by the run itself after its last stage). Returns the rows adopted."""
+    import pandas as pd
+
+    from bilevel_tune.report import tables
+
+    theirs = Path(shipped) / HELDOUT_CSV
+    if not theirs.is_file() or Path(shipped).resolve() == Path(run_dir).resolve():
+        return 0
+    rows = pd.read_csv(theirs, dtype=str, keep_default_na=False)
+    ours = Path(run_dir) / HELDOUT_CSV
+    held = pd.read_csv(ours, dtype=str, keep_default_na=False) if ours.is_file() else rows.iloc[:0]
+    read = tables.read(run_dir)  # its trials table's rows are its study's cells, in order (the scans after them)
+    rows_by_cell = zip(read.study.cells(), read.trials.iterrows())
+    finals = {trial_name(read.study, cell): final_rules(row) for cell, (_, row) in rows_by_cell}
+    keep = (
+        ~rows.set_index(["trial", "learner"]).index.isin(held.set_index(["trial", "learner"]).index)
+        & (rows["final_rules"] == rows["trial"].map(finals))
+    )
+    if not keep.any():
+        return 0
+    pd.concat([held, rows[keep]]).to_csv(ours, index=False)
+    record, theirs = read_study_file(run_dir), read_study_file(shipped)
+    log = record.get(REEVALUATIONS, [])
+    started = {entry.get("started_utc") for entry in log}
+    log += [entry for entry in theirs.get(REEVALUATIONS, []) if entry.get("started_utc") not in started]
+    record[REEVALUATIONS] = sorted(log, key=lambda entry: entry.get("started_utc", ""))
+    final = record["study"].setdefault("final", {})  # the learners join the run's [final], as --reevaluate has them
+    learners = final.get("learners", [])
+    final["learners"] = learners + [x for x in theirs["study"].get("final", {}).get("learners", []) if x not in learners]
+    write_json(Path(run_dir) / STUDY_FILE, record)
+    return int(keep.sum())
+
+
+def final_rules(trial) -> str:
+    """A trials-table row's final rules as heldout.csv writes them (`cli.reevaluation.rules_text`)."""
+    names = str(trial["optimize_params"]).split(",")
+    return ", ".join(f"{n}={trial.get(M.BEST_RULE + n, float('nan')):.6g}" for n in names)
 
 
 def ship(run_dir: Path, out: Path, rows: list[dict], notes: str) -> None:

@@ -29,6 +29,7 @@ from bilevel_tune.study_data.run_folder import (
     CEILING_CSV,
     CELLS_CSV,
     GRID_CSV,
+    HELDOUT_CSV,
     ROBUSTNESS_CSV,
     SUMMARY_MARKDOWN,
     VERDICTS_FILE,
@@ -344,6 +345,8 @@ def main(argv: list[str] | None = None) -> int:
         if (args.record or args.ship) and args.run_dir.is_dir() and not tables.has_records(args.run_dir):
             # refused before the summary is rewritten: a bad flag writes nothing
             raise SummaryError(f"{args.run_dir} keeps no trial records: its record and shipping need the run folder")
+        if args.ship and (adopted := run_record.adopt_held_out(args.run_dir, args.ship)):
+            print(f"held-out: kept {adopted} row(s) of {args.ship / HELDOUT_CSV} (trials whose final rules it scored)")
         print(write_summary(args.run_dir, with_plots=not args.no_plots))
         if args.record or args.ship:
             run_record.report(args.run_dir, args.ship, notes)

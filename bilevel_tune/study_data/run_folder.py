@@ -30,6 +30,7 @@ SUMMARY_MARKDOWN = "summary.md"
 TRIALS_CSV, CELLS_CSV, GRID_CSV = "trials.csv", "cells.csv", "grid.csv"
 ANSWERS_CSV, CEILING_CSV = "answers.csv", "ceiling.csv"  # the Answers' comparisons; the runs at the ceiling (if any)
 HELDOUT_CSV = "heldout.csv"  # held-out learners' scores: per trial, learner and final seed (docs/verdicts.md)
+REEVALUATIONS = "reevaluations"  # study.json's log of the held-out step's sessions
 ROBUSTNESS_CSV = "robustness.csv"  # the Robustness section's decided answers
 VERDICTS_FILE = "verdicts.json"
 SUMMARY_FILES = (SUMMARY_MARKDOWN, ANSWERS_CSV, TRIALS_CSV, CELLS_CSV, GRID_CSV, VERDICTS_FILE)
