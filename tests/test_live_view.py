@@ -11,6 +11,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -108,6 +109,11 @@ def test_a_resumed_trials_replayed_generation_replaces_the_earlier_sessions_poin
     for g in range(3):
         first.report("t", {**REPORT, M.GENERATION: g, M.OBJECTIVE: 0.1 * g})
     first.close()
+    # a resumed session is a later process, its event file a later second's: TensorBoard reads a run's files in name
+    # order, and two of one second and one process are ordered by a counter compared as text (…9 after …10)
+    started = int(time.time())
+    while int(time.time()) == started:
+        time.sleep(0.05)
     resumed = curves.TrialCurveWriters(tmp_path)  # generation 2 was in flight: the next session runs it again
     for g in (2, 3):
         resumed.report("t", {**REPORT, M.GENERATION: g, M.OBJECTIVE: 0.5 + g})

@@ -318,18 +318,14 @@ def run_study(options: RunOptions, out: Callable[[str], None] = print) -> RunOut
     clock = calibration.RunClock.now()
     study, root, run_dir = resolve_run(options)
     mode = _wandb_mode(options)
-    if options.resume and _unfinished(study, run_dir) and not staging.has_experiment(run_dir) and not study.stages:
-        from bilevel_tune.tune_edge.experiment import RestoreError, check_restorable
-
-        try:
-            check_restorable(run_dir)
-        except RestoreError as err:
-            raise UsageError(str(err)) from None
     with contextlib.ExitStack() as hold:
-        try:  # one session a run folder: refused in one line while another holds it (run_lock)
+        try:  # one session a run folder: refused in one line while another holds it (run_lock), before any look at
+            # a folder that session may still be writing (a resume just after its start finds no tuner.pkl yet)
             hold.enter_context(run_lock.held(run_dir, fresh=not options.resume, out=out))
         except RunFolderError as err:
             raise UsageError(str(err)) from None
+        if options.resume:
+            _check_restorable(study, run_dir)
         outcome = _run_held(study, options, root, run_dir, mode, clock, out)
     # the last line after Ray's: a message Ray prints late (a lost node's, say) would otherwise follow it
     out(outcome.last_line)
@@ -337,6 +333,17 @@ def run_study(options: RunOptions, out: Callable[[str], None] = print) -> RunOut
     if learned and not options.dashboard:  # TensorBoard's and Ray Dashboard's start are not a trial's overhead
         calibration.learn_overheads(mode, study, learned)
     return outcome
+
+
+def _check_restorable(study, run_dir: Path) -> None:
+    """A resume of a run with unfinished trials needs Tune's state to restore them (one line otherwise)."""
+    if _unfinished(study, run_dir) and not staging.has_experiment(run_dir) and not study.stages:
+        from bilevel_tune.tune_edge.experiment import RestoreError, check_restorable
+
+        try:
+            check_restorable(run_dir)
+        except RestoreError as err:
+            raise UsageError(str(err)) from None
 
 
 def _run_held(study, options, root, run_dir, mode, clock, out) -> RunOutcome:
