@@ -118,7 +118,10 @@ def test_a_gain_is_decided_per_cell_and_learner_and_a_winner_that_holds_nowhere_
     winners = {(w.where, w.learner): w.answer for w in r.winners()}
     assert winners[("2-D vs 1-D, over populations", "ppo")] != HOLDS
     assert any("2-D wins only against its own learner, appo; under the held-out ones:" in line for line in r.lines())
-    assert r.lines()[1] == "a gain over the status quo shown in: appo (its own) 4 of 4, ppo 4 of 4, frozen 0 of 4 cells."
+    assert r.lines()[1] == (
+        "a gain over the status quo shown in: appo (its own) 4 of 4 (+0.0525), ppo 4 of 4 (+0.0525), "
+        "frozen 0 of 4 (+0.0025) cells."
+    )
     record = json.loads(json.dumps(r.record()))
     assert record["learners"] == ["appo (its own)", "ppo", "frozen"] and record["alpha"] == 0.05
     assert len(r.table()) == len(r.rows) == 4 * 3 + len(r.winners())

@@ -98,12 +98,15 @@ class Robustness:
         return out
 
     def _gains_line(self) -> str:
-        """How many cells gain over the status quo under each learner (and lose, where any is shown to)."""
+        """How many cells gain over the status quo under each learner (and lose, where any is shown to), and the
+        span of the cells' gains."""
         said = []
         for learner in self.learners:
             rows = [r for r in self.gains() if r.learner == learner]
             up, down = (sum(r.answer == a for r in rows) for a in ("gain", "loss"))
-            said.append(f"{learner} {up} of {len(rows)}" + (f" (a loss shown in {down})" if down else ""))
+            low, high = (f"{f(r.effect.mean for r in rows):+.4f}" for f in (min, max))
+            span = low if low == high else f"{low} to {high}"
+            said.append(f"{learner} {up} of {len(rows)} ({span}" + (f"; a loss shown in {down})" if down else ")"))
         return f"a gain over the status quo shown in: {', '.join(said)} cells."
 
     def gains_table(self) -> pd.DataFrame:
