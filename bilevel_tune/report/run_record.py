@@ -300,36 +300,45 @@ def adopt_held_out(run_dir: Path, shipped: Path) -> int:
     rules are still the ones scored, study.json's log of those sessions and its held-out learners go into the run
     folder before its summary is rebuilt, so its Robustness section and record survive; only the run's new trials
     are left to score (by `--reevaluate`, or by the run itself after its last stage). Returns the rows adopted."""
+    run_dir, shipped = Path(run_dir), Path(shipped)
+    if shipped.resolve() == run_dir.resolve() or not (shipped / HELDOUT_CSV).is_file():
+        return 0
+    adopted = _adopt_rows(run_dir, shipped / HELDOUT_CSV)
+    if adopted:
+        _adopt_sessions(run_dir, read_study_file(shipped))
+    return adopted
+
+
+def _adopt_rows(run_dir: Path, theirs: Path) -> int:
     import pandas as pd
 
     from bilevel_tune.report import tables
 
-    theirs = Path(shipped) / HELDOUT_CSV
-    if not theirs.is_file() or Path(shipped).resolve() == Path(run_dir).resolve():
-        return 0
-    rows = pd.read_csv(theirs, dtype=str, keep_default_na=False)
-    ours = Path(run_dir) / HELDOUT_CSV
+    rows = pd.read_csv(theirs, dtype=str, keep_default_na=False)  # as text: the rows kept are the rows written
+    ours = run_dir / HELDOUT_CSV
     held = pd.read_csv(ours, dtype=str, keep_default_na=False) if ours.is_file() else rows.iloc[:0]
     read = tables.read(run_dir)  # its trials table's rows are its study's cells, in order (the scans after them)
     rows_by_cell = zip(read.study.cells(), read.trials.iterrows())
     finals = {trial_name(read.study, cell): final_rules(row) for cell, (_, row) in rows_by_cell}
-    keep = (
-        ~rows.set_index(["trial", "learner"]).index.isin(held.set_index(["trial", "learner"]).index)
-        & (rows["final_rules"] == rows["trial"].map(finals))
-    )
-    if not keep.any():
-        return 0
-    pd.concat([held, rows[keep]]).to_csv(ours, index=False)
-    record, theirs = read_study_file(run_dir), read_study_file(shipped)
+    scored_here = rows.set_index(["trial", "learner"]).index.isin(held.set_index(["trial", "learner"]).index)
+    keep = ~scored_here & (rows["final_rules"] == rows["trial"].map(finals))
+    if keep.any():
+        pd.concat([held, rows[keep]]).to_csv(ours, index=False)
+    return int(keep.sum())
+
+
+def _adopt_sessions(run_dir: Path, theirs: dict) -> None:
+    """The shipped record's held-out sessions and learners into the run's study.json (as `--reevaluate` has them)."""
+    record = read_study_file(run_dir)
     log = record.get(REEVALUATIONS, [])
     started = {entry.get("started_utc") for entry in log}
     log += [entry for entry in theirs.get(REEVALUATIONS, []) if entry.get("started_utc") not in started]
     record[REEVALUATIONS] = sorted(log, key=lambda entry: entry.get("started_utc", ""))
-    final = record["study"].setdefault("final", {})  # the learners join the run's [final], as --reevaluate has them
+    final = record["study"].setdefault("final", {})
     learners = final.get("learners", [])
-    final["learners"] = learners + [x for x in theirs["study"].get("final", {}).get("learners", []) if x not in learners]
-    write_json(Path(run_dir) / STUDY_FILE, record)
-    return int(keep.sum())
+    shipped_learners = theirs["study"].get("final", {}).get("learners", [])
+    final["learners"] = learners + [x for x in shipped_learners if x not in learners]
+    write_json(run_dir / STUDY_FILE, record)
 
 
 def final_rules(trial) -> str:
