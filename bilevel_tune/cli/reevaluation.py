@@ -38,9 +38,10 @@ from bilevel_tune.study_data.run_folder import (
     STUDY_FILE,
     Cell,
     read_study_file,
+    rules_text,
     trial_name,
     write_json,
-)  # fmt: skip
+)
 
 COMPLETE = ("complete", "stopped")
 COLUMNS = (
@@ -74,10 +75,6 @@ def trial_rules(study, trials) -> list[TrialRules]:
         seeds = Seeds(cell.seed, study.budget.eval_episodes, study.budget.final_eval_seeds).final
         out.append(TrialRules(cell, trial_name(study, cell), final, status_quo, tuple(seeds)))
     return out
-
-
-def rules_text(rules: dict[str, float], names: Sequence[str]) -> str:
-    return ", ".join(f"{n}={rules[n]:.6g}" for n in names)
 
 
 def learner_config(study, learner: Learner, cell: Cell) -> tuple[InnerLoopConfig, int]:

@@ -45,6 +45,7 @@ from bilevel_tune.study_data.run_folder import (
     TRIALS_CSV,
     VERDICTS_FILE,
     read_study_file,
+    rules_text,
     trial_name,
     trial_records,
     write_json,
@@ -342,9 +343,9 @@ def _adopt_sessions(run_dir: Path, theirs: dict) -> None:
 
 
 def final_rules(trial) -> str:
-    """A trials-table row's final rules as heldout.csv writes them (`cli.reevaluation.rules_text`)."""
+    """A trials-table row's final rules (its best candidate's searched rules) as heldout.csv writes them."""
     names = str(trial["optimize_params"]).split(",")
-    return ", ".join(f"{n}={trial.get(M.BEST_RULE + n, float('nan')):.6g}" for n in names)
+    return rules_text({n: trial.get(M.BEST_RULE + n, float("nan")) for n in names}, names)
 
 
 def ship(run_dir: Path, out: Path, rows: list[dict], notes: str) -> None:

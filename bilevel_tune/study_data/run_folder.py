@@ -133,6 +133,11 @@ def trial_dirname(study, cell: Mapping[str, Any] | Cell, trial_id: str) -> str:
     return f"{trial_name(study, cell)}_{trial_id}"
 
 
+def rules_text(rules: Mapping[str, float], names) -> str:
+    """Rules as heldout.csv writes them, the named ones in order: "min_demand_frac=0.169285, fixed_quota=0.85"."""
+    return ", ".join(f"{n}={rules[n]:.6g}" for n in names)
+
+
 # -- the per-trial record --------------------------------------------------------
 def json_safe(value):
     """JSON-safe: tuples to lists, numpy to Python, non-finite floats to None."""

@@ -95,9 +95,8 @@ class Replay:
         cells = self.study.stage_cells(stage)
         missing = [c for c in cells if c.key not in self.finals]
         if missing:
-            self.incomplete = (
-                f"stage {stage}: {len(missing)} trial(s) not finished ({self.names.get(missing[0].key) or trial_name(self.study, missing[0])}…)"
-            )
+            first = self.names.get(missing[0].key) or trial_name(self.study, missing[0])  # not started: no record
+            self.incomplete = f"stage {stage}: {len(missing)} trial(s) not finished ({first}…)"
             return False
         for cell in cells:
             value = self.finals[cell.key]
