@@ -325,3 +325,97 @@ def test_adastop_kept_across_stages_decides_as_its_replay():
         if stage is None:
             break
         study = with_stage(study, stage)
+
+
+# -- a declared margin: three-way answers ---------------------------------------------------------------------------
+MARGIN = with_decide(WEEKEND, margin=0.01)
+
+
+def truth(hypothesis, effect) -> float:
+    """A hypothesis's true contrast when a cell's mean is 0.4 + effect(cell)."""
+    from bilevel_tune.study_data.run_folder import Cell
+
+    return sum(w * effect(Cell(g[0], g[1], 0, g[2])) for g, w in hypothesis.contrast)
+
+
+def test_with_no_margin_every_answer_is_as_before_and_reads_the_same_decision():
+    two_d = lambda cell: 0.02 if cell.dims == 2 else 0.0  # noqa: E731
+    _, looks = staged(WEEKEND, two_d, np.random.default_rng(6), sd=0.003, seed_sd=0.010)
+    assert looks[-1].margin is None and not any(d.within_margin for d in looks[-1].decisions)
+    assert {d.decision for d in looks[-1].decisions} <= {decide.A_BETTER, decide.B_BETTER, decide.UNDECIDED}
+    assert [r["comparison"] for r in looks[-1].record()] and "within_margin" not in looks[-1].record()[0]
+
+
+def test_a_margin_decides_each_row_better_equivalent_or_both():
+    """2-D adds 0.004 < margin 0.01 and population nothing: the population rows are shown equivalent, the 2-D ones
+    better — by less than the margin once their repeated intervals fit inside it — and the run stops early."""
+    two_d = lambda cell: 0.004 if cell.dims == 2 else 0.0  # noqa: E731
+    study, looks = staged(with_decide(MARGIN, max_seeds=12), two_d, np.random.default_rng(6), sd=0.002, seed_sd=0.01)
+    found = {d.hypothesis.key: d for d in looks[-1].decisions}
+    assert found["population 16 vs population 1, over mechanisms"].decision == decide.EQUIVALENT
+    main = found["2-D vs 1-D, over populations"]
+    assert main.outcome == decide.B_BETTER and main.within_margin and main.decision == decide.B_BETTER
+    assert all(d.outcome != decide.OPEN for d in looks[-1].decisions) and len(looks) < 6  # every row decided early
+    assert looks[-1].record()[0]["within_margin"] is True
+
+
+def test_rows_with_no_spread_inside_the_margin_are_equivalent_never_nan():
+    pinned = lambda cell: -0.15  # noqa: E731 - every run at 0.25 exactly: every difference 0
+    _, looks = staged(MARGIN, pinned, np.random.default_rng(9), sd=0.0)
+    assert {d.decision for d in looks[-1].decisions} == {decide.EQUIVALENT}
+
+
+def test_a_margin_holds_both_errors_in_simulated_studies():
+    """150 weekend studies a setting, each in stages to its end: under the global null the share declaring any row
+    different, and with 2-D or population 16 ahead by exactly the margin (the worst case) the share declaring a row
+    equivalent that differs by the margin, each within α plus two Monte Carlo SEs. benchmarks/decision_error.py
+    --margin runs 2,000 a setting under four noise models and two plans."""
+    alpha, studies = MARGIN.decide.alpha, 150
+    bound = alpha + 2 * np.sqrt(alpha * (1 - alpha) / studies)
+    rng = np.random.default_rng(20261205)
+    settings = {
+        "null": lambda cell: 0.0,
+        "2-D at the margin": lambda cell: 0.01 if cell.dims == 2 else 0.0,
+        "population at the margin": lambda cell: 0.01 if cell.population == 16 else 0.0,
+    }
+    for name, effect in settings.items():
+        wrong_direction = wrong_equivalence = 0
+        for _ in range(studies):
+            _, looks = staged(MARGIN, effect, rng, sd=0.003, seed_sd=0.010)
+            rows = [(d, truth(d.hypothesis, effect)) for d in looks[-1].decisions]
+            wrong_direction += any(
+                (d.outcome == decide.B_BETTER and t <= 0) or (d.outcome == decide.A_BETTER and t >= 0) for d, t in rows
+            )
+            wrong_equivalence += any(d.within_margin and abs(t) >= 0.01 - 1e-12 for d, t in rows)
+        assert wrong_direction / studies <= bound, name
+        assert wrong_equivalence / studies <= bound, name
+
+
+def test_a_margin_declared_before_a_later_look_keeps_the_earlier_looks_answers():
+    """Declared before look 3, the margin decides from there: the first two looks' answers are those they gave
+    without a margin, and no equivalence is claimed at them."""
+    two_d = lambda cell: 0.05 if cell.dims == 2 else 0.0  # noqa: E731 - shown by the second look
+    plain = staged(WEEKEND, two_d, np.random.default_rng(12), sd=0.001, seed_sd=0.010)[1]
+    later = with_decide(WEEKEND, margin=0.01, margin_from=3)
+    study, looks = staged(later, two_d, np.random.default_rng(12), sd=0.001, seed_sd=0.010)
+    assert [look.decisions for look in looks[:2]] == [look.decisions for look in plain[:2]]
+    decided_early = {d.hypothesis.key for d in plain[1].decisions if d.outcome == decide.B_BETTER}
+    assert decided_early and all(
+        d.outcome == decide.B_BETTER and d.look <= 2 for d in looks[-1].decisions if d.hypothesis.key in decided_early
+    )
+    assert not any(d.within_margin and d.look < 3 for d in looks[-1].decisions)
+
+
+def test_a_margin_is_declared_once_before_a_look_not_taken():
+    from bilevel_tune.study_data.stages import declared_margin
+
+    assert declared_margin(WEEKEND, 0.01, looks_taken=1).decide.margin_from == 2
+    assert declared_margin(MARGIN, 0.01, looks_taken=2) is MARGIN
+    with pytest.raises(StudyError, match="already declares margin 0.01, from look 1; a margin is declared once"):
+        declared_margin(MARGIN, 0.02, looks_taken=0)
+    with pytest.raises(StudyError, match="has taken all 3 looks of its plan"):
+        declared_margin(WEEKEND, 0.01, looks_taken=3)
+    with pytest.raises(StudyError, match="margin=0.01 needs the paired test's repeated intervals; test='adastop'"):
+        DecideSettings(margin=0.01, test="adastop")
+    with pytest.raises(StudyError, match=r"margin=0 must be a number > 0"):
+        DecideSettings(margin=0)

@@ -102,8 +102,23 @@ class DecideSettings(_Checked):
         inner=False,
     )  # fmt: skip
 
+    margin: float | None = knob(
+        None, "the smallest difference that matters, in the objective's units: a comparison whose repeated interval "
+        "lies inside ±margin is decided equivalent (paired test only)", low=0, open_low=True,
+        unset="no equivalence answers: better, or undecided", inner=False,
+    )  # fmt: skip
+    margin_from: int = knob(
+        1, "the first look the margin decides at: a margin declared on a resumed run (--declare-margin) applies from "
+        "its next look", low=1, inner=False,
+    )  # fmt: skip
+
     def __post_init__(self):
         super().__post_init__()
+        if self.margin is not None and self.test != "paired":
+            raise StudyError(
+                f"[decide] margin={self.margin:g} needs the paired test's repeated intervals; test={self.test!r} has "
+                "none: set decide.test=paired, or drop the margin"
+            )
         if self.max_seeds % self.seeds_per_stage:
             raise StudyError(
                 f"[decide] max_seeds={self.max_seeds} must be a multiple of seeds_per_stage={self.seeds_per_stage}"

@@ -72,6 +72,19 @@ def _positive_int(flag: str) -> Callable[[str], int]:
     return parse
 
 
+def _positive_number(flag: str) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{flag} {text!r} must be a number > 0") from None
+        if not value > 0 or value == float("inf"):
+            raise argparse.ArgumentTypeError(f"{flag} {text} must be a number > 0")
+        return value
+
+    return parse
+
+
 def _integer(flag: str, what: str) -> Callable[[str], int]:
     def parse(text: str) -> int:
         try:
@@ -230,6 +243,12 @@ class RunOptions:
         "with --resume --until-decided: declare a larger plan, N seeds per cell at most, for a run whose own ended "
         "with comparisons undecided; every look is replayed under it (docs/verdicts.md)",
         SESSION, parse=_positive_int("--extend-plan"), metavar="N", resumes=False,
+    )  # fmt: skip
+    declare_margin: float | None = option(
+        "--declare-margin",
+        "with --resume: declare the smallest difference that matters ([decide] margin) before the run's next look; "
+        "it decides from that look on, the looks taken keep their answers (docs/verdicts.md)",
+        SESSION, parse=_positive_number("--declare-margin"), metavar="X", resumes=False,
     )  # fmt: skip
     # this session: where and how it runs
     address: str | None = option(

@@ -55,13 +55,14 @@ from bilevel_tune.study_data.run_folder import (
 )
 from bilevel_tune.study_data.settings import describe as describe_settings
 from bilevel_tune.study_data.settings import shown
-from bilevel_tune.study_data.stages import at_most, check_stageable, extended_plan
+from bilevel_tune.study_data.stages import at_most, check_stageable, declared_margin, extended_plan
 from bilevel_tune.study_data.study_overrides import budget_label
 from bilevel_tune.tune_edge import tracking
 from bilevel_tune.tune_edge.tracking import TrackingError, resolve_wandb_mode
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PLAN_EXTENSIONS = "plan_extensions"  # study.json's log of --extend-plan
+MARGIN_DECLARATIONS = "margin_declarations"  # study.json's log of --declare-margin
 
 
 @dataclass(frozen=True)
@@ -88,11 +89,22 @@ def resolve_run(options: RunOptions) -> tuple[Study, Path, Path]:
                 f"--extend-plan {options.extend_plan} grows a run's plan on --resume --until-decided; a new run sets "
                 f"its own with --set decide.max_seeds={options.extend_plan}"
             )
+        if options.declare_margin is not None and not options.resume:
+            raise UsageError(
+                f"--declare-margin {options.declare_margin:g} declares a margin on a resumed run, before its next "
+                f"look; a new run sets its own with --set decide.margin={options.declare_margin:g}"
+            )
         if not options.resume:
             study = _check_stages(resolve_study(options), options)
             return study, root, new_run_dir(root, study.name, options.name, _utc_stamp())
         run_dir = find_run(root, load_study(options.study).name, options.name)
         recorded = Study.from_dict(read_study_file(run_dir)["study"])
+        margins = [value for key, value in options.settings or () if key.strip() in ("decide.margin", "margin")]
+        if margins:
+            raise UsageError(
+                f"--set decide.margin={margins[0]} on a resumed run: a margin is declared before the run's next look "
+                f"with --declare-margin {margins[0]} (recorded in study.json), never by --set"
+            )
         changed = changed_on_resume(options, recorded)
         if changed:
             raise UsageError(
@@ -101,6 +113,8 @@ def resolve_run(options: RunOptions) -> tuple[Study, Path, Path]:
             )
         if options.extend_plan is not None:
             recorded = extended_plan(recorded, options.extend_plan)
+        if options.declare_margin is not None:
+            recorded = declared_margin(recorded, options.declare_margin, staging.looks_taken(run_dir))
         return _check_stages(recorded, options), root, run_dir
     except (StudyError, RunFolderError) as err:
         raise UsageError(str(err)) from None
@@ -589,6 +603,18 @@ def _write_study_file(study: Study, run_dir: Path, plan: Plan, options: RunOptio
                 "note": "declared before the next look; every look is replayed under the new plan",
             }
         )
+    declared = data["study"].get("decide", {}).get("margin")
+    if options.resume and declared != study.decide.margin:  # --declare-margin
+        data["study"] = study.to_dict()
+        record = {
+            "margin": study.decide.margin,
+            "from_look": study.decide.margin_from,
+            "utc": dt.datetime.now(dt.timezone.utc).isoformat(),
+            "git_sha": git_sha(),
+            "note": "declared before the look it decides from; the looks already taken keep their answers",
+        }
+        data.setdefault(MARGIN_DECLARATIONS, []).append(record)
+        staging.note_margin(data, study, record)
     planned = plan.to_dict(study)
     data.setdefault("plan", planned)
     started = dt.datetime.now(dt.timezone.utc).isoformat()

@@ -38,6 +38,18 @@ def has_experiment(run_dir: Path) -> bool:
     return (run_dir / TUNER_FILE).is_file() and any(run_dir.glob(TUNE_STATE[1]))
 
 
+def looks_taken(run_dir: Path) -> int:
+    """The looks the run has taken: its stages decided so far (study.json's stage log)."""
+    return sum(1 for entry in read_study_file(run_dir).get(STAGES, []) if entry.get("decided_utc"))
+
+
+def note_margin(data: dict[str, Any], study: Study, record: dict[str, Any]) -> None:
+    """A margin declared on a resumed run, in the stage log: on the entry of the stage whose look it decides from."""
+    for entry in _log(data, study):
+        if entry["stage"] == record["from_look"]:
+            entry["margin_declared"] = record
+
+
 def decide_run(study: Study, run_dir: Path) -> decide.Decisions:
     """The decisions on the run's finished trials (`decide.decide`)."""
     names = {c.key: trial_name(study, c) for c in study.cells()}

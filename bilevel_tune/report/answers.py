@@ -43,14 +43,17 @@ class Answer:
     def text(self, decisions: decide.Decisions, by_key: dict[str, "Answer"] | None = None) -> str:
         """The answer in words: who is better, or why nothing is decided and what would decide it."""
         h, outcome, e = self.hypothesis, self.decision.outcome, self.effect
+        less = f", by less than {decisions.margin:g}" if self.decision.within_margin else ""
         if h.kind == F.INTERACTION and outcome in (decide.A_BETTER, decide.B_BETTER):
-            return _interaction_words(h, outcome, decisions, by_key or {})
+            return _interaction_words(h, outcome, decisions, by_key or {}) + less
         a, b = h.levels()
         need = _needed(e, self.decision.seeds, decisions.test)
         if outcome == decide.A_BETTER:
-            return f"{a} better"
+            return f"{a} better{less}"
         if outcome == decide.B_BETTER:
-            return f"{b} better"
+            return f"{b} better{less}"
+        if outcome == decide.EQUIVALENT:
+            return f"equivalent within ±{decisions.margin:g}"
         if outcome == decide.NO_DIFFERENCE:
             return f"no difference at the detectable effect (|B − A| < {e.detectable:.4f})"
         if outcome == decide.UNDECIDED:
@@ -65,8 +68,8 @@ class Answer:
         outcome = self.decision.outcome
         if self.hypothesis.kind == F.INTERACTION and outcome in (decide.A_BETTER, decide.B_BETTER):
             return "interaction shown"
-        if outcome in (decide.A_BETTER, decide.B_BETTER, decide.NO_DIFFERENCE):
-            return self.text(decisions).split(" (")[0]
+        if outcome in (decide.A_BETTER, decide.B_BETTER, decide.NO_DIFFERENCE, decide.EQUIVALENT):
+            return self.text(decisions).split(" (")[0].split(",")[0]
         if outcome == decide.UNDECIDED:
             return f"undecided at {self.decision.seeds} seeds"
         return f"open after stage {decisions.looks} of {decisions.stages}"
@@ -86,11 +89,10 @@ def _interaction_words(h: F.Interaction, outcome: str, decisions: decide.Decisio
         if simple is None:
             continue
         o = simple.decision.outcome
-        said.append(
-            f"{b if o == decide.B_BETTER else a} better at {where}"
-            if o in (decide.A_BETTER, decide.B_BETTER)
-            else f"not shown at {where}"
-        )
+        if o in (decide.A_BETTER, decide.B_BETTER):
+            said.append(f"{b if o == decide.B_BETTER else a} better at {where}")
+        else:
+            said.append(f"equivalent at {where}" if o == decide.EQUIVALENT else f"not shown at {where}")
     return f"{b} − {a} is larger at {larger} than at {smaller}" + (f": {', '.join(said)}" if said else "")
 
 
@@ -153,11 +155,21 @@ class Answers:
             rows.append(row)
         return pd.DataFrame(rows)
 
+    def csv_table(self) -> pd.DataFrame:
+        """answers.csv: the table, with each row's `decision` (A better, B better, equivalent, undecided, open) and
+        `within_margin` (shown within the margin, alone or beside a winner) after its answer in words."""
+        table = self.table()
+        at = list(table.columns).index("answer") + 1 if len(table) else 0
+        table.insert(at, "decision", [r.decision.decision for r in self.rows])
+        table.insert(at + 1, "within_margin", [r.decision.within_margin for r in self.rows])
+        return table
+
     def record(self) -> dict[str, Any]:
         """verdicts.json's `answers`, the comparisons' part."""
         return {
             "test": self.decisions.test_name if self.decisions else None,
             "alpha": self.decisions.alpha if self.decisions else None,
+            "margin": self.decisions.margin if self.decisions else None,
             "looks": self.decisions.looks if self.decisions else 0,
             "stages": self.decisions.stages if self.decisions else 0,
             "error": self.error,
@@ -169,6 +181,8 @@ class Answers:
                     "a": r.hypothesis.levels()[0],
                     "b": r.hypothesis.levels()[1],
                     "outcome": r.decision.outcome,
+                    "decision": r.decision.decision,
+                    "within_margin": r.decision.within_margin,
                     "answer": text,
                     "stage": r.decision.look,
                     "level": r.decision.level,

@@ -253,6 +253,15 @@ def _answers_intro(d, rows: int, final: int) -> str:
             f"(paired over the matched seeds), the seeds a paired t-test would need at α/{rows}, power 0.8, at the "
             "observed effect, and what each side's runs spent."
         )
+    margin = ""
+    if d.margin is not None:
+        since = "" if d.margin_from <= 1 else f", declared before look {d.margin_from} (the looks before it keep their answers)"
+        margin = (
+            f" With the study's margin {d.margin:g}{since}, each row makes two claims, each with half its share of α: "
+            f"it differs (its repeated confidence interval excludes 0), and it is equivalent within ±{d.margin:g} "
+            "(the interval lies inside ±margin: two one-sided tests, group-sequential); both shown reads 'better, by "
+            "less than' the margin."
+        )
     return (
         f"Every cell runs the same seeds (a seed fixes a run's worlds, initial weights and evaluation seasons), so each "
         f"row is a contrast read within seed, {scored}: main effects (a factor's B − A averaged over the other "
@@ -261,7 +270,7 @@ def _answers_intro(d, rows: int, final: int) -> str:
         f"family-wise α {d.alpha:g} over the {rows} rows, {looked}; a simple effect is tested only with the share of "
         "α its main effect, or an interaction it is part of, passes on once shown. Beside it: B − A with a 95 % "
         "paired interval, the seeds that agree in sign, the seeds a single paired t-test would need at the row's "
-        "level (power 0.8, at the observed effect), and what each side's runs spent."
+        "level (power 0.8, at the observed effect), and what each side's runs spent." + margin
     )
 
 
@@ -302,7 +311,7 @@ def write_summary(run_dir: Path, with_plots: bool = True) -> str:
     (run_dir / SUMMARY_MARKDOWN).write_text(text + "\n")
     run_record.requote(run_dir, before, text)
     run_record.record_held_out(run_dir, text)
-    s.answers.table().to_csv(run_dir / ANSWERS_CSV, index=False)
+    s.answers.csv_table().to_csv(run_dir / ANSWERS_CSV, index=False)
     if not s.ceiling.rows.empty:
         s.ceiling.rows.to_csv(run_dir / CEILING_CSV, index=False)
     if s.robustness is not None:

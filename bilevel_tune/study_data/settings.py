@@ -146,6 +146,7 @@ def settings_table(world: str = DEFAULT_WORLD) -> SettingsTable:
 
 
 OPTIONAL_SECTIONS = ("final",)  # shown only when set: what a run adds after its trials
+UNSET_UNSHOWN = {"decide.margin": None, "decide.margin_from": 1}  # a plan with no margin reads as before margins
 # The sections of every world's table, in order: [world], [objective] and [rules] are each world's own
 SECTIONS = ("world", "network", "appo", "es", "objective", "rules", "search", "budget", "summary", "decide", "final")
 
@@ -186,6 +187,7 @@ def describe(values: dict[str, Any], appo_loop: bool, table: SettingsTable) -> l
     lines, by_key = [], table.by_key
     for section in SECTIONS:
         items = [(k, v) for k, v in values.items() if k.startswith(section + ".")]
+        items = [(k, v) for k, v in items if k not in UNSET_UNSHOWN or v != UNSET_UNSHOWN[k]]
         if not items or (section in OPTIONAL_SECTIONS and all(v == () for _, v in items)):
             continue  # a step the run did not take ([final] without learners) is not a setting it ran with
         text = ", ".join(f"{k.partition('.')[2]} {shown(v)}" for k, v in items)

@@ -79,6 +79,29 @@ def extended_plan(study, max_seeds: int):
     return dataclasses.replace(study, decide=dataclasses.replace(decide, max_seeds=max_seeds))
 
 
+def declared_margin(study, margin: float, looks_taken: int):
+    """The study with a margin declared on a resumed run (`--declare-margin`): it decides from the next look on.
+
+    A margin is part of the plan, fixed before the looks it decides at, for a reason outside the data: the looks
+    already taken keep the answers they gave without it (docs/verdicts.md). Repeating the recorded margin changes
+    nothing; another one, or one after the plan's last look, is refused.
+    """
+    decide = study.decide
+    if decide.margin == margin:
+        return study
+    if decide.margin is not None:
+        raise StudyError(
+            f"--declare-margin {margin:g}: the run's plan already declares margin {decide.margin:g}, from look "
+            f"{decide.margin_from}; a margin is declared once"
+        )
+    if looks_taken >= decide.stages:
+        raise StudyError(
+            f"--declare-margin {margin:g}: the run has taken all {decide.stages} looks of its plan; a margin decides "
+            "only at looks not taken yet (--extend-plan declares more)"
+        )
+    return dataclasses.replace(study, decide=dataclasses.replace(decide, margin=margin, margin_from=looks_taken + 1))
+
+
 def with_stage(study, stage: Stage):
     """The study with one more stage: its cells are the next trials to run."""
     return dataclasses.replace(study, stages=study.stages + (stage,))

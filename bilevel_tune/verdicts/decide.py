@@ -26,6 +26,7 @@ scores, so a resumed run or a summary rebuilt later decides as the run did.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Mapping
 
 from bilevel_tune.core import metrics as M
@@ -37,6 +38,7 @@ from bilevel_tune.verdicts.looks import (  # noqa: F401 - the decisions' vocabul
     A_BETTER,
     ADASTOP,
     B_BETTER,
+    EQUIVALENT,
     NO_DIFFERENCE,
     OPEN,
     PAIRED,
@@ -68,57 +70,100 @@ def decide(study, finals: Mapping[tuple, float], trial_names: Mapping[tuple, str
 
 
 def decide_paired(study, finals: Mapping[tuple, float], trial_names: Mapping[tuple, str] | None = None) -> Decisions:
-    """The group-sequential paired t over the study's family, its α passed on along the family's graph."""
+    """The group-sequential paired t over the study's family, its α passed on along the family's graph.
+
+    With a margin, each hypothesis makes two claims, 'differs' and 'equivalent within the margin', each a node of
+    the graph (`Graph.with_equivalence`) from the look the margin was declared before (`margin_from`); the looks
+    before it keep the decisions they made without it."""
     fam = F.family(study)
     n, looks_allowed = plan_of(study)
-    alpha = study.decide.alpha
+    alpha, margin = study.decide.alpha, study.decide.margin
     if not fam.hypotheses:
-        return Decisions((), 0, looks_allowed, alpha, n, None, PAIRED)
+        return Decisions((), 0, looks_allowed, alpha, n, None, PAIRED, margin, study.decide.margin_from)
+    m = len(fam.hypotheses)
     replay = Replay(study, finals, trial_names or {})
     graph = fam.graph
-    decided: dict[int, tuple[int, int, float, float]] = {}  # index → (stage, seeds, mean, level)
-    followed = {j: 0 for j in range(len(fam.hypotheses))}  # the last look each hypothesis has complete data for
+    claims = _Claims(fam, replay, n, looks_allowed, alpha, margin)
+    followed = {j: 0 for j in range(m)}  # the last look each hypothesis has complete data for
     for stage in range(1, len(study.stages) + 2):
         if stage > looks_allowed or not replay.take(stage):
             break
+        if margin is not None and stage == study.decide.margin_from:
+            graph = claims.with_margin(graph, stage)
         for j, h in enumerate(fam.hypotheses):
             if followed[j] == stage - 1 and replay.seeds(h, stage) is not None:
                 followed[j] = stage
-        while True:  # test every open hypothesis with a share at each look so far; a rejection passes its share on
-            rejected = _first_rejected(fam, graph, replay, followed, decided, n, looks_allowed, alpha)
-            if rejected is None:
-                break
-            j, look, values = rejected
-            decided[j] = (stage, n * look, float(values.mean()), graph.level(j, alpha))
-            graph = graph.reject(j)
-        if len(decided) == len(fam.hypotheses):
+        while (shown := claims.first_shown(graph, followed)) is not None:  # a claim shown passes its share on
+            node, look, values = shown
+            claims.shown[node] = (stage, n * look, float(values.mean()), graph.level(node, alpha))
+            graph = graph.reject(node)
+        if len(claims.shown) == len(graph.weights):
             break
     if not replay.looks:
-        return Decisions((), 0, looks_allowed, alpha, n, replay.incomplete, PAIRED)
+        return Decisions((), 0, looks_allowed, alpha, n, replay.incomplete, PAIRED, margin, study.decide.margin_from)
     out = []
     for j, h in enumerate(fam.hypotheses):
-        if j in decided:
-            stage, seeds, mean, level = decided[j]
-            out.append(Decision(h, B_BETTER if mean > 0 else A_BETTER, stage, seeds, level))
-            continue
-        still = followed[j] == replay.looks and replay.looks < looks_allowed
-        out.append(Decision(h, OPEN if still else UNDECIDED, replay.looks, n * followed[j], graph.level(j, alpha)))
-    return Decisions(tuple(out), replay.looks, looks_allowed, alpha, n, replay.incomplete, PAIRED)
+        differs, within = claims.shown.get(j), claims.shown.get(m + j)
+        level = graph.level(j, alpha) + (graph.level(m + j, alpha) if len(graph.weights) > m else 0.0)
+        if differs is not None:
+            stage, seeds, mean, level = differs
+            out.append(Decision(h, B_BETTER if mean > 0 else A_BETTER, stage, seeds, level, within is not None))
+        elif within is not None:
+            stage, seeds, _, level = within
+            out.append(Decision(h, EQUIVALENT, stage, seeds, level, True))
+        else:
+            still = followed[j] == replay.looks and replay.looks < looks_allowed
+            out.append(Decision(h, OPEN if still else UNDECIDED, replay.looks, n * followed[j], level))
+    return Decisions(tuple(out), replay.looks, looks_allowed, alpha, n, replay.incomplete, PAIRED, margin, study.decide.margin_from)
 
 
-def _first_rejected(fam, graph, replay, followed, decided, n, looks_allowed, alpha):
-    """The first hypothesis (in the family's order) that one of its looks so far rejects at its share now:
-    (index, look, its within-seed values at that look); None when none does."""
-    for j, h in enumerate(fam.hypotheses):
-        level = graph.level(j, alpha)
-        if j in decided or level <= 0:
-            continue
-        plan = sequential.t_levels(n, looks_allowed, level)
-        for look in range(1, followed[j] + 1):
-            values = F.values(h, replay.scores, replay.seeds(h, look))
-            if plan.crosses(values, look):
-                return j, look, values
-    return None
+@dataclass
+class _Claims:
+    """The claims a paired family can make and those shown so far: node j < m, hypothesis j differs; node m + j, it
+    is equivalent within the margin (only once the margin applies)."""
+
+    fam: F.Family
+    replay: Replay
+    n: int
+    looks: int
+    alpha: float
+    margin: float | None
+    shown: dict[int, tuple[int, int, float, float]] = field(default_factory=dict)  # node → (stage, seeds, mean, level)
+
+    def with_margin(self, graph, stage: int):
+        """The family's graph with the equivalence claims, from this look on: the claims shown at earlier looks
+        rejected in their order, and what each hypothesis's 'differs' could have spent at those looks, at the share
+        it held then, taken off its equivalence claim (the α of a look already taken is not spent twice)."""
+        m = len(self.fam.hypotheses)
+        split = self.fam.graph.with_equivalence()
+        for node in sorted(self.shown, key=lambda k: self.shown[k][0]):
+            split = split.reject(node)
+        if stage > 1:
+            for j in range(m):
+                level = self.shown[j][3] if j in self.shown else graph.level(j, self.alpha)
+                if level > 0:
+                    spent = sequential.power(sequential.t_levels(self.n, self.looks, level), 0.0, by_look=stage - 1)
+                    split = split.less(m + j, spent / self.alpha)
+        return split
+
+    def first_shown(self, graph, followed):
+        """The first claim (in the family's order, 'differs' before 'equivalent') that one of its looks so far shows
+        at its share now: (node, look, its within-seed values at that look); None when none does."""
+        m = len(self.fam.hypotheses)
+        for node in range(len(graph.weights)):
+            j = node % m
+            level = graph.level(node, self.alpha)
+            if node in self.shown or level <= 0:
+                continue
+            h = self.fam.hypotheses[j]
+            for look in range(1, followed[j] + 1):
+                values = F.values(h, self.replay.scores, self.replay.seeds(h, look))
+                if node < m:
+                    if sequential.t_levels(self.n, self.looks, level).crosses(values, look):
+                        return node, look, values
+                elif sequential.t_levels(self.n, self.looks, 2 * level).within(values, look, self.margin):
+                    return node, look, values
+        return None
 
 
 def within_seed(scores: Mapping[tuple, Mapping[int, float]], hypothesis) -> dict[int, float]:

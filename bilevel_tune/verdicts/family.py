@@ -36,11 +36,10 @@ import numpy as np
 
 from bilevel_tune.base.knobs import StudyError
 from bilevel_tune.study_data.settings import plain
-from bilevel_tune.verdicts.graph import Graph
+from bilevel_tune.verdicts.graph import EPSILON, Graph
 
 POPULATION, MECHANISM = "population", "mechanism"
 MAIN, INTERACTION, SIMPLE = "main effect", "interaction", "simple"
-EPSILON = 1e-6  # an ε-edge (Bretz et al. 2009): a share that moves on only once the main edges' targets are all gone
 
 
 def factors_of(study) -> list[str]:

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+EPSILON = 1e-6  # an ε-edge (Bretz et al. 2009): a share that moves on only once the main edges' targets are all gone
+
 
 @dataclass(frozen=True)
 class Graph:
@@ -56,3 +58,25 @@ class Graph:
                 denominator = 1 - g[i, j] * g[j, i]
                 new_g[i, k] = (g[i, k] + g[i, j] * g[j, k]) / denominator if denominator > 1e-15 else 0.0
         return Graph(tuple(map(float, new_w)), tuple(map(tuple, new_g.tolist())), self.rejected | {j})
+
+    def with_equivalence(self) -> "Graph":
+        """The graph of a family with a margin: each of the m hypotheses makes two claims, 'differs' (node j) and
+        'equivalent within the margin' (node m + j), each holding half its share. A claim shown passes its share
+        along the same edges to the same claim of its targets, and the rest — ε while a target is left, all of it
+        once none is — to its own hypothesis's other claim. A plain graph of 2m nodes, weights summing to at most
+        1: the family-wise error over both kinds of claim is at most α (Bretz et al. 2009)."""
+        w, g = np.array(self.weights), np.array(self.edges)
+        m = w.size
+        edges = np.zeros((2 * m, 2 * m))
+        for first in (0, m):
+            edges[first : first + m, first : first + m] = (1 - EPSILON) * g
+        for j in range(m):
+            rest = 1 - (1 - EPSILON) * g[j].sum()
+            edges[j, m + j] = edges[m + j, j] = rest
+        return Graph.of(np.concatenate([w, w]) / 2, edges)
+
+    def less(self, j: int, share: float) -> "Graph":
+        """The graph with hypothesis j's share lowered by `share` (never below 0): α spent elsewhere."""
+        w = list(self.weights)
+        w[j] = max(0.0, w[j] - share)
+        return Graph(tuple(w), self.edges, self.rejected)

@@ -19,6 +19,7 @@ from bilevel_tune.verdicts import family as F
 
 A_BETTER, B_BETTER = "A better", "B better"  # for an interaction: B − A below or above 0
 NO_DIFFERENCE = "no difference"  # AdaStop accepted equality early (only with [decide] beta > 0)
+EQUIVALENT = "equivalent"  # the paired test's repeated interval inside ±margin (only with [decide] margin)
 UNDECIDED = "undecided"  # not shown different at the last look: the study's maximum seeds
 OPEN = "open"  # not decided yet, and a later stage may decide it (--resume --until-decided)
 PAIRED, ADASTOP = "paired", "adastop"
@@ -37,6 +38,13 @@ class Decision:
     look: int  # the stage it was decided at (1-based); else the last stage it was looked at
     seeds: int  # the seeds (matched pairs) it was decided on, or looked at so far
     level: float = 0.0  # the level it was last tested at (its share of α then); AdaStop: the family's α
+    within_margin: bool = False  # shown equivalent within the margin: alone (EQUIVALENT), or beside a winner
+
+    @property
+    def decision(self) -> str:
+        """The machine-readable answer: A better, B better, equivalent, undecided or open (AdaStop's early 'no
+        difference' reads equivalent: within its detectable effect)."""
+        return EQUIVALENT if self.outcome == NO_DIFFERENCE else self.outcome
 
 
 @dataclass(frozen=True)
@@ -50,6 +58,8 @@ class Decisions:
     seeds_per_look: int
     incomplete: str | None = None  # why the latest stage was not looked at (a trial still running)
     test: str = PAIRED
+    margin: float | None = None  # the paired test's equivalence margin, when the study declares one
+    margin_from: int = 1  # the first look it decided at
 
     @property
     def open_groups(self) -> set[tuple]:
@@ -66,9 +76,10 @@ class Decisions:
 
     def record(self) -> list[dict[str, Any]]:
         """For study.json: one line per hypothesis."""
+        margin = {} if self.margin is None else {"within_margin": None}
         return [
             {"comparison": d.hypothesis.key, "kind": d.hypothesis.kind, "outcome": d.outcome, "stage": d.look,
-             "seeds": d.seeds}
+             "seeds": d.seeds, **({k: d.within_margin for k in margin})}
             for d in self.decisions
         ]  # fmt: skip
 

@@ -57,18 +57,39 @@ def plan_lines(study, scores: Mapping[tuple, Mapping[int, float]] | None = None,
         f"smallest effect decided with power {POWER:g} by stage {' / '.join(map(str, range(1, looks + 1)))} "
         f"({seeds} seeds per cell), {units}" + ("" if scores else " (no earlier run of this grid to read an SD from)")
     ]
+    margin = study.decide.margin
+    if margin is not None:
+        lines.append(
+            f"  with margin {margin:g}: each row's 'differs' holds half its share, and after the effects the stage by "
+            f"which its repeated interval lies inside ±{margin:g} with power {POWER:g} when there is no difference"
+        )
     for j, h in enumerate(fam.hypotheses):
-        level = starting_level(fam, j, study.decide.alpha)
+        share = starting_level(fam, j, study.decide.alpha)
+        level = share / 2 if margin is not None else share
         plan = sequential.t_levels(n, looks, level)
         sizes = [sequential.detectable(plan, POWER, by_look=k) for k in range(1, looks + 1)]
         sd, ran = contrast_sd(h, scores) if scores else (float("nan"), 0)
         if scores and np.isfinite(sd):
             shown = " / ".join(_figure(size * sd) for size in sizes)
-            lines.append(f"  {h.key} (α {level:.3g}; SD {sd:.4f} over {ran} seeds): {shown}")
+            line = f"  {h.key} (α {level:.3g}; SD {sd:.4f} over {ran} seeds): {shown}"
         else:
             shown = " / ".join(_figure(size, " SD") for size in sizes)
-            lines.append(f"  {h.key} (α {level:.3g}): {shown}")
+            line = f"  {h.key} (α {level:.3g}): {shown}"
+        if margin is not None:
+            line += "; " + _equivalence_stage(sequential.t_levels(n, looks, share), margin, sd, n, looks)
+        lines.append(line)
     return lines
+
+
+def _equivalence_stage(plan, margin: float, sd: float, n: int, looks: int) -> str:
+    """The first stage by which the equivalence claim (its plan at twice its share) is shown with power 0.8 at no
+    difference, at this contrast SD."""
+    if not np.isfinite(sd) or sd <= 0:
+        return "equivalence: no SD to plan from"
+    for k in range(1, looks + 1):
+        if sequential.equivalence_power(plan, margin / sd, by_look=k) >= POWER:
+            return f"equivalent by stage {k} ({n * k} seeds)"
+    return f"equivalence not within the plan's {n * looks} seeds"
 
 
 def _figure(value: float, unit: str = "") -> str:

@@ -21,6 +21,12 @@ sequential t of Jennison & Turnbull (Biometrika 1991) by simulation. The
 simulation is seeded: the same plan and level give the same boundaries,
 so a replayed study decides as it did.
 
+With a margin δ (`[decide] margin`), the same plan at level 2ℓ gives a
+hypothesis's repeated confidence intervals (Jennison & Turnbull 1989, 1993):
+mean ± c_k·SD/√n covers the true difference at every look at once with
+chance 1 − 2ℓ, so an interval inside ±δ shows the difference smaller than δ
+with each side's error at most ℓ (`TLevels.within`).
+
 A look whose differences have no spread (runs pinned at a ceiling) has no t:
 it is decided by the sign-flip test instead (Fisher), whose exact p-value
 for n pairs that all agree is 2 / 2ⁿ, against the same nominal level. Pure
@@ -129,6 +135,22 @@ class TLevels:
             return bool(mean != 0) and sign_flip_p(d) <= self.nominal[look - 1]
         return abs(mean) * math.sqrt(d.size) / sd >= self.critical[look - 1]
 
+    def within(self, differences: np.ndarray, look: int, margin: float) -> bool:
+        """Does look `look`'s repeated confidence interval of the mean difference lie inside ±margin?
+
+        The interval is mean ± critical·SD/√n at this plan's level 2ℓ, so each of its sides misses with chance at
+        most ℓ over every look: two one-sided tests at ℓ (Schuirmann 1987) made group-sequential (Jennison &
+        Turnbull 1989, 1993). Differences with no spread (runs pinned at a ceiling) make the interval a point:
+        every pair the same value, equivalent when that value lies inside the margin."""
+        d = np.asarray(differences, float)
+        if d.size < 2:
+            return False
+        mean, sd = float(d.mean()), float(d.std(ddof=1))
+        if sd <= FLAT * abs(mean):
+            return abs(mean) < margin
+        half = self.critical[look - 1] * sd / math.sqrt(d.size)
+        return -margin < mean - half and mean + half < margin
+
 
 @functools.lru_cache(maxsize=4096)
 def t_levels(n: int, looks: int, level: float) -> TLevels:
@@ -184,6 +206,21 @@ def power(levels: TLevels, effect: float, by_look: int | None = None) -> float:
     with np.errstate(invalid="ignore", divide="ignore"):
         t_paths = np.abs(means[:, :looks] + effect) * np.sqrt(counts) / sds[:, :looks]
     return _crossing(t_paths, np.array(levels.critical[:looks]))
+
+
+def equivalence_power(levels: TLevels, margin: float, by_look: int | None = None) -> float:
+    """The chance the repeated intervals of `levels` (a plan at 2ℓ: an equivalence claim's at share ℓ) lie inside
+    ±margin by look `by_look` (default: the last) when the true difference is 0; the margin in SDs of the
+    differences. On the same seeded paths as the calibration."""
+    looks = levels.looks if by_look is None else by_look
+    means, sds = _null_paths(levels.n, levels.looks)
+    counts = levels.n * np.arange(1, looks + 1)
+    critical = np.array(levels.critical[:looks])
+    finite = np.isfinite(critical)
+    if not finite.any():
+        return 0.0
+    inside = np.abs(means[:, :looks]) + critical * sds[:, :looks] / np.sqrt(counts) < margin
+    return float(np.mean(np.any(inside[:, finite], axis=1)))
 
 
 def _crossing(t_paths: np.ndarray, critical: np.ndarray) -> float:
