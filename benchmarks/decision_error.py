@@ -2,6 +2,7 @@
 of draws for both.
 
     python benchmarks/decision_error.py [--studies 2000] [--adastop-studies 500] [--quick]
+    python benchmarks/decision_error.py --margin [--studies 2000] [--quick]   # three-way answers
 
 A simulated study is the weekend's grid (population 1 / 16 × 1-D / 2-D, stages of 2 seeds) run as
 `--until-decided` runs it: each stage's cells scored, the study's test decides, the open hypotheses' cells get the
@@ -22,6 +23,12 @@ Printed per noise model and plan (6 and 12 seeds per cell at most):
   study ran before it stopped;
 * the 6 → 12 extension: the null studies run on the 6-seed plan and, where anything was left undecided, extended
   to 12 seeds with every look replayed under the 12-seed plan (what --extend-plan does): the error over both.
+
+`--margin` prints the three-way answers' table instead (`[decide] margin` 0.01, the paired test alone), per
+noise model and plan: the direction claims' family-wise error under the global null; the equivalence claims' at
+its worst case, a true difference equal to the margin (2-D ahead by it, or population 16: the larger of the two);
+the share of rows decided, either way (equivalent in brackets), at true differences 0, margin/2 (2-D) and the
+weekend's own; and the mean seeds per cell a study ran with the margin against the same draws decided two-way.
 
 Ends with one JSON line. `--quick` runs 200 studies per setting (the shape of the table, not its figures).
 """
@@ -138,6 +145,10 @@ def simulate(model: str, plan: int, studies: int, null: bool, base_seed: int, ad
             out[test]["seeds"] += len(ended.all_seeds)
     for test in out:
         n = counts[test]
+        if n == 0:  # not run (--adastop-studies 0)
+            out[test] = {"studies": 0, "error" if null else "any_decided": float("nan"), "simple_decided": float("nan"),
+                         "main_decided": float("nan"), "mean_seeds": float("nan")}  # fmt: skip
+            continue
         out[test] = {
             "studies": n,
             "error" if null else "any_decided": out[test]["any"] / n,
@@ -165,6 +176,97 @@ def extension_error(model: str, studies: int, base_seed: int) -> float:
     return wrong / studies
 
 
+# -- a declared margin: three-way answers -------------------------------------------------------------------------------
+MARGIN = 0.01  # fresh water's: the user's account calls 0.01–0.02 gaps findings and the seed spread about 0.01
+
+
+def margin_settings(groups, means) -> dict[str, np.ndarray]:
+    """The true cell means each margin setting draws around: no difference, 2-D ahead by half the margin, 2-D or
+    population 16 ahead by exactly the margin (the equivalence claim's worst case), and the shipped weekend's."""
+    dims = np.array([len(g[1]) == 2 for g in groups], float)
+    sixteen = np.array([g[0] == 16 for g in groups], float)
+    return {
+        "0": np.zeros(len(groups)),
+        "margin/2": MARGIN / 2 * dims,
+        "margin, 2-D": MARGIN * dims,
+        "margin, population": MARGIN * sixteen,
+        "weekend": means,
+    }
+
+
+def simulate_margin(model: str, plan: int, studies: int, setting: str, base_seed: int) -> dict:
+    """The paired test with the margin beside it without one, on one set of draws around one setting's means: the
+    wrong claims of each kind, the rows decided and the seeds each spent."""
+    groups, means, covariance = shipped_cells()
+    cell_means = margin_settings(groups, means)[setting]
+    two_way = weekend("paired", plan)
+    three_way = dataclasses.replace(two_way, decide=dataclasses.replace(two_way.decide, margin=MARGIN))
+    truth = {h.key: sum(w * cell_means[groups.index(g)] for g, w in h.contrast) for h in F.family(two_way).hypotheses}
+    rng = np.random.default_rng([base_seed, MODELS.index(model), plan, list(margin_settings(groups, means)).index(setting)])
+    seeds = two_way.seeds + drawn_seeds(two_way)
+    out = {"direction_error": 0, "equivalence_error": 0, "decided": 0, "equivalent": 0, "seeds": 0.0,
+           "two_way_decided": 0, "two_way_seeds": 0.0}  # fmt: skip
+    for _ in range(studies):
+        scores = draw_scores(model, groups, cell_means, covariance if model == "weekend" else None, rng, seeds)
+        decisions, ended = run_staged(three_way, scores)
+        rows = [(d, truth[d.hypothesis.key]) for d in decisions.decisions]
+        out["direction_error"] += any(
+            (d.outcome == decide.B_BETTER and t <= 1e-12) or (d.outcome == decide.A_BETTER and t >= -1e-12)
+            for d, t in rows
+        )
+        out["equivalence_error"] += any(d.within_margin and abs(t) >= MARGIN - 1e-12 for d, t in rows)
+        out["decided"] += sum(d.outcome not in (decide.UNDECIDED, decide.OPEN) for d, _ in rows)
+        out["equivalent"] += sum(d.within_margin for d, _ in rows)
+        out["seeds"] += len(ended.all_seeds)
+        plain, plain_ended = run_staged(two_way, scores)
+        out["two_way_decided"] += len(rejected(plain))
+        out["two_way_seeds"] += len(plain_ended.all_seeds)
+    hypotheses = len(truth)
+    return {
+        "studies": studies,
+        "direction_error": out["direction_error"] / studies,
+        "equivalence_error": out["equivalence_error"] / studies,
+        "decided": out["decided"] / (hypotheses * studies),
+        "equivalent": out["equivalent"] / (hypotheses * studies),
+        "mean_seeds": out["seeds"] / studies,
+        "two_way_decided": out["two_way_decided"] / (hypotheses * studies),
+        "two_way_mean_seeds": out["two_way_seeds"] / studies,
+    }
+
+
+def margin_table(models, studies: int) -> dict:
+    """Prints the margin's table: per noise model and plan, both errors and what the margin decides and saves."""
+    se = lambda p, n: np.sqrt(max(p, 1 / n) * (1 - p) / n)  # noqa: E731 - a share's Monte Carlo SE
+    print(
+        f"margin {MARGIN:g}: {studies} simulated weekend studies per setting, stages of 2 seeds, family-wise α 0.05 "
+        "over both kinds of claim"
+    )
+    print(
+        f"{'noise':10} {'plan':>4} | {'direction error, Δ = 0':>22} | {'equivalence error, Δ = margin':>29} | "
+        "rows decided (equivalent) at Δ = 0 / margin/2 / weekend | mean seeds per cell, margin vs two-way, at Δ = 0 "
+        "/ margin/2 / weekend"
+    )
+    results = {}
+    for model in models:
+        for plan in PLANS:
+            runs = {
+                setting: simulate_margin(model, plan, studies, setting, 20261207)
+                for setting in ("0", "margin/2", "margin, 2-D", "margin, population", "weekend")
+            }
+            d = runs["0"]["direction_error"]
+            e = max(runs["margin, 2-D"]["equivalence_error"], runs["margin, population"]["equivalence_error"])
+            shown = ("0", "margin/2", "weekend")
+            decided = " / ".join(f"{runs[k]['decided']:.2f} ({runs[k]['equivalent']:.2f})" for k in shown)
+            seeds = " / ".join(f"{runs[k]['mean_seeds']:.1f} vs {runs[k]['two_way_mean_seeds']:.1f}" for k in shown)
+            print(
+                f"{model:10} {plan:>4} | {d:>14.3f} ± {se(d, studies):.3f} | {e:>21.3f} ± {se(e, studies):.3f} | "
+                f"{decided} | {seeds}",
+                flush=True,
+            )
+            results[f"{model}_{plan}"] = runs
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--studies", type=int, default=2000)
@@ -174,10 +276,19 @@ def main() -> None:
         "--adastop-studies", type=int, default=500,
         help="AdaStop at the 12-seed plan on the first N of the draws (its permutations: ~1 s a study; default 500)",
     )  # fmt: skip
+    parser.add_argument(
+        "--margin", action="store_true",
+        help=f"the three-way answers' table instead: margin {MARGIN:g}, both kinds of error, rows decided, seeds saved",
+    )  # fmt: skip
     args = parser.parse_args()
     studies = 200 if args.quick else args.studies
     models = [m for m in args.models.split(",") if m]
     start = time.time()
+    if args.margin:
+        results = {"studies": studies, "margin": MARGIN, **margin_table(models, studies)}
+        print(f"({time.time() - start:.0f} s)")
+        print(json.dumps(results))
+        return
     results: dict = {"studies": studies}
     se = lambda p, n: np.sqrt(max(p, 1 / n) * (1 - p) / n)  # noqa: E731 - a share's Monte Carlo SE
     print(

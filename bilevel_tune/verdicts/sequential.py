@@ -110,6 +110,18 @@ def _null_paths(n: int, looks: int) -> tuple[np.ndarray, np.ndarray]:
     return means, sds
 
 
+@functools.lru_cache(maxsize=4)
+def _null_p_values(n: int, looks: int) -> np.ndarray:
+    """The null's paths' two-sided paired-t p-values at each look (inf where a look has one pair: no t)."""
+    means, sds = _null_paths(n, looks)
+    counts = n * np.arange(1, looks + 1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        t_paths = np.abs(means) * np.sqrt(counts) / sds
+        p = 2 * stats.t.sf(t_paths, np.maximum(counts - 1, 1))
+    p[:, counts < 2] = np.inf
+    return p
+
+
 @dataclass(frozen=True)
 class TLevels:
     """One hypothesis's plan at one level: K looks of n more pairs each, the nominal two-sided level of each look
@@ -152,7 +164,7 @@ class TLevels:
         return -margin < mean - half and mean + half < margin
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=1 << 16)  # a family's graph reaches a few thousand levels: each calibrated once
 def t_levels(n: int, looks: int, level: float) -> TLevels:
     """The paired t's plan at `level`: O'Brien–Fleming nominal levels, scaled so the null's t paths cross at most
     `level` of the time over the K looks (one look: the t-test itself, exact)."""
@@ -166,12 +178,13 @@ def t_levels(n: int, looks: int, level: float) -> TLevels:
 
     scale = 1.0
     if looks > 1:
-        means, sds = _null_paths(n, looks)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            t_paths = np.abs(means) * np.sqrt(n * np.arange(1, looks + 1)) / sds
+        # a path crosses at scale s when some look's p-value is at most s × its nominal level: each path's smallest
+        # such s, once, then the share of paths at or below s is the error (one vector a level, not one per step)
+        finite = df >= 1
+        needed = (_null_p_values(n, looks)[:, finite] / nominal[finite]).min(axis=1) if finite.any() else None
 
         def error(s: float) -> float:
-            return _crossing(t_paths, critical(s))
+            return 0.0 if needed is None else float(np.count_nonzero(needed <= s)) / needed.size
 
         if error(1.0) > level:  # the largest scale whose error is at most the level (error grows with the scale)
             low, high = 0.0, 1.0
