@@ -13,7 +13,8 @@ from bilevel_tune.study_data.stages import at_most, check_stageable, drawn_seeds
 from bilevel_tune.study_data.study_checks import StudyError
 from bilevel_tune.verdicts import adastop, decide, family
 
-WEEKEND = load_study("weekend")
+WEEKEND = load_study("weekend")  # its declared margin dropped below: the two-way answers first, the margin's after
+WEEKEND = dataclasses.replace(WEEKEND, decide=dataclasses.replace(WEEKEND.decide, margin=None))
 
 
 def staged(study, effect, rng, sd=0.01, seed_sd=0.0):

@@ -58,12 +58,16 @@ def test_the_dry_run_plans_the_first_stage_and_the_most(capsys, tmp_path):
         "smallest effect decided with power 0.8 by stage 1 / 2 / 3 (2 / 4 / 6 seeds per cell), in the study's units "
         "at the paired SD of docs/results/weekend-analytic" in out
     )
-    assert "  2-D vs 1-D, over populations (α 0.0167; SD " in out and "ETA " in out
+    assert "  2-D vs 1-D, over populations (α 0.00833; SD " in out and "ETA " in out  # half its share: the margin's
+    assert "  with margin 0.01: each row's 'differs' holds half its share" in out
+    assert re.search(r"2-D vs 1-D, over populations .*; (equivalent by stage \d \(\d+ seeds\)|equivalence not)", out)
     assert "weekend_pop1_1d_seed42" in out and "seed6331" not in out.split("at the most")[0]
     assert "at the most (every comparison open to the end): 24 trials" in out and "  stage 3: 8 trials" in out
-    assert "[decide] test paired, alpha 0.05, seeds_per_stage 2, max_seeds 6, beta 0.0, compare []" in out
+    assert "[decide] test paired, alpha 0.05, seeds_per_stage 2, max_seeds 6, beta 0.0, compare [], margin 0.01" in out
     assert not list(tmp_path.iterdir())
-    assert main([*argv, "--set", "decide.test=adastop"]) == 0
+    assert main([*argv, "--set", "decide.test=adastop"]) == 2  # AdaStop has no margin: one line
+    assert "margin=0.01 needs the paired test's repeated intervals" in capsys.readouterr().err
+    assert main([*argv, "--set", "decide.test=adastop", "--set", "decide.margin=none"]) == 0
     out = capsys.readouterr().out
     assert "stages (--until-decided): AdaStop at family-wise α 0.05 over 4 comparison(s), 3 stage(s) of 2 seeds" in out
     assert "first decide at stage 3 (6 seeds per cell)" in out and "smallest effect decided" not in out
@@ -152,7 +156,8 @@ def test_bad_input_is_one_line_exit_2_nothing_written(argv, message, capsys, tmp
 def test_bad_decide_and_search_sections_are_one_line_exit_2_nothing_written(section, message, tmp_path, capsys):
     study = tmp_path / "s.toml"
     weekend = (Path(__file__).resolve().parent.parent / "studies" / "weekend.toml").read_text()
-    study.write_text(weekend + section)
+    header = section.split("\n", 1)[0] + "\n"
+    study.write_text(weekend.replace(header, section) if header in weekend else weekend + section)
     assert main([str(study), "--until-decided", "--results", str(tmp_path / "r"), "--wandb", "disabled"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err and "Traceback" not in err, err

@@ -117,7 +117,7 @@ class DecideSettings(_Checked):
         if self.margin is not None and self.test != "paired":
             raise StudyError(
                 f"[decide] margin={self.margin:g} needs the paired test's repeated intervals; test={self.test!r} has "
-                "none: set decide.test=paired, or drop the margin"
+                "none: set decide.test=paired, or drop the margin (decide.margin=none)"
             )
         if self.max_seeds % self.seeds_per_stage:
             raise StudyError(

@@ -62,12 +62,15 @@ def overridden(
         changed.append(("inner_iters", inner_iters))
     fixed = [(study.table.rule_aliases.get(k, k), v) for k, v in dict(rules or {}).items()]
     fixed += list(dict(settings or {}).items())
+    typed_settings = {}
     for key, value in fixed:
         if key == GENERATIONS:
             raise StudyError("--set budget.generations: use --outer-iters N (one count for every cell)")
         full, typed = check_setting(key, value, "--set", text=isinstance(value, str), table=study.table)
-        study = with_settings(study, {full: typed})
+        typed_settings[full] = typed
         changed.append((full, typed))
+    if typed_settings:  # together: settings that must agree (decide.test with decide.margin) are set at once
+        study = with_settings(study, typed_settings)
     for key, values in dict(grid or {}).items():
         axis = check_axis(key, values, "--grid", study.table)
         study = replace(study, axes=tuple((k, v) for k, v in study.axes if k != axis[0]) + (axis,))
