@@ -17,7 +17,7 @@ from .study_helpers import interrupt, raw_generation_lines, study_args, study_pr
 pytestmark = pytest.mark.ray
 # two groups (population 1 and 16, one mechanism): one comparison; 3 stages of one seed, 2 trials each
 SMALL = dict(inner="analytic", population="1,16", optimize_params="min_demand_frac", seed=42)
-ONE_A_STAGE = ("--set", "decide.seeds_per_stage=1", "--set", "decide.max_seeds=3")
+ONE_A_STAGE = ("--set", "decide.seeds_per_stage=1", "--set", "decide.max_seeds=3", "--set", "decide.margin=none")
 SESSION = ("--cpus-per-trial", "1", "--wandb", "disabled")
 GENERATIONS = 60  # Ctrl-C lands at 5 of a stage's 60: seconds to spare on a quiet machine; more proves nothing
 
@@ -82,6 +82,31 @@ def test_a_two_seed_run_continues_in_stages_and_a_stage_survives_ctrl_c(ray_clus
         ]
         assert record["stages"][2]["superseded"][0]["max_seeds"] == 3  # stage 3 decided again under the new plan
         assert summarise(whole).answers.decisions.stages == 4
+
+
+def test_a_margin_declared_on_resume_decides_from_the_next_look_and_is_recorded(ray_cluster, tmp_path, capsys):
+    """A run's first stage, then `--resume --until-decided --declare-margin`: no look was taken, so the margin decides
+    from look 1; study.json, its stage log and run.md's stages say so, answers.csv gives every row a decision; a
+    second margin is refused in one line."""
+    args = study_args(tmp_path, "--quick", *ONE_A_STAGE, *SESSION, name="m", outer_iters=5, **SMALL)
+    assert main(args) == 0
+    resume = ["weekend", "--resume", "--name", "m", "--results", str(tmp_path), "--until-decided", *SESSION]
+    assert main([*resume, "--declare-margin", "0.05"]) == 0
+    record = json.loads((tmp_path / "m" / "study.json").read_text())
+    assert record["study"]["decide"]["margin"] == 0.05 and record["study"]["decide"]["margin_from"] == 1
+    assert [(d["margin"], d["from_look"]) for d in record["margin_declarations"]] == [(0.05, 1)]
+    assert record["stages"][0]["margin_declared"]["margin"] == 0.05
+    answers = (tmp_path / "m" / "answers.csv").read_text().splitlines()
+    assert answers[0].split(",")[2:4] == ["answer", "decision"] and len(answers) == 2
+    assert answers[1].split(",")[3] in ("A better", "B better", "equivalent", "undecided")
+    from bilevel_tune.report.run_record import stages
+
+    assert any("A margin of 0.05 (the smallest difference that matters) was declared before look 1" in line
+               for line in stages(tmp_path / "m"))  # fmt: skip
+    capsys.readouterr()
+    assert main([*resume, "--declare-margin", "0.02"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "the run's plan already declares margin 0.05, from look 1" in err
 
 
 def test_the_scan_reports_the_range_edge_and_a_wider_range_moves_it(ray_cluster, tmp_path):

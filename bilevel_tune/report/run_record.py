@@ -194,6 +194,14 @@ def stages(run_dir: Path) -> list[str]:
             f"{grown['from_max_seeds']} to {grown['to_max_seeds']} seeds per cell at most, declared before its next "
             "look: every look is decided under the larger plan.",
         ]
+    for declared in record.get("margin_declarations", []):
+        at = f", at {declared['git_sha'][:7]}" if declared.get("git_sha") else ""
+        lines += [
+            "",
+            f"A margin of {declared['margin']:g} (the smallest difference that matters) was declared before look "
+            f"{declared['from_look']} ({declared['utc'][:19]} UTC{at}): it decides from that look on, each row "
+            "better, equivalent within it, or both; the looks before keep their answers.",
+        ]
     return lines
 
 
