@@ -57,11 +57,11 @@ MODELS = ("normal", "lognormal", "t3", "weekend")
 PLANS = (6, 12)
 
 
-def weekend(test: str, max_seeds: int):
+def weekend(test: str, max_seeds: int, margin: float | None = None):
+    """The weekend's grid decided two-way (no margin, whatever its study file declares), or with this margin."""
     study = load_study("weekend")
-    return dataclasses.replace(
-        study, decide=DecideSettings(**{**dataclasses.asdict(study.decide), "test": test, "max_seeds": max_seeds})
-    )
+    settings = {**dataclasses.asdict(study.decide), "test": test, "max_seeds": max_seeds, "margin": margin}
+    return dataclasses.replace(study, decide=DecideSettings(**settings))
 
 
 def shipped_cells() -> tuple[list[tuple], np.ndarray, np.ndarray]:
@@ -199,8 +199,7 @@ def simulate_margin(model: str, plan: int, studies: int, setting: str, base_seed
     wrong claims of each kind, the rows decided and the seeds each spent."""
     groups, means, covariance = shipped_cells()
     cell_means = margin_settings(groups, means)[setting]
-    two_way = weekend("paired", plan)
-    three_way = dataclasses.replace(two_way, decide=dataclasses.replace(two_way.decide, margin=MARGIN))
+    two_way, three_way = weekend("paired", plan), weekend("paired", plan, MARGIN)
     truth = {h.key: sum(w * cell_means[groups.index(g)] for g, w in h.contrast) for h in F.family(two_way).hypotheses}
     rng = np.random.default_rng([base_seed, MODELS.index(model), plan, list(margin_settings(groups, means)).index(setting)])
     seeds = two_way.seeds + drawn_seeds(two_way)
@@ -234,7 +233,7 @@ def simulate_margin(model: str, plan: int, studies: int, setting: str, base_seed
     }
 
 
-def margin_table(models, studies: int) -> dict:
+def margin_table(models, studies: int, plans=PLANS) -> dict:
     """Prints the margin's table: per noise model and plan, both errors and what the margin decides and saves."""
     se = lambda p, n: np.sqrt(max(p, 1 / n) * (1 - p) / n)  # noqa: E731 - a share's Monte Carlo SE
     print(
@@ -248,7 +247,7 @@ def margin_table(models, studies: int) -> dict:
     )
     results = {}
     for model in models:
-        for plan in PLANS:
+        for plan in plans:
             runs = {
                 setting: simulate_margin(model, plan, studies, setting, 20261207)
                 for setting in ("0", "margin/2", "margin, 2-D", "margin, population", "weekend")
@@ -276,6 +275,7 @@ def main() -> None:
         "--adastop-studies", type=int, default=500,
         help="AdaStop at the 12-seed plan on the first N of the draws (its permutations: ~1 s a study; default 500)",
     )  # fmt: skip
+    parser.add_argument("--plans", default=",".join(map(str, PLANS)), help="seeds per cell at most, e.g. 6,12")
     parser.add_argument(
         "--margin", action="store_true",
         help=f"the three-way answers' table instead: margin {MARGIN:g}, both kinds of error, rows decided, seeds saved",
@@ -285,7 +285,8 @@ def main() -> None:
     models = [m for m in args.models.split(",") if m]
     start = time.time()
     if args.margin:
-        results = {"studies": studies, "margin": MARGIN, **margin_table(models, studies)}
+        plans = [int(p) for p in args.plans.split(",") if p]
+        results = {"studies": studies, "margin": MARGIN, **margin_table(models, studies, plans)}
         print(f"({time.time() - start:.0f} s)")
         print(json.dumps(results))
         return
