@@ -1,6 +1,7 @@
 """A study names its world; its [world], [objective] and [rules] are that world's, checked by the world's own knobs."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -127,3 +128,20 @@ def test_the_fishery_study_runs_the_analytic_loop_with_a_scan_and_a_summary(ray_
     assert "[objective] harvest_weight 1.0, stock_weight 2.0, stock_threshold 0.2\n" in summary
     assert Study.from_dict(json.loads((run / "study.json").read_text())["study"]).world_kind == "fishery"
     assert "\n- ceiling" not in run_record.answers_block(summary), "a world without a ceiling gets no ceiling line"
+
+
+@pytest.mark.ray
+def test_a_world_with_a_boolean_setting_runs_as_a_study(ray_cluster, tmp_path):
+    import pandas as pd
+
+    from bilevel_tune.cli.main import main
+
+    args = ["fishery", "--quick", "--inner", "analytic", "--population", "1", "--seed", "42", "--wandb", "disabled"]
+    study = tmp_path / "calm.toml"
+    fishery = (Path(__file__).resolve().parent.parent / "studies" / "fishery.toml").read_text()
+    study.write_text(fishery.replace('kind = "fishery"', 'kind = "tests.test_worlds:CalmFishery"\ncalm = true'))
+    assert main([str(study), *args[1:], "--optimize-params", "quota_max", "--results", str(tmp_path)]) == 0
+    (run,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    assert (pd.read_csv(run / "trials.csv")["status"] == "complete").all()
+    assert json.loads((run / "study.json").read_text())["study"]["world"]["calm"] is True
+    assert "calm true" in (run / "summary.md").read_text()

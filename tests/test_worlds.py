@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bilevel_tune.base.knobs import knob
 from bilevel_tune.worlds import BUILTIN_WORLDS, load_world
 from bilevel_tune.worlds.check import check_world
 from bilevel_tune.worlds.contract import RuleSpec, WorldError, play_seasons
@@ -56,6 +57,30 @@ def test_fresh_water_through_the_contract_is_the_basin_stepped_by_hand_bit_for_b
 class WrongShape(Fishery):
     def observe(self):
         return super().observe()[:, :3]
+
+
+@dataclasses.dataclass(frozen=True)
+class CalmSettings(FisherySettings):
+    calm: bool = knob(False, "no process noise (σ 0): a boolean setting, as a user writes one")
+
+
+class CalmFishery(Fishery):
+    """The fishery with a boolean setting: calm seasons have no process noise."""
+
+    settings_class = CalmSettings
+
+    def __init__(self, settings, rules):
+        super().__init__(dataclasses.replace(settings, noise=0.0) if settings.calm else settings, rules)
+
+
+@dataclasses.dataclass(frozen=True)
+class RaisingSettings(FisherySettings):
+    def __post_init__(self):
+        raise RuntimeError("the user's own bug")
+
+
+class RaisingFishery(Fishery):
+    settings_class = RaisingSettings
 
 
 class NaNRewards(Fishery):
@@ -547,3 +572,46 @@ def test_a_space_the_adapter_cannot_carry_is_one_line_naming_the_agent_and_the_s
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "agent 'node_0': its observation space Graph(" in err, err
     assert "allowed: Box, Discrete, MultiDiscrete, MultiBinary, and Dict or Tuple of them" in err
+
+
+# -- settings of every kind, and a user's code that raises ------------------------------------------------------------
+def test_a_boolean_setting_is_a_setting_like_any_other(tmp_path, capsys):
+    from bilevel_tune.cli.main import main
+    from bilevel_tune.worlds.check import main as check_main
+
+    assert check_main(["tests.test_worlds:CalmFishery"]) == 0
+    assert CalmFishery(CalmSettings(calm=True), [{}]).settings.noise == 0.0
+    study = tmp_path / "calm.toml"
+    fishery = (Path(__file__).resolve().parent.parent / "studies" / "fishery.toml").read_text()
+    study.write_text(fishery.replace('kind = "fishery"', 'kind = "tests.test_worlds:CalmFishery"\ncalm = true'))
+    capsys.readouterr()
+    assert main([str(study), "--inner", "analytic", "--dry-run", "--results", str(tmp_path / "r")]) == 0
+    assert "[world] fishers 5, horizon 100, growth_rate 0.3" in (out := capsys.readouterr().out) and "calm true" in out
+    for argv, message in [
+        (["--set", "world.calm=maybe"], "--set: world.calm='maybe' must be true or false"),
+        (["--set", "world.calm=1"], "--set: world.calm='1' must be true or false"),
+    ]:
+        assert main([str(study), "--inner", "analytic", "--dry-run", *argv]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and message in err, err
+    study.write_text(fishery.replace('kind = "fishery"', 'kind = "tests.test_worlds:CalmFishery"\ncalm = 1'))
+    assert main([str(study), "--inner", "analytic", "--dry-run"]) == 2
+    assert "calm=1 must be true or false" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_world_whose_own_code_raises_is_one_line_naming_where(tmp_path, capsys):
+    from bilevel_tune.cli.main import main
+    from bilevel_tune.worlds.check import main as check_main
+
+    assert check_main(["tests.test_worlds:RaisingFishery"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert "RuntimeError in your code, test_worlds.py:" in err and "(__post_init__): the user's own bug" in err
+    study = tmp_path / "raising.toml"
+    fishery = (Path(__file__).resolve().parent.parent / "studies" / "fishery.toml").read_text()
+    study.write_text(fishery.replace('kind = "fishery"', 'kind = "tests.test_worlds:RaisingFishery"'))
+    assert main([str(study), "--inner", "analytic", "--dry-run", "--results", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "RuntimeError in your code, test_worlds.py:" in err
+    assert not (tmp_path / "r").exists()

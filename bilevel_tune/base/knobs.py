@@ -54,6 +54,8 @@ def knob(default: Any, doc: str, **range_and_flags: Any) -> Any:
 def _kind(default: Any, spec: Knob) -> str:
     if default is None:
         return "float"  # an optional number (`unset` says what none means)
+    if isinstance(default, bool):
+        return "bool"
     if spec.choices:
         return "choice"
     if spec.words:
@@ -71,7 +73,7 @@ class Setting(Knob):
     default: Any = dataclasses.field(kw_only=True)
     kind: str = dataclasses.field(
         kw_only=True
-    )  # "int", "float", "choice", "layers" (a non-empty list of positive integers), "words" (a list of names) or
+    )  # "int", "float", "bool", "choice", "layers" (a non-empty list of positive integers), "words" (a list of names) or
     # "range" (two numbers, low < high, within [low, high] of the setting: a rule's search range)
     field: str = dataclasses.field(default="", kw_only=True)  # the config field it is declared on (its name when empty)
 
@@ -99,6 +101,8 @@ class Setting(Knob):
         """The range, as the error line and the docs state it."""
         if self.kind == "choice":
             return "one of " + ", ".join(self.choices)
+        if self.kind == "bool":
+            return "true or false"
         if self.kind == "layers":
             return "a non-empty list of layer sizes ≥ 1"
         if self.kind == "words":
@@ -147,6 +151,8 @@ class Setting(Knob):
             value: Any = _number(text, int)
         elif self.kind == "float":
             value = _number(text, float)
+        elif self.kind == "bool":
+            value = BOOLEAN_WORDS.get(text.lower(), text)
         elif self.kind == "layers":
             value = [_number(part, int) for part in text.split(",") if part.strip()] if text else []
         elif self.kind == "words":
@@ -160,6 +166,8 @@ class Setting(Knob):
     def _typed(self, value: Any) -> tuple[bool, Any]:
         if self.kind == "choice":
             return value in self.choices, value
+        if self.kind == "bool":
+            return isinstance(value, bool), value
         if self.kind == "layers":
             ok = isinstance(value, (list, tuple)) and len(value) > 0
             ok = ok and all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in value)
@@ -176,6 +184,9 @@ class Setting(Knob):
         if self.kind == "int":
             return isinstance(value, int), value
         return math.isfinite(value), float(value)
+
+
+BOOLEAN_WORDS = {"true": True, "false": False}  # --set key=true, as TOML writes a boolean
 
 
 def split_top(text: str, separator: str = ",") -> list[str]:

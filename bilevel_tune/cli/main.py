@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import sys
 
+from bilevel_tune.base.plugins import in_users_code
 from bilevel_tune.cli.options import UsageError, build_parser, options_from
 from bilevel_tune.runtime.lifecycle import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from bilevel_tune.study_data.definition import StudyError, available_studies, load_study
@@ -71,6 +72,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\ninterrupted before any trial started; nothing to resume", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except Exception as err:  # a user's world or loop that raises: one line naming where, not a traceback
+        where = in_users_code(err)
+        if where is None:
+            raise
+        print(f"bilevel_tune.study: error: {where}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 if __name__ == "__main__":

@@ -179,6 +179,8 @@ def shown(value: Any) -> str:
     """A value as the user gave it (0.00037, not 3.7e-04): the dry run, study.json, the summary."""
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(shown(v) for v in value) + "]"
+    if isinstance(value, bool):
+        return "true" if value else "false"  # as a study file writes it
     return repr(value) if isinstance(value, float) else str(value)
 
 

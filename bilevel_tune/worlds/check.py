@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from bilevel_tune.base.knobs import StudyError, knob_fields
+from bilevel_tune.base.plugins import in_users_code
 from bilevel_tune.worlds import BUILTIN_WORLDS, load_world
 from bilevel_tune.worlds.contract import (
     METHODS_AND_DECLARATIONS,
@@ -238,8 +239,17 @@ def main(argv: list[str] | None = None) -> int:
     for spec in args.world or list(BUILTIN_WORLDS):
         try:
             check_world(load_world(spec))
-        except WorldError as err:
+        except WorldError as err:  # it names the world
             print(f"bilevel_tune.worlds.check: error: {err}", file=sys.stderr)
+            return 2
+        except StudyError as err:  # a declared setting out of its range: the user's to fix as well
+            print(f"bilevel_tune.worlds.check: error: {spec}: {err}", file=sys.stderr)
+            return 2
+        except Exception as err:  # the world's own code raised: one line naming where
+            where = in_users_code(err)
+            if where is None:
+                raise
+            print(f"bilevel_tune.worlds.check: error: {spec}: {where}", file=sys.stderr)
             return 2
         print(f"{spec}: keeps the world contract")
     return 0
