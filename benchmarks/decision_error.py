@@ -29,6 +29,8 @@ noise model and plan: the direction claims' family-wise error under the global n
 its worst case, a true difference equal to the margin (2-D ahead by it, or population 16: the larger of the two);
 the share of rows decided, either way (equivalent in brackets), at true differences 0, margin/2 (2-D) and the
 weekend's own; and the mean seeds per cell a study ran with the margin against the same draws decided two-way.
+`--declared-before K` declares the margin on the running plan before look K instead (what `--declare-margin`
+does): the looks before it decided two-way, the α they could spend taken off the equivalence claims.
 
 Ends with one JSON line. `--quick` runs 200 studies per setting (the shape of the table, not its figures).
 """
@@ -194,12 +196,13 @@ def margin_settings(groups, means) -> dict[str, np.ndarray]:
     }
 
 
-def simulate_margin(model: str, plan: int, studies: int, setting: str, base_seed: int) -> dict:
+def simulate_margin(model: str, plan: int, studies: int, setting: str, base_seed: int, declared_before: int = 1) -> dict:
     """The paired test with the margin beside it without one, on one set of draws around one setting's means: the
     wrong claims of each kind, the rows decided and the seeds each spent."""
     groups, means, covariance = shipped_cells()
     cell_means = margin_settings(groups, means)[setting]
     two_way, three_way = weekend("paired", plan), weekend("paired", plan, MARGIN)
+    three_way = dataclasses.replace(three_way, decide=dataclasses.replace(three_way.decide, margin_from=declared_before))
     truth = {h.key: sum(w * cell_means[groups.index(g)] for g, w in h.contrast) for h in F.family(two_way).hypotheses}
     rng = np.random.default_rng([base_seed, MODELS.index(model), plan, list(margin_settings(groups, means)).index(setting)])
     seeds = two_way.seeds + drawn_seeds(two_way)
@@ -233,12 +236,13 @@ def simulate_margin(model: str, plan: int, studies: int, setting: str, base_seed
     }
 
 
-def margin_table(models, studies: int, plans=PLANS) -> dict:
+def margin_table(models, studies: int, plans=PLANS, declared_before: int = 1) -> dict:
     """Prints the margin's table: per noise model and plan, both errors and what the margin decides and saves."""
     se = lambda p, n: np.sqrt(max(p, 1 / n) * (1 - p) / n)  # noqa: E731 - a share's Monte Carlo SE
+    late = f", declared before look {declared_before} (the looks before it two-way)" if declared_before > 1 else ""
     print(
-        f"margin {MARGIN:g}: {studies} simulated weekend studies per setting, stages of 2 seeds, family-wise α 0.05 "
-        "over both kinds of claim"
+        f"margin {MARGIN:g}{late}: {studies} simulated weekend studies per setting, stages of 2 seeds, family-wise "
+        "α 0.05 over both kinds of claim"
     )
     print(
         f"{'noise':10} {'plan':>4} | {'direction error, Δ = 0':>22} | {'equivalence error, Δ = margin':>29} | "
@@ -249,7 +253,7 @@ def margin_table(models, studies: int, plans=PLANS) -> dict:
     for model in models:
         for plan in plans:
             runs = {
-                setting: simulate_margin(model, plan, studies, setting, 20261207)
+                setting: simulate_margin(model, plan, studies, setting, 20261207, declared_before)
                 for setting in ("0", "margin/2", "margin, 2-D", "margin, population", "weekend")
             }
             d = runs["0"]["direction_error"]
@@ -277,6 +281,10 @@ def main() -> None:
     )  # fmt: skip
     parser.add_argument("--plans", default=",".join(map(str, PLANS)), help="seeds per cell at most, e.g. 6,12")
     parser.add_argument(
+        "--declared-before", type=int, default=1, metavar="K",
+        help="with --margin: the margin declared on a running plan before look K (--declare-margin), not from look 1",
+    )  # fmt: skip
+    parser.add_argument(
         "--margin", action="store_true",
         help=f"the three-way answers' table instead: margin {MARGIN:g}, both kinds of error, rows decided, seeds saved",
     )  # fmt: skip
@@ -286,7 +294,8 @@ def main() -> None:
     start = time.time()
     if args.margin:
         plans = [int(p) for p in args.plans.split(",") if p]
-        results = {"studies": studies, "margin": MARGIN, **margin_table(models, studies, plans)}
+        results = {"studies": studies, "margin": MARGIN, "declared_before": args.declared_before,
+                   **margin_table(models, studies, plans, args.declared_before)}  # fmt: skip
         print(f"({time.time() - start:.0f} s)")
         print(json.dumps(results))
         return
