@@ -561,6 +561,10 @@ def _decide_stage(study: Study, run_dir: Path, out) -> Study | None:
         return None
     staging.record_decisions(run_dir, study, decisions)
     out(staging.describe_decisions(study, decisions))
+    if decisions.finished and decisions.looks < decisions.stages:
+        left = decisions.stages - decisions.looks
+        out(f"every comparison decided after stage {decisions.looks} of {decisions.stages}: the run ends early, its "
+            f"last {left} stage(s) not needed")  # fmt: skip
     return staging.advance(study, run_dir, decisions)
 
 

@@ -201,7 +201,9 @@ def describe(decisions: Decisions) -> list[str]:
     for d in decisions.decisions:
         a, b = d.hypothesis.levels()
         winner = {A_BETTER: f" ({a})", B_BETTER: f" ({b})"}.get(d.outcome, "") if d.hypothesis.kind != F.INTERACTION else ""
-        lines.append(f"  {d.hypothesis.key}: {d.outcome}{winner}")
+        less = f", by less than {decisions.margin:g}" if d.within_margin and d.outcome != EQUIVALENT else ""
+        within = f" within ±{decisions.margin:g}" if d.outcome == EQUIVALENT and decisions.margin is not None else ""
+        lines.append(f"  {d.hypothesis.key}: {d.outcome}{winner}{less}{within}")
     return lines
 
 
