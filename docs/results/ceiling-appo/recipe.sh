@@ -6,8 +6,10 @@
 #   docs/results/ceiling-appo/recipe.sh             # the first session
 #   docs/results/ceiling-appo/recipe.sh --resume    # each later one
 #   Its first four sessions ran at d5c4ef5, the rest at 19fe808 (run.md says why); COMMIT=<sha> picks one.
-#   Continued in stages from 2026-12-04 (stage 1's raw folder restored from 7f1efb7 as runs/ceiling-appo):
-#   COMMIT=27d65e759d01b7759f7d70b2730620e85a1cf7ea setsid nice -n 19 docs/results/ceiling-appo/recipe.sh --resume --until-decided
+#   Continued in stages from 2026-12-04 (stage 1's raw folder restored from 7f1efb7 as runs/ceiling-appo, run.md
+#   says how, and how a stage in progress is restored from history): stage 2 from 2026-12-05 at bcdf4e5 by
+#   COMMIT=bcdf4e59751c15d2ad23bb1a9d53a28110b9431d setsid nice -n 19 runs/chain.sh   (run.md: the chain)
+#   i.e. docs/results/ceiling-appo/recipe.sh --resume --until-decided, then the weekend's stages
 # The run folder lands in runs/ceiling-appo (git-ignored); sessions.log here is the log this recipe kept (then named campaign/run.sh): each session's start, exit
 # and what else ran on the machine.
 set -euo pipefail
