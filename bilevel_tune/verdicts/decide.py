@@ -78,8 +78,12 @@ def decide_paired(study, finals: Mapping[tuple, float], trial_names: Mapping[tup
     fam = F.family(study)
     n, looks_allowed = plan_of(study)
     alpha, margin = study.decide.alpha, study.decide.margin
+
+    def decisions(rows: tuple, looks: int, incomplete: str | None) -> Decisions:
+        return Decisions(rows, looks, looks_allowed, alpha, n, incomplete, PAIRED, margin, study.decide.margin_from)
+
     if not fam.hypotheses:
-        return Decisions((), 0, looks_allowed, alpha, n, None, PAIRED, margin, study.decide.margin_from)
+        return decisions((), 0, None)
     m = len(fam.hypotheses)
     replay = Replay(study, finals, trial_names or {})
     graph = fam.graph
@@ -100,7 +104,7 @@ def decide_paired(study, finals: Mapping[tuple, float], trial_names: Mapping[tup
         if len(claims.shown) == len(graph.weights):
             break
     if not replay.looks:
-        return Decisions((), 0, looks_allowed, alpha, n, replay.incomplete, PAIRED, margin, study.decide.margin_from)
+        return decisions((), 0, replay.incomplete)
     out = []
     for j, h in enumerate(fam.hypotheses):
         differs, within = claims.shown.get(j), claims.shown.get(m + j)
@@ -114,7 +118,7 @@ def decide_paired(study, finals: Mapping[tuple, float], trial_names: Mapping[tup
         else:
             still = followed[j] == replay.looks and replay.looks < looks_allowed
             out.append(Decision(h, OPEN if still else UNDECIDED, replay.looks, n * followed[j], level))
-    return Decisions(tuple(out), replay.looks, looks_allowed, alpha, n, replay.incomplete, PAIRED, margin, study.decide.margin_from)
+    return decisions(tuple(out), replay.looks, replay.incomplete)
 
 
 @dataclass
