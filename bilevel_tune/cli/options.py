@@ -60,26 +60,21 @@ def _int_list(flag: str) -> Callable[[str], tuple[int, ...]]:
 
 
 def _positive_int(flag: str) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{flag} {text!r} must be an integer ≥ 1") from None
-        if value < 1:
-            raise argparse.ArgumentTypeError(f"{flag} {value} must be ≥ 1")
-        return value
-
-    return parse
+    return _positive(flag, int, "an integer ≥ 1", lambda value: value >= 1)
 
 
 def _positive_number(flag: str) -> Callable[[str], float]:
-    def parse(text: str) -> float:
+    return _positive(flag, float, "a number > 0", lambda value: 0 < value < float("inf"))
+
+
+def _positive(flag: str, kind: type, what: str, allowed: Callable[[Any], bool]) -> Callable[[str], Any]:
+    def parse(text: str):
         try:
-            value = float(text)
+            value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{flag} {text!r} must be a number > 0") from None
-        if not value > 0 or value == float("inf"):
-            raise argparse.ArgumentTypeError(f"{flag} {text} must be a number > 0")
+            raise argparse.ArgumentTypeError(f"{flag} {text!r} must be {what}") from None
+        if not allowed(value):
+            raise argparse.ArgumentTypeError(f"{flag} {text} must be {what.replace('an integer ', '')}")
         return value
 
     return parse
