@@ -187,6 +187,17 @@ def stages(run_dir: Path) -> list[str]:
             f"| {stage['stage']} | {', '.join(map(str, stage['seeds']))} | {len(stage['trials'])} | "
             f"{(began or '—')[:19]} | {(decided or '—')[:19]} | {elapsed} | {said} |"
         )
+    decide_settings = record.get("study", {}).get("decide", {})
+    planned = decide_settings.get("max_seeds", 0) // max(decide_settings.get("seeds_per_stage", 1), 1)
+    last = log[-1].get("decisions") or []
+    if last and len(log) < planned and all(d["outcome"] not in ("open", "undecided") for d in last):
+        within = sum(bool(d.get("within_margin")) for d in last)
+        lines += [
+            "",
+            f"Every row was decided after stage {len(log)} of {planned}, so the run ended there: its last "
+            f"{planned - len(log)} stage(s) were not needed"
+            + (f" ({within} row(s) shown within the margin {decide_settings['margin']:g})." if within else "."),
+        ]
     for grown in record.get("plan_extensions", []):
         lines += [
             "",
