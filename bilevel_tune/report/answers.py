@@ -56,6 +56,7 @@ class Answer:
             return f"equivalent within ±{decisions.margin:g}"
         if outcome == decide.NO_DIFFERENCE:
             return f"no difference at the detectable effect (|B − A| < {e.detectable:.4f})"
+        need += _equivalence_needed(e, self.decision, decisions.margin)
         if outcome == decide.UNDECIDED:
             return f"undecided at {self.decision.seeds} seeds; {need}"
         return (
@@ -94,6 +95,18 @@ def _interaction_words(h: F.Interaction, outcome: str, decisions: decide.Decisio
         else:
             said.append(f"equivalent at {where}" if o == decide.EQUIVALENT else f"not shown at {where}")
     return f"{b} − {a} is larger at {larger} than at {smaller}" + (f": {', '.join(said)}" if said else "")
+
+
+def _equivalence_needed(e: effects.Effect, decision: decide.Decision, margin: float | None) -> str:
+    """With a margin, what showing equivalence would take at the observed difference and contrast SD ('' without)."""
+    if margin is None or not e.paired or not np.isfinite(e.sd_contrast) or decision.margin_level <= 0:
+        return ""
+    seeds = effects.equivalence_seeds_needed(e.mean, e.sd_contrast, decision.margin_level, margin)
+    if seeds is None:
+        return f"; |B − A| is {margin:g} or more: no number of seeds shows it equivalent within ±{margin:g}"
+    if seeds > effects.MOST_SEEDS:
+        return f"; equivalence within ±{margin:g} would need more than {effects.MOST_SEEDS:,} seeds"
+    return f"; equivalence within ±{margin:g} would need {seeds} seeds"
 
 
 def _needed(e: effects.Effect, used: int, test: str) -> str:
@@ -207,9 +220,11 @@ class Answers:
 def _test_label(decisions: decide.Decisions, decision: decide.Decision) -> str:
     if decisions.test == decide.ADASTOP:
         return f"AdaStop, α {decisions.alpha:g}"
-    if decision.level <= 0:
+    if decision.level <= 0 and decision.margin_level <= 0:
         return "paired t, gated (no share of α)"
-    return f"paired t, α {decision.level:.3g}"
+    if decisions.margin is None:
+        return f"paired t, α {decision.level:.3g}"
+    return f"paired t, α {decision.level:.3g}; within ±{decisions.margin:g}, α {decision.margin_level:.3g}"
 
 
 def _hms(seconds: float) -> str:

@@ -108,16 +108,19 @@ def decide_paired(study, finals: Mapping[tuple, float], trial_names: Mapping[tup
     out = []
     for j, h in enumerate(fam.hypotheses):
         differs, within = claims.shown.get(j), claims.shown.get(m + j)
-        level = graph.level(j, alpha) + (graph.level(m + j, alpha) if len(graph.weights) > m else 0.0)
+        level = differs[3] if differs else graph.level(j, alpha)
+        margin_level = (within[3] if within else graph.level(m + j, alpha)) if len(graph.weights) > m else 0.0
         if differs is not None:
-            stage, seeds, mean, level = differs
-            out.append(Decision(h, B_BETTER if mean > 0 else A_BETTER, stage, seeds, level, within is not None))
+            stage, seeds, mean, _ = differs
+            outcome = B_BETTER if mean > 0 else A_BETTER
+            out.append(Decision(h, outcome, stage, seeds, level, within is not None, margin_level))
         elif within is not None:
-            stage, seeds, _, level = within
-            out.append(Decision(h, EQUIVALENT, stage, seeds, level, True))
+            stage, seeds, _, _ = within
+            out.append(Decision(h, EQUIVALENT, stage, seeds, level, True, margin_level))
         else:
             still = followed[j] == replay.looks and replay.looks < looks_allowed
-            out.append(Decision(h, OPEN if still else UNDECIDED, replay.looks, n * followed[j], level))
+            outcome = OPEN if still else UNDECIDED
+            out.append(Decision(h, outcome, replay.looks, n * followed[j], level, False, margin_level))
     return decisions(tuple(out), replay.looks, replay.incomplete)
 
 

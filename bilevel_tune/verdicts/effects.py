@@ -38,6 +38,7 @@ class Effect:
     sd: float  # the SD of these two groups' runs (ddof 1, pooled over the two)
     seeds_needed: int | None  # per group, at the observed effect; None when the effect is 0 (or unknown)
     detectable: float  # the smallest |effect| these seeds detect with the stated power (NaN when unknown)
+    sd_contrast: float = float("nan")  # the SD of the within-seed contrast (paired), what the seeds needed rest on
 
 
 def effect(a: Mapping[int, float], b: Mapping[int, float], level: float) -> Effect:
@@ -73,7 +74,7 @@ def paired(d: np.ndarray, sd: float, level: float) -> Effect:
     agreeing = int(np.sum(np.sign(d) == np.sign(mean))) if abs(mean) > NONE else 0
     return Effect(
         mean, mean - half, mean + half, True, n, agreeing, sd, seeds_needed(mean, sd_d, level),
-        detectable(sd_d, n, level),
+        detectable(sd_d, n, level), sd_d,
     )  # fmt: skip
 
 
@@ -117,6 +118,36 @@ def seeds_needed(mean: float, sd_d: float, level: float) -> int | None:
     while low < high:
         middle = (low + high) // 2
         low, high = (middle + 1, high) if power(size, middle, level) < POWER else (low, middle)
+    return low
+
+
+def equivalence_power(mean: float, sd_d: float, n: int, level: float, margin: float) -> float:
+    """Two one-sided paired t-tests at `level` each, n pairs: the chance both reject (the interval inside ±margin) at
+    this true mean difference; a lower bound, the sum of the two one-sided powers less 1."""
+    if n < 2:
+        return 0.0
+    crit, df = stats.t.ppf(1 - level, n - 1), n - 1
+    sides = [(margin - abs(mean)) * math.sqrt(n) / sd_d, (margin + abs(mean)) * math.sqrt(n) / sd_d]
+    one_sided = [float(stats.nct.sf(crit, df, nc)) if np.isfinite(stats.nct.sf(crit, df, nc))
+                 else float(stats.t.sf(crit - nc, df)) for nc in sides]  # fmt: skip
+    return max(0.0, sum(one_sided) - 1)
+
+
+def equivalence_seeds_needed(mean: float, sd_d: float, level: float, margin: float) -> int | None:
+    """The pairs two one-sided tests at `level` need to show |B − A| < margin with POWER at the observed difference;
+    None when that difference is the margin or more (no number of pairs shows it inside)."""
+    if not np.isfinite(mean) or not np.isfinite(sd_d) or abs(mean) >= margin:
+        return None
+    if sd_d == 0:
+        return 2
+    if equivalence_power(mean, sd_d, MOST_SEEDS, level, margin) < POWER:
+        return MOST_SEEDS + 1
+    low, high = 2, 2
+    while equivalence_power(mean, sd_d, high, level, margin) < POWER:
+        low, high = high, high * 2
+    while low < high:
+        middle = (low + high) // 2
+        low, high = (middle + 1, high) if equivalence_power(mean, sd_d, middle, level, margin) < POWER else (low, middle)
     return low
 
 

@@ -39,6 +39,7 @@ class Decision:
     seeds: int  # the seeds (matched pairs) it was decided on, or looked at so far
     level: float = 0.0  # the level it was last tested at (its share of α then); AdaStop: the family's α
     within_margin: bool = False  # shown equivalent within the margin: alone (EQUIVALENT), or beside a winner
+    margin_level: float = 0.0  # with a margin: the level its equivalence claim was last tested at (each side's)
 
     @property
     def decision(self) -> str:
