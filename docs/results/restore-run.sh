@@ -4,14 +4,17 @@
 # BASE_COMMIT's BASE_PATH is the folder as an earlier stage left it (ceiling-appo: 7f1efb7
 # campaign/results/ceiling-appo); OVERLAY_COMMIT's runs/RUN holds only what the stage in progress added or
 # changed since, with runs/RUN/.manifest listing every file the folder held then, so a file the run moved or
-# removed since the base (a stage's Tune state set aside) is removed again. The folder lands in runs/RUN.
+# removed since the base (a stage's Tune state set aside) is removed again; W&B's offline runs and TensorBoard's
+# files, mirrors of the records, are not kept. The folder lands in runs/RUN.
 # Write an overlay with:  docs/results/restore-run.sh --overlay RUN BASE_COMMIT BASE_PATH  (prints the files to add)
 set -euo pipefail
 repo="$(git -C "$(dirname "$0")" rev-parse --show-toplevel)"
 cd "$repo"
 if [ "${1:-}" = "--overlay" ]; then
   run="$2" base="$3" path="$4"
-  (cd "runs/$run" && find . -type f ! -name .session.lock ! -name .manifest | sed 's|^\./||' | sort) > "runs/$run/.manifest"
+  # W&B's offline runs and TensorBoard's files mirror the records: not kept (stage 1's folder kept none either)
+  (cd "runs/$run" && find . -type f ! -name .session.lock ! -name .manifest ! -path '*/wandb/*' \
+     ! -path './tensorboard/*' | sed 's|^\./||' | sort) > "runs/$run/.manifest"
   git ls-tree -r "$base" "$path/" | awk -v p="$path/" '{sub(p, "", $4); print $3, $4}' | sort -k2 > /tmp/restore-run-base.$$
   while read -r file; do
     blob="$(git hash-object "runs/$run/$file")"
@@ -29,7 +32,8 @@ git archive "$base" "$path" | tar -x --strip-components="$depth" -C runs
 shopt -s dotglob; [ "$(basename "$path")" = "$run" ] || mv "runs/$(basename "$path")"/* "runs/$run"/
 if [ -n "$overlay" ]; then
   git archive "$overlay" "runs/$run" | tar -x -C .
-  (cd "runs/$run" && find . -type f ! -name .manifest | sed 's|^\./||' | sort) | comm -23 - <(sort "runs/$run/.manifest") |
+  (cd "runs/$run" && find . -type f ! -name .manifest ! -path '*/wandb/*' ! -path './tensorboard/*' | sed 's|^\./||' |
+     sort) | comm -23 - <(sort "runs/$run/.manifest") |
     while read -r extra; do rm -f "runs/$run/$extra"; done
 fi
 echo "runs/$run restored ($(find "runs/$run" -type f | wc -l) files)"
