@@ -76,20 +76,20 @@ def plan_lines(study, scores: Mapping[tuple, Mapping[int, float]] | None = None,
             shown = " / ".join(_figure(size, " SD") for size in sizes)
             line = f"  {h.key} (α {level:.3g}): {shown}"
         if margin is not None:
-            line += "; " + _equivalence_stage(sequential.t_levels(n, looks, share), margin, sd, n, looks)
+            line += "; " + _equivalence_stage(sequential.t_levels(n, looks, share), margin, sd)
         lines.append(line)
     return lines
 
 
-def _equivalence_stage(plan, margin: float, sd: float, n: int, looks: int) -> str:
+def _equivalence_stage(plan, margin: float, sd: float) -> str:
     """The first stage by which the equivalence claim (its plan at twice its share) is shown with power 0.8 at no
     difference, at this contrast SD."""
     if not np.isfinite(sd) or sd <= 0:
         return "equivalence: no SD to plan from"
-    for k in range(1, looks + 1):
+    for k in range(1, plan.looks + 1):
         if sequential.equivalence_power(plan, margin / sd, by_look=k) >= POWER:
-            return f"equivalent by stage {k} ({n * k} seeds)"
-    return f"equivalence not within the plan's {n * looks} seeds"
+            return f"equivalent by stage {k} ({plan.pairs(k)} seeds)"
+    return f"equivalence not within the plan's {plan.pairs(plan.looks)} seeds"
 
 
 def _figure(value: float, unit: str = "") -> str:
