@@ -44,6 +44,7 @@ class Knob:
     study_name: str | None = None  # its name in the study file when it differs from the field's (num_farms: farms)
     words: bool = False  # a list of names (a tuple of strings), not of numbers
     unset: str = ""  # what the setting means when left unset (its default None); "" when it must have a value
+    integer: bool = False  # an optional setting (default None) whose value is an integer
 
 
 def knob(default: Any, doc: str, **range_and_flags: Any) -> Any:
@@ -53,7 +54,7 @@ def knob(default: Any, doc: str, **range_and_flags: Any) -> Any:
 
 def _kind(default: Any, spec: Knob) -> str:
     if default is None:
-        return "float"  # an optional number (`unset` says what none means)
+        return "int" if spec.integer else "float"  # an optional number (`unset` says what none means)
     if isinstance(default, bool):
         return "bool"
     if spec.choices:

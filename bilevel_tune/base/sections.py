@@ -17,6 +17,7 @@ from bilevel_tune.base.knobs import StudyError, check_knobs, knob
 
 SHAPINGS = ("zscore", "centered_rank")  # the ES's fitness shapings (es.shape)
 DECIDE_TESTS = ("paired", "adastop")  # [decide] test: verdicts.decide's tests
+OPTIMIZER_NAMES = ("es", "cma", "bo", "random")  # [outer] optimizer: the built-in outer optimisers (core.outer)
 
 
 @dataclass(frozen=True, kw_only=True)  # keywords only: ESConfig(16) must not silently set σ
@@ -62,12 +63,47 @@ class ESSettings(_Checked):
 
 
 @dataclass(frozen=True, kw_only=True)
+class OuterSettings(_Checked):
+    """[outer]: which optimiser searches the rules (core.outer); each has its own section of settings."""
+
+    optimizer: str = knob(
+        "es", "the outer optimiser: es (the Evolution Strategy, [es]), cma (CMA-ES, [cma]), bo (Bayesian "
+        "optimisation, [bo]) or random (uniform over the box)", choices=OPTIMIZER_NAMES, inner=False,
+    )  # fmt: skip
+
+
+@dataclass(frozen=True, kw_only=True)
+class CMASettings(_Checked):
+    """[cma]: CMA-ES (Hansen's `cma`) over the unit box of the searched rules' u."""
+
+    sigma0: float = knob(0.25, "CMA-ES's initial step size, in units of the unit box", low=0, open_low=True, high=1,
+                         inner=False)  # fmt: skip
+
+
+@dataclass(frozen=True, kw_only=True)
+class BOSettings(_Checked):
+    """[bo]: Bayesian optimisation (BoTorch: a GP with learned noise, qLogNEI asking a population at a time)."""
+
+    initial: int = knob(8, "evaluations drawn uniformly over the box before the GP is first fitted", low=1,
+                        inner=False)  # fmt: skip
+    raw_samples: int = knob(256, "random points that seed the acquisition's optimisation", low=1, inner=False)
+    restarts: int = knob(4, "starts of the acquisition's optimisation (L-BFGS-B) from the best raw samples", low=1,
+                         inner=False)  # fmt: skip
+    mc_samples: int = knob(128, "quasi-Monte-Carlo samples of the posterior in the acquisition", low=1, inner=False)
+
+
+@dataclass(frozen=True, kw_only=True)
 class BudgetSettings(_Checked):
     """[budget]'s settings; its generations (one count, or one per population) are `definition.Budget`'s."""
 
     inner_iters: int = knob(50, "K: APPO train() calls per generation", low=1)
     eval_episodes: int = knob(1, "evaluation seasons per candidate per generation", low=1)
     final_eval_seeds: int = knob(3, "fresh seeds of the final re-evaluation", low=0)
+    evaluations: int | None = knob(
+        None, "inner-loop evaluations per run (farm trainings): every optimiser gets the same; sets each cell's "
+        "generations to evaluations / population", low=1, integer=True, inner=False,
+        unset="budget.generations sets the runs' length",
+    )  # fmt: skip
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -152,6 +188,13 @@ class Budget(BudgetSettings):
     generations: int | tuple[tuple[int, int], ...] = dataclasses.field(kw_only=True)
 
     def generations_for(self, population: int) -> int:
+        if self.evaluations is not None:
+            if self.evaluations % population:
+                raise StudyError(
+                    f"budget.evaluations={self.evaluations} must be a multiple of population {population}: a "
+                    "generation evaluates the whole population"
+                )
+            return self.evaluations // population
         if isinstance(self.generations, int):
             return self.generations
         table = dict(self.generations)

@@ -30,6 +30,7 @@ import numpy as np
 
 from bilevel_tune.base.sections import SHAPINGS, ESSettings
 from bilevel_tune.core import metrics as M
+from bilevel_tune.core.outer import OuterOptimizer, fill_failed, generation_metrics
 
 U_EPS = 1e-6
 FLAT_STD = 1e-8
@@ -82,6 +83,11 @@ class ESState:
     @property
     def mean(self) -> np.ndarray:
         return _sigmoid(np.array(self.mean_logit))
+
+    @property
+    def incumbent(self) -> np.ndarray:
+        """The rules the ES would return now: its mean (`core.outer`)."""
+        return self.mean
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
@@ -165,13 +171,6 @@ def shape_fitness(objectives: np.ndarray, method: str = "zscore") -> np.ndarray:
     raise ValueError(f"shaping={method!r} is unknown; allowed: {', '.join(SHAPINGS)}")
 
 
-def fill_failed(objectives: np.ndarray) -> np.ndarray:
-    """Failed (non-finite) objectives take the generation's worst finite value."""
-    f = np.asarray(objectives, dtype=float)
-    finite = np.isfinite(f)
-    return np.where(finite, f, f[finite].min()) if finite.any() else f
-
-
 def _scaled_sigma(config: ESConfig, sigma: float, factor: float) -> float:
     return float(np.clip(sigma * factor, config.sigma_min, config.sigma_max))
 
@@ -244,7 +243,8 @@ def tell(state: ESState, candidates, objectives) -> tuple[ESState, dict[str, Any
         best_generation=state.generation if improved else state.best_generation,
         failed_total=state.failed_total + int((~finite).sum()),
     )
-    return new_state, _metrics(state, new_state, candidates, f, gen_best, step.metrics)
+    metrics = generation_metrics(state.generation, new_state, candidates, f, gen_best, new_state.sigma, step.metrics)
+    return new_state, metrics
 
 
 def _checked(state: ESState, candidates, objectives) -> tuple[np.ndarray, np.ndarray]:
@@ -260,21 +260,19 @@ def _checked(state: ESState, candidates, objectives) -> tuple[np.ndarray, np.nda
     return candidates, f
 
 
-def _metrics(state: ESState, new: ESState, candidates, f, gen_best: int | None, extra: dict) -> dict[str, Any]:
-    finite_f = f[np.isfinite(f)]
-    nan = float("nan")
-    return {
-        M.GENERATION: state.generation,
-        M.SIGMA: new.sigma,
-        M.MEAN: new.mean,
-        M.GEN_BEST_OBJECTIVE: float(f[gen_best]) if gen_best is not None else nan,
-        M.GEN_BEST_CANDIDATE: candidates[gen_best] if gen_best is not None else None,
-        M.OBJECTIVE_MEAN: float(finite_f.mean()) if finite_f.size else nan,
-        M.OBJECTIVE_STD: float(finite_f.std()) if finite_f.size else nan,
-        M.BEST_OBJECTIVE: new.best_objective if new.best_objective is not None else nan,
-        M.BEST_CANDIDATE: None if new.best_candidate is None else np.array(new.best_candidate),
-        M.BEST_GENERATION: new.best_generation if new.best_generation is not None else -1,
-        M.FAILED: int((~np.isfinite(f)).sum()),
-        M.ALL_FAILED: not finite_f.size,
-        **extra,
-    }
+class EvolutionStrategy(OuterOptimizer):
+    """The ES as one outer optimiser among several (`core.outer`): [es] settings, any population."""
+
+    name, section = "es", "es"
+
+    def init(self, settings: ESSettings, population: int, dim: int, seed: int) -> ESState:
+        return init(ESConfig(population=population, **dataclasses.asdict(settings)), dim, seed)
+
+    def ask(self, state: ESState) -> np.ndarray:
+        return ask(state)
+
+    def tell(self, state: ESState, candidates, objectives) -> tuple[ESState, dict[str, Any]]:
+        return tell(state, candidates, objectives)
+
+    def from_dict(self, data: dict[str, Any]) -> ESState:
+        return ESState.from_dict(data)

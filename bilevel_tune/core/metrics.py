@@ -45,6 +45,7 @@ SEC_PER_GEN = "sec_per_gen"
 SEC_RESET = "sec_reset"
 SEC_TRAIN = "sec_train"
 SEC_EVALUATE = "sec_evaluate"
+SEC_OPTIMIZER = "sec_optimizer"  # the outer optimiser's own seconds in a generation (ask and tell: BO's GP fit)
 SEC_FINAL = "sec_final"  # on the final record: the final re-evaluation's wall time
 SHARDS = "shards"  # inner-loop actors this generation ran on (one CPU each)
 SHARD_DETAIL = "shard_detail"  # per shard: its candidates, node, pid, phase timings and census

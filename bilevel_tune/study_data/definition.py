@@ -17,14 +17,16 @@ from typing import Any, Iterable, Mapping
 
 from bilevel_tune.base.sections import (
     AppoSettings,
+    BOSettings,
     Budget,
+    CMASettings,
     DecideSettings,
     ESSettings,
     FinalSettings,
     NetworkSettings,
+    OuterSettings,
     SummarySettings,
 )
-from bilevel_tune.core.es import ESConfig
 from bilevel_tune.study_data import study_file, study_overrides
 from bilevel_tune.study_data.run_folder import Cell, Stage, json_safe
 from bilevel_tune.study_data.settings import SettingsTable, section_value, settings_table
@@ -50,7 +52,10 @@ class Study:
     world: Any = None  # [world]: its world's settings class; None: the world's defaults
     network: NetworkSettings = dataclasses.field(default_factory=NetworkSettings)
     appo: AppoSettings = dataclasses.field(default_factory=AppoSettings)
+    outer: OuterSettings = dataclasses.field(default_factory=OuterSettings)
     es: ESSettings = dataclasses.field(default_factory=ESSettings)
+    cma: CMASettings = dataclasses.field(default_factory=CMASettings)
+    bo: BOSettings = dataclasses.field(default_factory=BOSettings)
     objective: Any = None  # [objective]: its world's objective class; None: the world's defaults
     rules: tuple[tuple[str, float], ...] = ()  # every rule's fixed value, physical; a rule left out: its default
     search: tuple[tuple[str, tuple[float, float]], ...] = ()  # every rule's search range; left out: its default
@@ -163,9 +168,6 @@ class Study:
 
     def get(self, key: str) -> Any:
         return section_value(self, self.table.setting(key))
-
-    def es_config(self, population: int) -> ESConfig:
-        return ESConfig(population=population, **dataclasses.asdict(self.es))
 
     @property
     def fixed_rules(self) -> dict[str, float]:

@@ -119,13 +119,16 @@ def is_scan(key: tuple) -> bool:
     return key[0] == SCAN
 
 
+NAMED_BY_VALUE = ("outer.optimizer",)  # axes a trial name shows by their value alone: weekend_pop4_1d_seed42_cma
+
+
 def trial_name(study, cell: Mapping[str, Any] | Cell) -> str:
     """Trial names carry study, cell (its mechanism, named by the study's world: `Study.mechanisms`), seed and
     further axes: weekend_pop16_2d_seed42, weekend_scan_2d_seed42, weekend_pop16_2d_seed42_sigma0.05,
     ceiling_pop16_2d-floor-risk_seed7. `study`: the `definition.Study`."""
     first, params, seed, extra = cell.key if isinstance(cell, Cell) else Cell.key_of(cell)
     kind = SCAN if first == SCAN else f"pop{first}"
-    axes = "".join(f"_{short_name(key)}{plain(value, '-')}" for key, value in extra)
+    axes = "".join(f"_{'' if key in NAMED_BY_VALUE else short_name(key)}{plain(value, '-')}" for key, value in extra)
     return f"{study.name}_{kind}_{study.mechanisms.name(params)}_seed{seed}{axes}"
 
 

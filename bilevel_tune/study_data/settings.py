@@ -12,11 +12,14 @@ study file section and key; on the default world, fresh water:
     [network]   hidden                                  the policy and value networks (APPO)
     [appo]      lr, discount, entropy_coeff, grad_clip, RLlib APPO's own settings
                 vtrace_clip_rho_threshold, vtrace_clip_pg_rho_threshold, fragments_per_batch
+    [outer]     optimizer                               the outer optimiser: es, cma, bo or random (core.outer)
     [es]        sigma, lr, sigma_lr, sigma_decay, sigma_min, sigma_max, shaping, grad_clip
+    [cma]       sigma0                                  CMA-ES's settings
+    [bo]        initial, raw_samples, restarts, mc_samples   Bayesian optimisation's settings
     [objective] econ_weight, sus_weight
     [rules]     the six rules' fixed values, physical (docs/world.md)
     [search]    the range each rule is searched over, physical (default the campaign's map)
-    [budget]    inner_iters, eval_episodes, final_eval_seeds (and generations, per population)
+    [budget]    inner_iters, eval_episodes, final_eval_seeds, evaluations (and generations, per population)
     [summary]   ceiling, tol
     [decide]    test, alpha, seeds_per_stage, max_seeds, beta, compare   how comparisons are decided (in stages)
     [final]     learners                                     held-out learners scoring each run's final rules
@@ -37,11 +40,14 @@ from bilevel_tune.base.hints import unknown_name
 from bilevel_tune.base.knobs import Setting, SettingError, section_settings
 from bilevel_tune.base.sections import (
     AppoSettings,
+    BOSettings,
     Budget,
+    CMASettings,
     DecideSettings,
     ESSettings,
     FinalSettings,
     NetworkSettings,
+    OuterSettings,
     SummarySettings,
 )
 from bilevel_tune.worlds import DEFAULT_WORLD
@@ -73,7 +79,10 @@ class SettingsTable:
             "world": world_class.settings_class,
             "network": NetworkSettings,
             "appo": AppoSettings,
+            "outer": OuterSettings,
             "es": ESSettings,
+            "cma": CMASettings,
+            "bo": BOSettings,
             "objective": world_class.objective_class,
             "budget": Budget,
             "summary": SummarySettings,
@@ -91,7 +100,7 @@ class SettingsTable:
             for r in self.rule_specs
         )  # fmt: skip
         self.settings: tuple[Setting, ...] = (
-            *(s for name in ("world", "network", "appo", "es", "objective") for s in self._section(name)),
+            *(s for name in ("world", "network", "appo", *OUTER_SECTIONS, "objective") for s in self._section(name)),
             *rules,
             *search,
             *self._section("budget"),
@@ -102,9 +111,8 @@ class SettingsTable:
         self.by_key = {s.key: s for s in self.settings}
         self.sections = tuple(dict.fromkeys(s.section for s in self.settings))
         self.defaults = {s.key: s.default for s in self.settings}
-        self.rule_aliases = {
-            r.name: f"rules.{r.name}" for r in self.rule_specs
-        }  # `--set fine=1` = `--set rules.fine=1`
+        # `--set fine=1` = `--set rules.fine=1`; `--set optimizer=bo` = `--set outer.optimizer=bo`
+        self.rule_aliases = {**{r.name: f"rules.{r.name}" for r in self.rule_specs}, **SHORTHANDS}
 
     def _section(self, name: str) -> tuple[Setting, ...]:
         return section_settings(name, self.section_classes[name])
@@ -148,7 +156,10 @@ def settings_table(world: str = DEFAULT_WORLD) -> SettingsTable:
 OPTIONAL_SECTIONS = ("final",)  # shown only when set: what a run adds after its trials
 UNSET_UNSHOWN = {"decide.margin": None, "decide.margin_from": 1}  # a plan with no margin reads as before margins
 # The sections of every world's table, in order: [world], [objective] and [rules] are each world's own
-SECTIONS = ("world", "network", "appo", "es", "objective", "rules", "search", "budget", "summary", "decide", "final")
+OUTER_SECTIONS = ("outer", "es", "cma", "bo")  # which optimiser searches the rules, then each one's own settings
+SECTIONS = ("world", "network", "appo", *OUTER_SECTIONS, "objective", "rules", "search", "budget", "summary", "decide",
+            "final")  # fmt: skip
+SHORTHANDS = {"optimizer": "outer.optimizer"}  # a setting a study file and --set/--grid may name without its section
 
 
 def is_setting_key(name: str) -> bool:

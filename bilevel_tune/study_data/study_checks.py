@@ -12,10 +12,13 @@ from typing import Any, Iterable
 from bilevel_tune.base.hints import unknown_name
 from bilevel_tune.base.knobs import StudyError, section_kwargs
 from bilevel_tune.base.sections import ESSettings
+from bilevel_tune.core import outer
 from bilevel_tune.core.es import ESConfig
 from bilevel_tune.core.scan import MIN_POINTS
 from bilevel_tune.inner import InnerLoopError, check_loop_spec
-from bilevel_tune.study_data.settings import SettingsTable, plain
+from bilevel_tune.study_data.settings import OUTER_SECTIONS, SettingsTable, plain
+
+OPTIMIZERS = list(outer.OPTIMIZERS)
 
 __all__ = ["StudyError"]  # declared where a setting is checked: a setting's error is a study's
 
@@ -108,7 +111,29 @@ def check_study(study):
         if len(set(values)) != len(values):
             raise StudyError(f"grid axis {key} repeats a value: {[plain(v) for v in values]}")
     check_effective(study)
+    check_optimizers(study)
     return study
+
+
+def check_optimizers(study) -> None:
+    """Every trial's optimiser can run its cells (CMA-ES a population ≥ 2, BO a bounded budget), and no optimiser's
+    settings are changed in a study that runs none of its trials."""
+    names = sorted({values["outer.optimizer"] for values in study.trial_values()}, key=OPTIMIZERS.index)
+    for name in names:
+        optimizer = outer.load(name)
+        for population in study.populations:
+            evaluations = study.budget.generations_for(population) * population
+            optimizer.check(population, evaluations, f"population {population}")
+    runs = ", ".join(names)
+    for section in (s for s in OUTER_SECTIONS if s != "outer" and s not in names):
+        axes = dict(study.axes)
+        for spec in (s for s in study.table.settings if s.section == section):
+            if spec.key in axes or study.get(spec.key) != spec.default:
+                value = axes.get(spec.key, study.get(spec.key))
+                raise StudyError(
+                    f"{spec.key}={plain(value)} is a setting of optimizer {section!r}, and this study runs {runs}: "
+                    f"drop it, or run {section} (optimizer={section})"
+                )
 
 
 def check_effective(study) -> None:

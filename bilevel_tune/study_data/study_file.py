@@ -24,6 +24,7 @@ from bilevel_tune.study_data.settings import (
     LEGACY_BUDGET_KEYS,
     RULE_SECTIONS,
     SECTIONS,
+    SHORTHANDS,
     SettingsTable,
     settings_table,
 )
@@ -50,6 +51,7 @@ TOP_KEYS = (
     "budget",
     "budgets",
     "scan",
+    *SHORTHANDS,  # `optimizer = "bo"`: [outer] optimizer
     *(s for s in SECTIONS if s != "budget"),
 )
 
@@ -67,6 +69,7 @@ def study_fields(data: Mapping[str, Any], source: str = "") -> dict[str, Any]:
     """A study file's content as `Study`'s fields (its full budget aside: the study's own budget)."""
     file = Path(source).name if source else "the study file"
     check_known(data, TOP_KEYS, file)
+    data = _shorthands_in_sections(data, file)
     name = data.get("name")
     if not isinstance(name, str) or not name.replace("-", "").replace("_", "").isalnum():
         raise StudyError(f"{file}: name={name!r} must be a non-empty string of letters, digits, '-' and '_'")
@@ -88,8 +91,11 @@ def study_fields(data: Mapping[str, Any], source: str = "") -> dict[str, Any]:
                 _unknown_key(file, section, key, settings)
             values[f"{section}.{key}"] = settings.setting(f"{section}.{key}").check(value, f"{file} [{section}]")
     generations, budget_values = budget_section(data.get("budget", {}), f"{file} [budget]", settings)
-    if generations is None:
-        raise StudyError(f"{file} [budget] needs 'generations' (an integer, or a table keyed by population)")
+    if generations is None and budget_values.get("budget.evaluations") is None:
+        raise StudyError(
+            f"{file} [budget] needs 'generations' (an integer, or a table keyed by population) or 'evaluations'"
+        )
+    generations = () if generations is None else generations  # evaluations set each population's generations
     values.update(budget_values, **{GENERATIONS: generations})
     budgets = []
     for bname, table in data.get("budgets", {}).items():
@@ -97,7 +103,7 @@ def study_fields(data: Mapping[str, Any], source: str = "") -> dict[str, Any]:
         if gens is not None:
             changes = {GENERATIONS: gens, **changes}
         budgets.append((bname, tuple(changes.items())))
-    grid = _dotted(data.get("grid", {}))
+    grid = {SHORTHANDS.get(k, k): v for k, v in _dotted(data.get("grid", {})).items()}
     check_known([k for k in grid if k not in settings.by_key], GRID_AXES, f"{file} [grid]")
     for key in GRID_AXES:
         if not isinstance(grid.get(key), list) or not grid[key]:
@@ -118,6 +124,18 @@ def study_fields(data: Mapping[str, Any], source: str = "") -> dict[str, Any]:
         scan=check_scan(scan["points"], "[scan].points") if "points" in scan else None,
         source=source,
     )
+
+
+def _shorthands_in_sections(data: Mapping[str, Any], file: str) -> dict[str, Any]:
+    """A study file's top-level shorthands (`optimizer = "bo"`) moved into their sections ([outer] optimizer)."""
+    data = dict(data)
+    for short, key in SHORTHANDS.items():
+        if short in data:
+            section, _, name = key.partition(".")
+            if name in data.get(section, {}):
+                raise StudyError(f"{file}: {short} is given twice, at the top and as [{section}] {name}; keep one")
+            data[section] = {**data.get(section, {}), name: data.pop(short)}
+    return data
 
 
 def _typed_sections(values: Mapping[str, Any], settings: SettingsTable) -> dict[str, Any]:

@@ -1,9 +1,10 @@
-"""One Tune trial = one ES run over the mechanism's searched rules, or one scan of them (docs/study.md).
+"""One Tune trial = one run of the outer optimiser over the mechanism's searched rules, or one scan of them
+(docs/study.md).
 
-A thin adapter: restore the ES state from `tune.get_checkpoint()`, then per
-generation ask → inner loop (all its shards: reset, K × train, evaluate) →
-tell → append to `generations.jsonl` → `tune.report(metrics, checkpoint=ES
-state)`; after the last generation, the final re-evaluation (`final/…`).
+A thin adapter: restore the optimiser's state (the ES's, CMA-ES's, BO's or random search's: `core.outer`) from
+`tune.get_checkpoint()`, then per generation ask → inner loop (all its shards: reset, K × train, evaluate) →
+tell → append to `generations.jsonl` → `tune.report(metrics, checkpoint=the state)`; after the last generation,
+the final re-evaluation (`final/…`).
 A scan trial (bilevel_tune.core.scan) runs its grid as the candidates of one
 pass per seed set instead, checkpointing the next pass.
 
@@ -25,8 +26,8 @@ from typing import Any, Sequence
 import numpy as np
 from ray import tune
 
-from bilevel_tune.core import es, scan
 from bilevel_tune.core import metrics as M
+from bilevel_tune.core import outer, scan
 from bilevel_tune.inner import GenerationResult, ShardedInnerLoop
 from bilevel_tune.inner.contract import Seeds  # noqa: F401 - the trial's seeds, also read through this module
 from bilevel_tune.runtime import ray_compat
@@ -86,7 +87,9 @@ def searched_values(study: Study, params: Sequence[str], u) -> dict[str, float]:
     return {name: rules[name] for name in params}
 
 
-def generation_metrics(study: Study, cell: Cell, es_metrics, candidates, result: GenerationResult, sec: float):
+def generation_metrics(
+    study: Study, cell: Cell, es_metrics, candidates, result: GenerationResult, sec: float, sec_optimizer: float
+):
     """The flat, scalar metrics Tune reports (REPORT_FIRST first: Tune's live table shows four)."""
     objectives = result.objectives
     best = result.outcomes[int(np.nanargmax(objectives)) if np.isfinite(objectives).any() else 0]
@@ -109,6 +112,7 @@ def generation_metrics(study: Study, cell: Cell, es_metrics, candidates, result:
         M.SHARDS: len(result.shards),
         **census,
         **result.timing,
+        M.SEC_OPTIMIZER: sec_optimizer,
     }
     params = cell.optimize_params
     for rule, value in searched_values(study, params, es_metrics[M.MEAN]).items():
@@ -125,10 +129,11 @@ def generation_metrics(study: Study, cell: Cell, es_metrics, candidates, result:
     return out
 
 
-def report(metrics: dict[str, Any], state: es.ESState | None, extra: dict | None = None) -> None:
-    """tune.report with the trial's state (the ES state, or a scan's next pass) as checkpoint; Tune copies it first."""
+def report(metrics: dict[str, Any], state: Any | None, extra: dict | None = None) -> None:
+    """tune.report with the trial's state (the optimiser's, under `<name>_state`, or a scan's next pass) as
+    checkpoint; Tune copies it first."""
     with tempfile.TemporaryDirectory(prefix="trial-ckpt-") as directory:
-        data = {**({"es_state": state.to_dict()} if state is not None else {}), **(extra or {})}
+        data = {**({state_key(state): state.to_dict()} if state is not None else {}), **(extra or {})}
         Path(directory, STATE_FILE).write_text(json.dumps(data))
         tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(directory))
 
@@ -142,11 +147,20 @@ def checkpointed() -> dict:
         return json.loads(Path(directory, STATE_FILE).read_text())
 
 
-def restore(study: Study, cell: Cell) -> tuple[es.ESState, dict]:
+def state_key(state) -> str:
+    """Where a checkpoint keeps the optimiser's state: `es_state` (as every run before other optimisers),
+    `cma_state`, …"""
+    return f"{getattr(state, 'optimizer', 'es')}_state"
+
+
+def restore(study: Study, cell: Cell) -> tuple[outer.OuterOptimizer, Any, dict]:
+    """The trial's optimiser, and its state: from the last checkpoint, else a fresh one; with the checkpoint's rest."""
+    optimizer, settings = outer.chosen(study)
     data = checkpointed()
-    if "es_state" not in data:
-        return es.init(study.es_config(cell.population), cell.dims, cell.seed), data
-    return es.ESState.from_dict(data.pop("es_state")), data
+    key = f"{optimizer.name}_state"
+    if key not in data:
+        return optimizer, optimizer.init(settings, cell.population, cell.dims, cell.seed), data
+    return optimizer, optimizer.from_dict(data.pop(key)), data
 
 
 class TrialRecord:
@@ -211,21 +225,26 @@ def run_trial(config: dict[str, Any], study: dict[str, Any], run_dir: str) -> No
     seeds = Seeds(cell.seed, study.budget.eval_episodes, study.budget.final_eval_seeds)
     record = TrialRecord(run_dir, study, cell)
     with ShardedInnerLoop.for_study(study, granted_shards(cell.population), stop_requested) as inner:
-        (run_scan if cell.scan else run_es)(study, cell, seeds, record, inner)
+        (run_scan if cell.scan else run_search)(study, cell, seeds, record, inner)
 
 
-def run_es(study: Study, cell: Cell, seeds: Seeds, record: TrialRecord, inner: ShardedInnerLoop) -> None:
-    """The ES run: per generation ask, train and evaluate, tell, record, report; then the final re-evaluation."""
+def run_search(study: Study, cell: Cell, seeds: Seeds, record: TrialRecord, inner: ShardedInnerLoop) -> None:
+    """The optimiser's run: per generation ask, train and evaluate, tell, record, report; then the final
+    re-evaluation."""
     params = cell.optimize_params
-    state, extra = restore(study, cell)
+    optimizer, state, extra = restore(study, cell)
     all_failed_run = int(extra.get("all_failed_run", 0))
     while state.generation < cell.generations:
         start = time.perf_counter()
-        candidates = es.ask(state)
+        candidates = optimizer.ask(state)
         rules = candidate_rules(study, params, candidates)
+        asked = time.perf_counter()
         result = inner.run(rules, seeds.generation(state.generation), seeds.evaluation)
-        state, es_metrics = es.tell(state, candidates, result.objectives)
-        metrics = generation_metrics(study, cell, es_metrics, candidates, result, time.perf_counter() - start)
+        evaluated = time.perf_counter()
+        state, es_metrics = optimizer.tell(state, candidates, result.objectives)
+        end = time.perf_counter()
+        optimizer_sec = (asked - start) + (end - evaluated)  # its own seconds: BO's fit and acquisition, mostly
+        metrics = generation_metrics(study, cell, es_metrics, candidates, result, end - start, optimizer_sec)
         record.generation(metrics, candidates, result)
         all_failed_run = all_failed_run + 1 if es_metrics[M.ALL_FAILED] else 0
         report(metrics, state, {"all_failed_run": all_failed_run})
@@ -304,9 +323,9 @@ def _finals(final: dict) -> dict:
 
 
 def final_reevaluation(
-    study: Study, params: Sequence[str], state: es.ESState, seeds: Seeds, inner: ShardedInnerLoop
+    study: Study, params: Sequence[str], state: Any, seeds: Seeds, inner: ShardedInnerLoop
 ) -> dict[str, float]:
-    """Retrain and evaluate the best-so-far candidate and the final mean on fresh seeds.
+    """Retrain and evaluate the best-so-far candidate and the final incumbent (the ES's mean) on fresh seeds.
 
     The best of noisy evaluations is biased upward (more so for larger
     populations); these values are what the summary's verdicts use.
