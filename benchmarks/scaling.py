@@ -58,7 +58,7 @@ def k0_identical() -> bool:
     """The first generation's 16 candidates, untrained, evaluated with one and with two shards."""
     study = load_study("weekend").with_overrides(populations=[16], seeds=[42])
     params = CELL["optimize_params"]
-    state = es.init(study.es_config(16), len(params), 42)
+    state = es.EvolutionStrategy().init(study.es, 16, len(params), 42)
     rules = candidate_rules(study, params, es.ask(state))
     seeds = Seeds(42, study.budget.eval_episodes, 0)
     outcomes = []

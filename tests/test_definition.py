@@ -59,7 +59,7 @@ def test_any_setting_is_fixed_or_crossed_from_the_command_line():
     }
     assert overrides_label(study) == "appo.lr=0.0003, rules.fixed_quota=0.9, grid es.sigma=0.05,0.15"
     trial = study.for_cell(study.cells()[1])
-    assert trial.get("es.sigma") == 0.15 and trial.axes == () and trial.es_config(16).sigma == 0.15
+    assert trial.get("es.sigma") == 0.15 and trial.axes == () and trial.es.sigma == 0.15
     assert Study.from_dict(json.loads(json.dumps(study.to_dict()))) == study
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from bilevel_tune.cli.main import main
-from bilevel_tune.core import es
+from bilevel_tune.core import outer
 from bilevel_tune.core import metrics as M
 from bilevel_tune.inner import InnerLoopConfig
 from bilevel_tune.inner.analytic import AnalyticLoop
@@ -83,16 +83,17 @@ def test_the_weekend_grid_runs_under_tune(ray_cluster, tmp_path, capsys, monkeyp
 
 
 def expected_trajectory(study, population, params, seed, generations):
-    """The same ES run, in-process and uninterrupted."""
+    """The same run of the study's optimiser, in-process and uninterrupted."""
     loop = AnalyticLoop(InnerLoopConfig.from_study(study))
     seeds = Seeds(seed, study.budget.eval_episodes, study.budget.final_eval_seeds)
-    state = es.init(study.es_config(population), len(params), seed)
+    optimizer, settings = outer.chosen(study)
+    state = optimizer.init(settings, population, len(params), seed)
     trajectory = []
     for _ in range(generations):
-        candidates = es.ask(state)
+        candidates = optimizer.ask(state)
         loop.reset(candidate_rules(study, params, candidates), seeds.generation(state.generation), range(population))
         objectives = [o.objective for o in loop.evaluate(seeds.evaluation)]
-        state, m = es.tell(state, candidates, objectives)
+        state, m = optimizer.tell(state, candidates, objectives)
         trajectory.append((m[M.BEST_OBJECTIVE], state.sigma, tuple(state.mean)))
     return trajectory
 

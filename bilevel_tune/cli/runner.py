@@ -219,7 +219,10 @@ def dry_run(options: RunOptions, out: Callable[[str], None] = print) -> Plan:
         )
     out("settings:")
     values = {"budget.generations": dict(b.generations) if not isinstance(b.generations, int) else b.generations}
-    for line in describe_settings({**study.settings, **values}, study.inner.startswith("appo"), study.table):
+    values = values if b.evaluations is None else {}  # the evaluations set each cell's generations
+    for line in describe_settings(
+        {**study.settings, **values}, study.inner.startswith("appo"), study.table, study.optimizers
+    ):
         out(line)
     out(f"W&B {mode}")
     plan = plan_run(study, options, cpus, mode)

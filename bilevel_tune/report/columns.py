@@ -13,6 +13,7 @@ from bilevel_tune.study_data.settings import is_setting_key
 
 BEST, FINAL = "best_objective", "final_objective"  # the two values verdicts are judged on
 MECHANISM = "mechanism"
+OPTIMIZER = "optimizer"  # the outer optimiser a trial ran (es, cma, bo, random), whether or not it is an axis
 # The grid's factors besides the seed (a study's further axes add theirs). The mechanism factor is `dims` (1-D vs
 # 2-D) when each dimensionality has one set of searched rules, else `mechanism`, the set itself (2-D vs 2-D floor+risk).
 BASE_FACTORS = ("population", "dims")

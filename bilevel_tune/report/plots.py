@@ -28,13 +28,14 @@ import pandas as pd
 from bilevel_tune.core import metrics as M
 from bilevel_tune.report.answers import finals_by_group
 from bilevel_tune.report.ceiling import BOUND_TOL
-from bilevel_tune.report.columns import BEST, GENERATION_BEST, MECHANISM
+from bilevel_tune.report import optimizers
+from bilevel_tune.report.columns import BEST, GENERATION_BEST, MECHANISM, OPTIMIZER
 from bilevel_tune.report.grids import grid_table
 from bilevel_tune.report.run_summary import Summary, summarise
 from bilevel_tune.study_data.run_folder import PLOTS_DIR
 from bilevel_tune.study_data.settings import is_setting_key, plain
 from bilevel_tune.study_data.study_overrides import budget_label
-from bilevel_tune.verdicts.family import SIMPLE
+from bilevel_tune.verdicts.family import NAMED_LEVELS, SIMPLE
 
 PLOT_NAMES = (
     "best_so_far_evaluations",
@@ -163,6 +164,35 @@ def plot_best_so_far(s: Summary, x: str = "evaluations"):
         ax.set_ylabel("best objective so far")
     what = "wall clock" if hours else "inner-loop evaluations"
     return _finish(fig, s, f"Best objective so far against {what} (optimistic: the best of noisy evaluations)", axes)
+
+
+# -- the optimisers at equal evaluations ------------------------------------------------------------------------
+def plot_optimizers(s: Summary):
+    """Per mechanism, one line per optimiser against inner-loop evaluations (mean over seeds, the seeds' min–max
+    as a band): above, the best objective so far (optimistic); below, the incumbent's value on the rules scan's
+    landscape (report/optimizers.py) as a regret against the landscape's best, ε dashed."""
+    incumbents = optimizers.incumbent_table(s.generations, s.scans)
+    mechanisms = _mechanisms(s.generations)
+    fig, axes = plt.subplots(2, max(len(mechanisms), 1), figsize=(4.8 * max(len(mechanisms), 1), 7.0), squeeze=False)
+    for column, mechanism in enumerate(mechanisms):
+        for row, (table, value, label) in enumerate(
+            ((s.generations, "best_so_far", "best objective so far (optimistic)"),
+             (incumbents, "incumbent_regret", "incumbent's regret: the scan's best − its value there"))
+        ):  # fmt: skip
+            ax = axes[row, column]
+            rows = table[table[MECHANISM] == mechanism] if not table.empty else table
+            for i, (name, runs) in enumerate(rows.groupby(OPTIMIZER, sort=False) if not rows.empty else []):
+                curves = runs.pivot_table(index="evaluations", columns="seed", values=value)
+                colour = COLOURS[i % len(COLOURS)]
+                shown = NAMED_LEVELS["outer.optimizer"].get(name, name)
+                ax.plot(curves.index, curves.mean(axis=1), color=colour, lw=1.3, label=shown)
+                ax.fill_between(curves.index, curves.min(axis=1), curves.max(axis=1), color=colour, alpha=0.15, lw=0)
+            if row == 1 and not rows.empty:
+                eps = optimizers.epsilon(s.study)
+                ax.axhline(eps, color="k", lw=0.8, ls="--", label=f"ε = {eps:g}: within it, the rules are as good")
+            ax.set_title(f"{mechanism}: {label}", fontsize=9)
+            ax.set_xlabel("inner-loop evaluations (farm trainings)")
+    return _finish(fig, s, "The optimisers at equal evaluations (mean over seeds; band: the seeds' min–max)", axes)
 
 
 # -- the final re-evaluations, matched pairs joined ------------------------------------------------------------------
@@ -416,6 +446,8 @@ def drawings(s: Summary) -> dict[str, object]:
     }
     if s.study.ceiling is not None:
         out[CEILING_PLOT] = lambda: plot_ceiling(s)
+    if s.optimizers is not None:
+        out["optimizers"] = lambda: plot_optimizers(s)
     for mechanism in landscape_names(s):
         out[LANDSCAPE.format(mechanism=mechanism)] = lambda m=mechanism: plot_landscape(s, m)
     return out

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from bilevel_tune.core import metrics as M
-from bilevel_tune.report.columns import BEST, BOUND_BY, FINAL, GENERATION_BEST, MECHANISM, SummaryError
+from bilevel_tune.report.columns import BEST, BOUND_BY, FINAL, GENERATION_BEST, MECHANISM, OPTIMIZER, SummaryError
 from bilevel_tune.study_data.definition import Study
 from bilevel_tune.study_data.run_folder import (
     STUDY_FILE,
@@ -65,6 +65,7 @@ def _trial_row(study: Study, cell: Cell, trial: TrialRecords | None) -> dict[str
         "optimize_params": ",".join(cell.optimize_params),
         "seed": cell.seed,
         **{key: _cell_value(value) for key, value in cell.extra},  # a column per further axis
+        OPTIMIZER: optimizer_of(study, cell),
         "budget_generations": cell.generations,
     }
     if trial is None or not trial.generations:
@@ -86,7 +87,8 @@ def _trial_row(study: Study, cell: Cell, trial: TrialRecords | None) -> dict[str
         "final_mean_objective": num(final.get(M.FINAL_MEAN)),
         "gen0_objective": num(gens[0][M.OBJECTIVE]),
         "median_sec_per_gen": float(np.median([g[M.SEC_PER_GEN] for g in gens])),
-        "evaluations": len(gens) * cell.population,  # inner-loop evaluations: ES generations × population
+        "evaluations": len(gens) * cell.population,  # inner-loop evaluations: generations × population
+        "optimizer_s": _optimizer_seconds(gens),
         "wall_s": float(sum(g[M.SEC_PER_GEN] for g in gens) + (final.get(M.SEC_FINAL) or 0.0)),
         "shards": int(last.get(M.SHARDS, 1)),
         "nodes": nodes_used(gens),
@@ -98,6 +100,17 @@ def _trial_row(study: Study, cell: Cell, trial: TrialRecords | None) -> dict[str
         **{BOUND_BY + rule: num(value) for rule, value in (best.get("bound_by_rule") or {}).items()},
         **{k: v for k, v in last.items() if k.startswith((M.BEST_RULE, M.MEAN_RULE))},
     }
+
+
+def optimizer_of(study: Study, cell: Cell) -> str:
+    """The outer optimiser a cell ran: its axis's value, else the study's."""
+    return dict(cell.extra).get("outer.optimizer", study.outer.optimizer)
+
+
+def _optimizer_seconds(gens: list[dict[str, Any]]) -> float:
+    """The optimiser's own seconds over the run (ask and tell); NaN for records from before they were kept."""
+    values = [g.get(M.SEC_OPTIMIZER) for g in gens]
+    return float(sum(values)) if all(v is not None for v in values) else float("nan")
 
 
 def nodes_used(gens: list[dict[str, Any]]) -> int:
@@ -159,6 +172,7 @@ def generation_table(study: Study, trials: dict[tuple, TrialRecords]) -> pd.Data
             "optimize_params": ",".join(cell.optimize_params),
             "seed": cell.seed,
             **{key: _cell_value(value) for key, value in cell.extra},
+            OPTIMIZER: optimizer_of(study, cell),
         }
         elapsed = 0.0
         for g in t.generations:

@@ -22,7 +22,7 @@ from typing import Any
 
 import pandas as pd
 
-from bilevel_tune.report import landscape, tables
+from bilevel_tune.report import landscape, optimizers, tables
 from bilevel_tune.report.answers import Answers, answers
 from bilevel_tune.report.ceiling import Ceiling, ceiling_section, ceiling_verdict
 from bilevel_tune.report.columns import BEST, DEFAULT_CEILING, DEFAULT_TOL, FINAL, SEARCH_VS_GRID, finished
@@ -51,6 +51,7 @@ class Summary:
     edges: tuple[dict[str, Any], ...]  # the searched rules' range edges the runs end at
     tables: tables.RunTables  # what it was read from: a run's records, or a shipped folder's tables
     robustness: Robustness | None = None  # the held-out learners' answers (None: no held-out step ran)
+    optimizers: pd.DataFrame | None = None  # the optimisers at equal evaluations (None: the study compares none)
 
     @property
     def verdicts(self) -> dict[str, dict]:
@@ -106,7 +107,16 @@ def from_tables(read: tables.RunTables) -> Summary:
         edges=tuple(edges(study, table, bests)),
         tables=read,
         robustness=robustness(study, read.heldout, found),
+        optimizers=optimizer_section(study, table, generations, scans),
     )
+
+
+def optimizer_section(study: Study, table: pd.DataFrame, generations: pd.DataFrame, scans: pd.DataFrame):
+    """optimizers.csv's table, for a study that compares optimisers and scans its rules; None otherwise."""
+    if not optimizers.shown_here(study):
+        return None
+    incumbents = optimizers.incumbent_table(generations, scans)
+    return optimizers.optimizer_table(table, incumbents, optimizers.epsilon(study))
 
 
 def verdicts(

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bilevel_tune.report import plots, run_record, tables
+from bilevel_tune.report import optimizers, plots, run_record, tables
 from bilevel_tune.report.ceiling import CEILING, NO_CEILING  # noqa: F401 - the summary's public names
 from bilevel_tune.report.columns import BEST, FINAL, MECHANISM, SummaryError, mechanism_factor  # noqa: F401
 from bilevel_tune.report.grids import mean_grid
@@ -30,6 +30,7 @@ from bilevel_tune.study_data.run_folder import (
     CELLS_CSV,
     GRID_CSV,
     HELDOUT_CSV,
+    OPTIMIZERS_CSV,
     ROBUSTNESS_CSV,
     SUMMARY_MARKDOWN,
     VERDICTS_FILE,
@@ -151,6 +152,7 @@ def render(s: Summary) -> str:
         lines += [f"**{s.budget_note}.**", ""]
     lines += render_answers(s)
     lines += render_robustness(s)
+    lines += optimizers.render(s.optimizers, optimizers.epsilon(study)) if s.optimizers is not None else []
     lines += render_grids(s)
     axes = [k for k, _ in study.axes]
     title = "## Best objective per run (the campaign's grid: rows population × seed, columns mechanism dimensionality)"
@@ -187,7 +189,9 @@ def render(s: Summary) -> str:
     ]
     lines += [f"- {line}" for line in verdict_lines(s, effects_only=True)]
     lines += ["", "## Settings (as run; a further axis's values are in the trials' columns)", ""]
-    lines += [line.strip() for line in describe_settings(study.settings, study.inner.startswith("appo"), study.table)]
+    lines += [line.strip() for line in describe_settings(
+        study.settings, study.inner.startswith("appo"), study.table, study.optimizers
+    )]
     return "\n".join(lines)
 
 
@@ -316,6 +320,8 @@ def write_summary(run_dir: Path, with_plots: bool = True) -> str:
         s.ceiling.rows.to_csv(run_dir / CEILING_CSV, index=False)
     if s.robustness is not None:
         s.robustness.table().to_csv(run_dir / ROBUSTNESS_CSV, index=False)
+    if s.optimizers is not None:
+        s.optimizers.to_csv(run_dir / OPTIMIZERS_CSV, index=False)
     tables.write(run_dir, s.tables)  # trials.csv, generations.csv.gz, scan.csv: what a shipped folder reopens from
     s.cells.to_csv(run_dir / CELLS_CSV, index=False)
     s.grid.to_csv(run_dir / GRID_CSV, index=False)

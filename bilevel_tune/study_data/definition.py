@@ -166,6 +166,11 @@ class Study:
         """`rule_specs` by name."""
         return {spec.name: spec for spec in self.rule_specs}
 
+    @property
+    def optimizers(self) -> tuple[str, ...]:
+        """The outer optimisers its trials run: [outer] optimizer, or that axis's values."""
+        return dict(self.axes).get("outer.optimizer", (self.outer.optimizer,))
+
     def get(self, key: str) -> Any:
         return section_value(self, self.table.setting(key))
 

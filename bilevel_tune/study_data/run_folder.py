@@ -32,6 +32,7 @@ ANSWERS_CSV, CEILING_CSV = "answers.csv", "ceiling.csv"  # the Answers' comparis
 HELDOUT_CSV = "heldout.csv"  # held-out learners' scores: per trial, learner and final seed (docs/verdicts.md)
 REEVALUATIONS = "reevaluations"  # study.json's log of the held-out step's sessions
 ROBUSTNESS_CSV = "robustness.csv"  # the Robustness section's decided answers
+OPTIMIZERS_CSV = "optimizers.csv"  # per optimiser and mechanism: evaluations to ε of the scan's best, regret, its own seconds
 VERDICTS_FILE = "verdicts.json"
 SUMMARY_FILES = (SUMMARY_MARKDOWN, ANSWERS_CSV, TRIALS_CSV, CELLS_CSV, GRID_CSV, VERDICTS_FILE)
 PLOTS_DIR = "plots"

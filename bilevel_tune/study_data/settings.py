@@ -154,7 +154,8 @@ def settings_table(world: str = DEFAULT_WORLD) -> SettingsTable:
 
 
 OPTIONAL_SECTIONS = ("final",)  # shown only when set: what a run adds after its trials
-UNSET_UNSHOWN = {"decide.margin": None, "decide.margin_from": 1}  # a plan with no margin reads as before margins
+# a setting left at this value is not shown: a plan with no margin, or no evaluations budget, reads as before them
+UNSET_UNSHOWN = {"decide.margin": None, "decide.margin_from": 1, "budget.evaluations": None, "summary.eps": None}
 # The sections of every world's table, in order: [world], [objective] and [rules] are each world's own
 OUTER_SECTIONS = ("outer", "es", "cma", "bo")  # which optimiser searches the rules, then each one's own settings
 SECTIONS = ("world", "network", "appo", *OUTER_SECTIONS, "objective", "rules", "search", "budget", "summary", "decide",
@@ -195,10 +196,15 @@ def shown(value: Any) -> str:
     return repr(value) if isinstance(value, float) else str(value)
 
 
-def describe(values: dict[str, Any], appo_loop: bool, table: SettingsTable) -> list[str]:
-    """One line per section: its settings as run; a loop that is not APPO is told it ignores the APPO ones."""
+def describe(
+    values: dict[str, Any], appo_loop: bool, table: SettingsTable, optimizers: Sequence[str] = ("es",)
+) -> list[str]:
+    """One line per section: its settings as run; a loop that is not APPO is told it ignores the APPO ones. Of the
+    outer optimisers' sections only those of the `optimizers` the study runs; [outer] itself when it runs another
+    than the ES (a study before other optimisers reads as it did)."""
     lines, by_key = [], table.by_key
-    for section in SECTIONS:
+    unrun = {s for s in OUTER_SECTIONS[1:] if s not in optimizers} | ({"outer"} if tuple(optimizers) == ("es",) else set())
+    for section in (s for s in SECTIONS if s not in unrun):
         items = [(k, v) for k, v in values.items() if k.startswith(section + ".")]
         items = [(k, v) for k, v in items if k not in UNSET_UNSHOWN or v != UNSET_UNSHOWN[k]]
         if not items or (section in OPTIONAL_SECTIONS and all(v == () for _, v in items)):

@@ -82,10 +82,16 @@ def levels_of(study, factor: str) -> list:
     return list(dict(study.axes)[factor])
 
 
+# a factor whose levels read as names: "CMA-ES vs ES", not "outer.optimizer cma vs outer.optimizer es"
+NAMED_LEVELS = {"outer.optimizer": {"es": "ES", "cma": "CMA-ES", "bo": "BO", "random": "random search"}}
+
+
 def shown(factor: str, level, mechanisms) -> str:
-    """A level as a reader sees it: population 1, 2-D floor+risk, es.sigma 0.05."""
+    """A level as a reader sees it: population 1, 2-D floor+risk, es.sigma 0.05, CMA-ES."""
     if factor == MECHANISM:
         return str(mechanisms.label(level))
+    if factor in NAMED_LEVELS:
+        return NAMED_LEVELS[factor].get(level, str(level))
     return f"{'population' if factor == POPULATION else factor} {plain(level)}"
 
 
@@ -116,7 +122,7 @@ class Comparison:
         population, params, extra = self.a
         parts = [] if self.factor == POPULATION else [f"population {population}"]
         parts += [] if self.factor == MECHANISM else [self.mechanisms.label(params)]
-        parts += [f"{key} {plain(value)}" for key, value in extra if key != self.factor]
+        parts += [shown(key, value, self.mechanisms) for key, value in extra if key != self.factor]
         return ", ".join(parts)
 
     @property
@@ -283,7 +289,7 @@ def _interactions(study, first: str, second: str, varied: list[str]) -> list[Int
 
 
 def _factor_name(factor: str) -> str:
-    return {POPULATION: "populations", MECHANISM: "mechanisms"}.get(factor, factor)
+    return {POPULATION: "populations", MECHANISM: "mechanisms", "outer.optimizer": "optimisers"}.get(factor, factor)
 
 
 def _parent(main: MainEffect, simple: Comparison) -> bool:

@@ -1,0 +1,166 @@
+"""The outer optimisers compared at equal inner-loop evaluations (docs/es.md): a study that runs another optimiser
+than the ES, or several, and scans its rules.
+
+A run's own best is the maximum of many noisy evaluations, biased upward; what an optimiser delivers is the rules it
+would return — its incumbent (the ES's and CMA-ES's mean, BO's best posterior mean, random search's best). Each
+generation's incumbent is read off the rules scan's landscape of the same seed and mechanism (the grid's values on
+the final seeds, linear between grid points), and compared with the landscape's best:
+
+* `incumbent_table` — per trial and generation: the evaluations so far, and the incumbent's value and regret;
+* `optimizer_table` (optimizers.csv) — per optimiser and mechanism: the evaluations each needs before its incumbent
+  comes within ε of the scan's best and stays there (`evaluations_to_eps`, the median over seeds, with the fewest
+  and most, and how many seeds got there at all), the final re-evaluation and its regret against the scan's, and
+  the optimiser's own seconds as a share of the run's.
+
+ε is `[summary] eps`, else the study's margin (`[decide] margin`), else 0.01. pandas and numpy only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from scipy.interpolate import RegularGridInterpolator
+
+from bilevel_tune.core import metrics as M
+from bilevel_tune.report.columns import FINAL, MECHANISM, OPTIMIZER
+from bilevel_tune.study_data.settings import is_setting_key
+from bilevel_tune.verdicts.family import NAMED_LEVELS
+
+DEFAULT_EPS = 0.01
+LANDSCAPE = "final_objective"  # the scan's value at a grid point: retrained on the final seeds, the mean
+
+
+def shown_here(study) -> bool:
+    """Does the study compare optimisers (or run another than the ES) and scan its rules?"""
+    return study.scan is not None and study.optimizers != ("es",)
+
+
+def epsilon(study) -> float:
+    return next(v for v in (study.summary.eps, study.decide.margin, DEFAULT_EPS) if v is not None)
+
+
+def incumbent_table(generations: pd.DataFrame, scans: pd.DataFrame) -> pd.DataFrame:
+    """Per trial and generation with a scan of its seed and mechanism: the incumbent's value on that landscape, the
+    landscape's best, and the regret between them."""
+    if generations.empty or scans.empty:
+        return pd.DataFrame()
+    parts = []
+    for (params, seed), scan in scans.groupby(["optimize_params", "seed"], sort=False):
+        runs = generations[(generations["optimize_params"] == params) & (generations["seed"] == seed)]
+        if runs.empty:
+            continue
+        names = params.split(",")
+        column = LANDSCAPE if scan[LANDSCAPE].notna().all() else M.OBJECTIVE
+        value = _landscape(scan, names, column)
+        runs = runs.sort_values("generation").assign(
+            incumbent_value=lambda r: value(r[[M.MEAN_RULE + n for n in names]].to_numpy(dtype=float)),
+            landscape_best=float(scan[column].max()),
+        )
+        parts.append(runs.assign(incumbent_regret=runs["landscape_best"] - runs["incumbent_value"]))
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+
+def _landscape(scan: pd.DataFrame, names: list[str], column: str):
+    """The scan's values as a function of the physical rules, linear between grid points (row-major grid)."""
+    axes = [np.unique(scan[n].to_numpy(dtype=float)) for n in names]
+    values = scan.sort_values(names)[column].to_numpy(dtype=float).reshape([len(a) for a in axes])
+    interpolate = RegularGridInterpolator(axes, values, bounds_error=False, fill_value=None)
+    return lambda points: interpolate(np.clip(points, [a[0] for a in axes], [a[-1] for a in axes]))
+
+
+def evaluations_to_eps(run: pd.DataFrame, eps: float) -> float:
+    """The evaluations after which a run's incumbent is within ε of the landscape's best and stays there; inf when
+    its last incumbent is not."""
+    within = (run.sort_values("generation")["incumbent_regret"] <= eps).to_numpy()
+    if not within.size or not within[-1]:
+        return float("inf")
+    first = len(within) - int(np.argmin(within[::-1])) if not within.all() else 0
+    return float(run.sort_values("generation")["evaluations"].to_numpy()[first])
+
+
+def optimizer_table(trials: pd.DataFrame, incumbents: pd.DataFrame, eps: float) -> pd.DataFrame:
+    """One row per optimiser and mechanism (optimizers.csv)."""
+    if incumbents.empty or OPTIMIZER not in trials:
+        return pd.DataFrame()
+    key = ["population", "optimize_params", "seed", *(c for c in trials.columns if is_setting_key(c))]
+    per_run = incumbents.groupby(key, sort=False).apply(
+        lambda run: pd.Series(
+            {"evaluations_to_eps": evaluations_to_eps(run, eps), "incumbent_regret": run["incumbent_regret"].iloc[-1]}
+        ),
+        include_groups=False,
+    )
+    done = trials[trials["generations"] > 0].merge(per_run.reset_index(), on=key, how="left")
+    rows = []
+    for (optimizer, mechanism), runs in done.groupby([OPTIMIZER, MECHANISM], sort=False):
+        scanned = runs[runs["evaluations_to_eps"].notna()]
+        steps = np.sort(scanned["evaluations_to_eps"].to_numpy(dtype=float))
+        finite = steps[np.isfinite(steps)]
+        median = float(np.median(steps)) if steps.size else float("nan")
+        rows.append(
+            {
+                OPTIMIZER: optimizer,
+                "optimiser": NAMED_LEVELS["outer.optimizer"].get(optimizer, optimizer),
+                MECHANISM: mechanism,
+                "seeds": len(scanned),
+                "evaluations": int(runs["evaluations"].max()),
+                "eps": eps,
+                "evaluations_to_eps": median if np.isfinite(median) else float("nan"),
+                "evaluations_to_eps_min": float(finite.min()) if finite.size else float("nan"),
+                "evaluations_to_eps_max": float(finite.max()) if finite.size == steps.size and steps.size else float("nan"),
+                "seeds_within_eps": int(finite.size),
+                "incumbent_regret": float(scanned["incumbent_regret"].mean()),
+                "incumbent_regret_sd": _sd(scanned["incumbent_regret"]),
+                FINAL: float(runs[FINAL].mean()),
+                "final_objective_sd": _sd(runs[FINAL]),
+                "final_regret": float(runs["final_regret"].mean()) if "final_regret" in runs else float("nan"),
+                "optimizer_share": float((runs["optimizer_s"] / runs["wall_s"]).mean()),
+            }
+        )
+    order = list(NAMED_LEVELS["outer.optimizer"])
+    table = pd.DataFrame(rows)
+    return table.sort_values([MECHANISM, OPTIMIZER], key=lambda c: c.map(order.index) if c.name == OPTIMIZER else c)
+
+
+def _sd(values: pd.Series) -> float:
+    return float(values.std(ddof=1)) if values.notna().sum() > 1 else float("nan")
+
+
+def render(table: pd.DataFrame, eps: float) -> list[str]:
+    """The summary's section: the table, and how to read it."""
+    if table.empty:
+        return []
+    shown = table.assign(
+        to_eps=[_to_eps(r) for r in table.itertuples()],
+        incumbent=[f"{r.incumbent_regret:+.4f} ± {r.incumbent_regret_sd:.4f}" for r in table.itertuples()],
+        final=[f"{getattr(r, FINAL):.4f} ± {r.final_objective_sd:.4f}" for r in table.itertuples()],
+        share=[f"{100 * r.optimizer_share:.1f} %" for r in table.itertuples()],
+    )
+    columns = {
+        "optimiser": "optimiser",
+        MECHANISM: "mechanism",
+        "evaluations": "evaluations per run",
+        "to_eps": f"evaluations to within {eps:g} of the scan's best (median; fewest–most; seeds)",
+        "incumbent": "incumbent's regret at the end (mean ± SD)",
+        "final": "final objective (mean ± SD)",
+        "share": "optimiser's own share of the wall",
+    }
+    return [
+        f"## Optimisers at equal evaluations (ε = {eps:g})",
+        "",
+        "Each generation's incumbent — the rules the optimiser would return then (the ES's and CMA-ES's mean, BO's "
+        "best posterior mean, random search's best) — read off the rules scan's landscape of its seed (the grid's "
+        "values on the final seeds, linear between points), not off its own noisy best. A run counts its "
+        "evaluations until its incumbent comes within ε of the landscape's best and stays there; a run whose last "
+        "incumbent is not within ε never got there. optimizers.csv has the figures.",
+        "",
+        shown[list(columns)].rename(columns=columns).to_markdown(index=False),
+        "",
+    ]
+
+
+def _to_eps(row) -> str:
+    seeds = f"{row.seeds_within_eps} of {row.seeds} seeds within ε"
+    if np.isnan(row.evaluations_to_eps):
+        return f"median not reached ({seeds})"
+    spread = "" if np.isnan(row.evaluations_to_eps_max) else f"; {row.evaluations_to_eps_min:.0f}–{row.evaluations_to_eps_max:.0f}"
+    return f"{row.evaluations_to_eps:.0f}{spread} ({seeds})"
