@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from bilevel_tune.cli.main import main
-from bilevel_tune.core import outer
 from bilevel_tune.core import metrics as M
+from bilevel_tune.core import outer
 from bilevel_tune.inner import InnerLoopConfig
 from bilevel_tune.inner.analytic import AnalyticLoop
 from bilevel_tune.planning import calibration

@@ -52,8 +52,9 @@ def incumbent_table(generations: pd.DataFrame, scans: pd.DataFrame) -> pd.DataFr
         names = params.split(",")
         column = LANDSCAPE if scan[LANDSCAPE].notna().all() else M.OBJECTIVE
         value = _landscape(scan, names, column)
-        runs = runs.sort_values("generation").assign(
-            incumbent_value=lambda r: value(r[[M.MEAN_RULE + n for n in names]].to_numpy(dtype=float)),
+        runs = runs.sort_values("generation")
+        runs = runs.assign(
+            incumbent_value=value(runs[[M.MEAN_RULE + n for n in names]].to_numpy(dtype=float)),
             landscape_best=float(scan[column].max()),
         )
         parts.append(runs.assign(incumbent_regret=runs["landscape_best"] - runs["incumbent_value"]))

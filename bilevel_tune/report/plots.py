@@ -26,9 +26,9 @@ import numpy as np
 import pandas as pd
 
 from bilevel_tune.core import metrics as M
+from bilevel_tune.report import optimizers
 from bilevel_tune.report.answers import finals_by_group
 from bilevel_tune.report.ceiling import BOUND_TOL
-from bilevel_tune.report import optimizers
 from bilevel_tune.report.columns import BEST, GENERATION_BEST, MECHANISM, OPTIMIZER
 from bilevel_tune.report.grids import grid_table
 from bilevel_tune.report.run_summary import Summary, summarise
