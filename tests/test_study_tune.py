@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from bilevel_tune.cli.main import main
@@ -228,3 +229,20 @@ def test_an_unconfirmed_learner_stop_replaces_the_actor_every_generation(ray_clu
     ((rows, final),) = trial_records(tmp_path / "run").values()
     assert len({r[M.PID] for r in rows}) == 2, "each generation must run in a fresh actor"
     assert final is not None
+
+
+def test_the_optimizers_study_runs_every_optimiser_under_tune_and_counts_evaluations_to_eps(ray_cluster, tmp_path):
+    """The issue's quick run, cut to one mechanism and one seed: es, cma, bo and random, each trial to its end, and
+    the summary's comparison at equal evaluations (optimizers.csv, its figure)."""
+    args = study_args(tmp_path, "--quick", study="optimizers", optimize_params="min_demand_frac", seed=42, **ANALYTIC)
+    assert main(args) == 0
+    run = tmp_path / "run"
+    trials = pd.read_csv(run / "trials.csv")
+    assert sorted(trials["optimizer"]) == ["bo", "cma", "es", "random"]
+    assert (trials["status"] == "complete").all() and (trials["evaluations"] == 12).all()
+    assert (trials["optimizer_s"] > 0).all()
+    table = pd.read_csv(run / "optimizers.csv")
+    assert list(table["optimizer"]) == ["es", "cma", "bo", "random"] and "evaluations_to_eps" in table
+    assert (table["seeds"] == 1).all() and table["incumbent_regret"].notna().all()
+    assert "## Optimisers at equal evaluations (ε = 0.01)" in (run / "summary.md").read_text()
+    assert (run / "plots" / "optimizers.png").is_file()

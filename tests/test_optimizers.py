@@ -1,0 +1,143 @@
+"""The outer optimisers of docs/es.md through their one ask/tell contract (core/outer.py), and what a study checks of
+them; the Tune run of the optimizers study is in test_study_tune.py."""
+
+import dataclasses
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bilevel_tune.base.sections import BOSettings, CMASettings, ESSettings
+from bilevel_tune.core import es, outer
+from bilevel_tune.core import metrics as M
+from bilevel_tune.report import optimizers as report
+from bilevel_tune.study_data.definition import Study, StudyError, load_study
+
+TARGET = np.array([0.3, 0.7])
+SETTINGS = {"es": ESSettings(), "cma": CMASettings(), "bo": BOSettings(initial=4, raw_samples=64, restarts=2),
+            "random": None}  # fmt: skip
+GENERATIONS = {"es": 30, "cma": 30, "bo": 4, "random": 30}  # BO fits a GP each generation: fewer
+
+
+def quadratic(candidates):
+    return -((np.asarray(candidates) - TARGET[: np.shape(candidates)[1]]) ** 2).sum(axis=1)
+
+
+def run(name, dim=2, seed=42, population=4, generations=None, objective=quadratic, state=None):
+    optimizer = outer.load(name)
+    state = state or optimizer.init(SETTINGS[name], population, dim, seed)
+    trajectory = []
+    for _ in range(generations or GENERATIONS[name]):
+        candidates = optimizer.ask(state)
+        state, metrics = optimizer.tell(state, candidates, objective(candidates))
+        trajectory.append((candidates, metrics))
+    return state, trajectory
+
+
+@pytest.mark.parametrize("name", list(outer.OPTIMIZERS))
+def test_each_optimiser_asks_in_the_box_the_same_for_the_same_seed_and_moves_towards_the_optimum(name):
+    state, trajectory = run(name)
+    again, trajectory_again = run(name)
+    other, _ = run(name, seed=7)
+    assert all(np.array_equal(a, b) for (a, _), (b, _) in zip(trajectory, trajectory_again))
+    assert state.best_candidate == again.best_candidate and other.best_candidate != state.best_candidate
+    for candidates, metrics in trajectory:
+        assert candidates.shape == (4, 2) and np.all((candidates >= 0) & (candidates <= 1))
+        assert set(metrics) >= {M.GENERATION, M.MEAN, M.BEST_OBJECTIVE, M.BEST_CANDIDATE, M.FAILED, M.ALL_FAILED}
+    bests = [m[M.BEST_OBJECTIVE] for _, m in trajectory]
+    assert bests == sorted(bests) and bests[-1] > quadratic(np.full((1, 2), 0.5))[0]
+    assert np.linalg.norm(np.asarray(state.incumbent) - TARGET) < 0.25
+
+
+@pytest.mark.parametrize("name", list(outer.OPTIMIZERS))
+def test_a_state_restored_from_its_checkpoint_asks_what_the_uninterrupted_run_asks(name):
+    """Tune keeps `to_dict` as JSON; a resumed trial continues from `from_dict` (CMA-ES rebuilt from its history)."""
+    optimizer = outer.load(name)
+    half = GENERATIONS[name] // 2
+    whole, _ = run(name)
+    state, _ = run(name, generations=half)
+    if name == "cma":
+        from bilevel_tune.core import cma_search
+
+        cma_search._LIVE.clear()  # a new process: no live CMA object at hand
+    restored = optimizer.from_dict(json.loads(json.dumps(state.to_dict())))
+    assert np.array_equal(optimizer.ask(restored), optimizer.ask(state))
+    resumed, _ = run(name, generations=GENERATIONS[name] - half, state=restored)
+    assert resumed == whole
+
+
+def test_the_es_through_the_contract_is_the_es_bit_for_bit():
+    state, trajectory = run("es", population=16, generations=20)
+    direct = es.init(es.ESConfig(population=16, **dataclasses.asdict(ESSettings())), 2, 42)
+    for candidates, _ in trajectory:
+        assert np.array_equal(es.ask(direct), candidates)
+        direct, _ = es.tell(direct, candidates, quadratic(candidates))
+    assert direct == state
+
+
+@pytest.mark.parametrize("name", ["cma", "bo", "random"])
+def test_a_failed_candidate_is_counted_ranks_worst_and_never_becomes_the_best(name):
+    def failing(candidates):
+        f = quadratic(candidates)
+        f[0] = np.nan  # the first of each generation fails
+        return f
+
+    state, trajectory = run(name, generations=6, objective=failing)
+    assert state.failed_total == 6 and all(m[M.FAILED] == 1 for _, m in trajectory)
+    assert all(not np.array_equal(state.best_candidate, c[0]) for c, _ in trajectory)
+    nothing, (_, metrics) = run(name, generations=1, objective=lambda c: np.full(len(c), np.nan))[0], run(
+        name, generations=1, objective=lambda c: np.full(len(c), np.nan)
+    )[1][0]
+    assert metrics[M.ALL_FAILED] and nothing.best_candidate is None and nothing.generation == 1
+
+
+def test_cma_searches_a_one_rule_mechanism():
+    state, trajectory = run("cma", dim=1, generations=40)
+    assert all(c.shape == (4, 1) for c, _ in trajectory)
+    assert abs(state.incumbent[0] - 0.3) < 0.02
+
+
+def test_the_optimizer_is_a_setting_and_an_axis_and_the_study_checks_what_each_can_run():
+    weekend = load_study("weekend")
+    assert weekend.outer.optimizer == "es" and weekend.optimizers == ("es",)
+    crossed = weekend.with_overrides(populations=[4], outer_iters=3, grid={"optimizer": "es,cma,bo,random"})
+    assert crossed.optimizers == ("es", "cma", "bo", "random") and len(crossed.cells()) == 2 * 2 * 4
+    assert {dict(c.extra)["outer.optimizer"] for c in crossed.cells()} == {"es", "cma", "bo", "random"}
+    assert weekend.with_overrides(populations=[4], outer_iters=3, settings={"optimizer": "bo"}).outer.optimizer == "bo"
+    cases = {
+        "optimizer 'cma' needs population ≥ 2, not 1": {"settings": {"optimizer": "cma"}},
+        "outer.optimizer='nope' must be one of es, cma, bo, random": {"settings": {"optimizer": "nope"}},
+        "bo.initial=3 is a setting of optimizer 'bo', and this study runs es": {"settings": {"bo.initial": "3"}},
+        "budget.evaluations=0 must be an integer ≥ 1": {"settings": {"budget.evaluations": "0"}},
+        "budget.evaluations=10 must be a multiple of population 16": {"settings": {"budget.evaluations": "10"}},
+        "fits an exact GP to every evaluation, so a run makes at most 600 of them, not 4,800": {
+            "populations": [16], "settings": {"optimizer": "bo"}},
+    }  # fmt: skip
+    for message, changes in cases.items():
+        with pytest.raises(StudyError, match=message.replace("(", r"\(")):
+            weekend.with_overrides(**changes)
+
+
+def test_a_study_file_names_its_optimizer_at_the_top_or_in_outer_and_budgets_evaluations():
+    study = Study.parse(
+        {"name": "t", "optimizer": "random", "budget": {"evaluations": 8},
+         "grid": {"population": [4], "optimize_params": [["min_demand_frac"]], "seed": [1]}}
+    )  # fmt: skip
+    assert study.outer.optimizer == "random" and study.cells()[0].generations == 2
+    with pytest.raises(StudyError, match="optimizer is given twice"):
+        Study.parse({"name": "t", "optimizer": "bo", "outer": {"optimizer": "es"}, "budget": {"generations": 2},
+                     "grid": {"population": [4], "optimize_params": [["min_demand_frac"]], "seed": [1]}})  # fmt: skip
+    quick = load_study("optimizers").with_budget("quick")
+    assert {c.generations for c in quick.cells()} == {3} and quick.optimizers == ("es", "cma", "bo", "random")
+
+
+def test_evaluations_to_eps_counts_until_the_incumbent_stays_within_eps():
+    def reached(regrets):
+        run = pd.DataFrame({"generation": range(len(regrets)), "evaluations": [4 * (g + 1) for g in range(len(regrets))],
+                            "incumbent_regret": regrets})  # fmt: skip
+        return report.evaluations_to_eps(run, 0.01)
+
+    assert reached([0.05, 0.005, 0.02, 0.004, 0.001]) == 16  # within at generation 1, out again, back for good at 3
+    assert reached([0.0, 0.0]) == 4
+    assert reached([0.0, 0.05]) == float("inf")
