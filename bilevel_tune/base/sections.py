@@ -86,8 +86,8 @@ class BOSettings(_Checked):
 
     initial: int = knob(8, "evaluations drawn uniformly over the box before the GP is first fitted", low=1,
                         inner=False)  # fmt: skip
-    raw_samples: int = knob(256, "random points that seed the acquisition's optimisation", low=1, inner=False)
-    restarts: int = knob(4, "starts of the acquisition's optimisation (L-BFGS-B) from the best raw samples", low=1,
+    raw_samples: int = knob(128, "random points that seed the acquisition's optimisation", low=1, inner=False)
+    restarts: int = knob(2, "starts of the acquisition's optimisation (L-BFGS-B) from the best raw samples", low=1,
                          inner=False)  # fmt: skip
     mc_samples: int = knob(128, "quasi-Monte-Carlo samples of the posterior in the acquisition", low=1, inner=False)
 

@@ -1,1 +1,1 @@
-"""The numpy core of the search: the ES (`es`), what a season scores (`objective`), metric names (`metrics`), a rules scan's grid (`scan`). No Ray."""
+"""The numpy core of the search: the outer optimisers' contract and registry (`outer`) and the optimisers — the ES (`es`), CMA-ES (`cma_search`), Bayesian optimisation (`bayes_opt`), random search (`random_search`) —, metric names (`metrics`), a rules scan's grid (`scan`). No Ray."""
