@@ -156,7 +156,32 @@ def render(table: pd.DataFrame, eps: float) -> list[str]:
         "",
         shown[list(columns)].rename(columns=columns).to_markdown(index=False),
         "",
+        *soonest(table),
     ]
+
+
+def soonest(table: pd.DataFrame) -> list[str]:
+    """Per mechanism, one line: the optimiser whose incumbent comes within ε soonest (the median over seeds), and
+    the evaluations that saves against the ES's."""
+    lines = []
+    for mechanism, rows in table.groupby(MECHANISM, sort=False):
+        reached = rows[rows["evaluations_to_eps"].notna()]
+        if reached.empty:
+            lines.append(f"- {mechanism}: no optimiser's median run came within ε of the scan's best in its budget.")
+            continue
+        best = reached.loc[reached["evaluations_to_eps"].idxmin()]
+        tied = " and ".join(reached[reached["evaluations_to_eps"] == best["evaluations_to_eps"]]["optimiser"])
+        line = f"- {mechanism}: soonest within ε, {tied} at {best['evaluations_to_eps']:.0f} evaluations"
+        es = rows[rows[OPTIMIZER] == "es"]
+        if "ES" not in tied.split(" and ") and not es.empty:
+            es_steps = es["evaluations_to_eps"].iloc[0]
+            line += (
+                f", against the ES's {es_steps:.0f}: {es_steps - best['evaluations_to_eps']:.0f} fewer farm trainings"
+                if np.isfinite(es_steps)
+                else f"; the ES's median run did not get there in {int(es['evaluations'].iloc[0])}"
+            )
+        lines.append(line + " (medians over seeds).")
+    return lines + ([""] if lines else [])
 
 
 def _to_eps(row) -> str:

@@ -9,7 +9,8 @@ between two markers, the folder named relative to the repository root:
 
 and the findings of its Robustness section (`## Robustness`, the held-out learners': its lines in words, the
 status quo and whether each winner holds, without its tables) the same way, between
-`<!-- robustness: FOLDER -->` and `<!-- /robustness -->`.
+`<!-- robustness: FOLDER -->` and `<!-- /robustness -->`; and the outer optimisers compared at equal evaluations
+(`## Optimisers at equal evaluations`, whole) between `<!-- optimizers: FOLDER -->` and `<!-- /optimizers -->`.
 
 `refresh(page)` rewrites every such block from the folder's summary.md; `stale(page)` names the blocks that
 differ (a test holds README.md to it).
@@ -27,7 +28,7 @@ from bilevel_tune.report.run_record import section_block
 from bilevel_tune.study_data.run_folder import SUMMARY_MARKDOWN
 
 QUOTE = re.compile(
-    r"(?P<open><!-- (?P<kind>answers|robustness): (?P<folder>\S+) -->)(?P<block>.*?)(?P<close><!-- /(?P=kind) -->)",
+    r"(?P<open><!-- (?P<kind>answers|robustness|optimizers): (?P<folder>\S+) -->)(?P<block>.*?)(?P<close><!-- /(?P=kind) -->)",
     re.S,
 )
 
@@ -38,6 +39,8 @@ def _source(root: Path, match: re.Match) -> str:
         return ""
     if match["kind"] == "answers":
         return section_block(summary.read_text(), "Answers")
+    if match["kind"] == "optimizers":
+        return section_block(summary.read_text(), "Optimisers at equal evaluations")
     findings = section_block(summary.read_text(), "Robustness").splitlines()
     return "\n".join(line for line in findings if line.startswith("- "))
 
