@@ -5,8 +5,8 @@ costs, so the share of a run the optimiser takes can be read at a study's budget
     python benchmarks/optimizers.py [--evaluations 200] [--population 4] [--dims 1 2] [--inner-seconds S]
 
 `--inner-seconds`: one generation's inner-loop wall (train and evaluate `population` candidates); by default the
-median sec_per_gen less the optimiser's seconds of the optimizers-appo run's trials.csv where it is shipped, else of
-weekend-appo's population-16 runs scaled to the population (stated in the output). Prints one row per optimiser
+median wall a generation less the optimiser's seconds of the optimizers-appo run's trials.csv where it is shipped,
+else weekend-appo's median sec_per_gen at populations 1 and 16 (one shard each), linear between (stated). Prints one row per optimiser
 and dimensionality: its seconds per generation at the first, middle and last generation, its total, and that total
 as a share of a run with the inner loop's seconds added.
 """
@@ -60,9 +60,13 @@ def inner_seconds(population: int) -> tuple[float, str]:
         trials = pd.read_csv(shipped)
         per_generation = trials["wall_s"] / trials["generations"] - trials["optimizer_s"] / trials["generations"]
         return float(per_generation.median()), "optimizers-appo's trials (median wall per generation, less BO's own)"
-    trials = pd.read_csv(RESULTS / "weekend-appo" / "trials.csv")
-    sixteen = float(trials[trials["population"] == 16]["median_sec_per_gen"].median())
-    return sixteen * population / 16, f"weekend-appo's population-16 median sec_per_gen {sixteen:.1f} s × {population}/16"
+    trials = pd.read_csv(RESULTS / "weekend-appo" / "trials.csv")  # one shard a trial: all its candidates in one
+    one, sixteen = (float(trials[trials["population"] == n]["median_sec_per_gen"].median()) for n in (1, 16))
+    seconds = one + (sixteen - one) * (population - 1) / 15  # linear in the candidates a shard trains together
+    return seconds, (
+        f"weekend-appo's median sec_per_gen, {one:.1f} s at population 1 and {sixteen:.1f} s at 16 on one shard, "
+        f"linear between"
+    )
 
 
 def main() -> None:
