@@ -36,6 +36,7 @@ from bilevel_tune.study_data.run_folder import (
     CELLS_CSV,
     GRID_CSV,
     HELDOUT_CSV,
+    OPTIMIZERS_CSV,
     PLOTS_DIR,
     REEVALUATIONS,
     ROBUSTNESS_CSV,
@@ -54,7 +55,7 @@ from bilevel_tune.study_data.run_folder import (
 RUN_MD = "run.md"  # a shipped result's record: how it was run, what it answers
 SHIPPED = (
     STUDY_FILE, SUMMARY_MARKDOWN, ANSWERS_CSV, CEILING_CSV, TRIALS_CSV, GENERATIONS_CSV, CELLS_CSV, GRID_CSV, SCAN_CSV,
-    VERDICTS_FILE, HELDOUT_CSV, ROBUSTNESS_CSV,
+    VERDICTS_FILE, HELDOUT_CSV, ROBUSTNESS_CSV, OPTIMIZERS_CSV,
 )  # fmt: skip
 
 
