@@ -3,6 +3,7 @@ noisy quadratic in the unit box — BO's GP fit and acquisition above all — be
 costs, so the share of a run the optimiser takes can be read at a study's budget.
 
     python benchmarks/optimizers.py [--evaluations 200] [--population 4] [--dims 1 2] [--inner-seconds S]
+    python benchmarks/optimizers.py --bo-limit      # one BO generation's seconds at 200, 400 and 600 evaluations
 
 `--inner-seconds`: one generation's inner-loop wall (train and evaluate `population` candidates); by default the
 median wall a generation less the optimiser's seconds of the optimizers-appo run's trials.csv where it is shipped,
@@ -69,13 +70,30 @@ def inner_seconds(population: int) -> tuple[float, str]:
     )
 
 
+def bo_at_its_limit(dims: int = 2, population: int = 4) -> None:
+    """One BO generation (the GP fit and qLogNEI) at 200, 400 and its limit of 600 evaluations."""
+    from bilevel_tune.core import bayes_opt
+
+    rng = np.random.default_rng(0)
+    settings = outer.SearchState("bo", population, dims, 42, settings=vars(BOSettings()).copy())
+    for n in (200, 400, bayes_opt.MAX_EVALUATIONS):
+        x = rng.random((n, dims))
+        bayes_opt._acquire(x[:20], noisy_quadratic(rng)(x[:20]), settings, 1)  # imports and first-call costs
+        start = time.perf_counter()
+        bayes_opt._acquire(x, noisy_quadratic(rng)(x), settings, 2)
+        print(f"bo, {dims}-D, {n} evaluations so far: one generation's fit and acquisition {time.perf_counter() - start:.2f} s")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--evaluations", type=int, default=200)
     parser.add_argument("--population", type=int, default=4)
     parser.add_argument("--dims", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--inner-seconds", type=float, default=None)
+    parser.add_argument("--bo-limit", action="store_true", help="BO's seconds a generation up to its limit")
     args = parser.parse_args()
+    if args.bo_limit:
+        return bo_at_its_limit()
     inner, source = (args.inner_seconds, "--inner-seconds") if args.inner_seconds else inner_seconds(args.population)
     generations = args.evaluations // args.population
     print(f"{args.evaluations} evaluations a run = {generations} generations of {args.population}; inner loop "
