@@ -25,8 +25,12 @@ import pandas as pd
 
 from bilevel_tune.core import metrics as M
 from bilevel_tune.core.scan import spacing_label
+from bilevel_tune.report.columns import OPTIMIZER
 from bilevel_tune.study_data.run_folder import num
 from bilevel_tune.study_data.settings import is_setting_key
+from bilevel_tune.verdicts.family import NAMED_LEVELS
+
+OPTIMIZER_KEY = "outer.optimizer"
 
 KEY = ["optimize_params", "seed"]  # what a trial shares with its scan, with the inner loop's further axes
 
@@ -149,22 +153,28 @@ def search_vs_grid(trials: pd.DataFrame, bests: pd.DataFrame) -> dict[str, Any] 
         part = (
             f"{scans['mechanism'].iloc[0]} grid {int(scans['points'].iloc[0])} points → {scans['scan_best'].mean():.4f}"
         )
-        for population, group in runs.groupby("population"):
+        by = ["population", *([OPTIMIZER] if runs.get(OPTIMIZER, pd.Series(dtype=str)).nunique() > 1 else [])]
+        for values, group in runs.groupby(by, sort=False):
+            population, optimizer = (values[0], values[1]) if len(by) == 2 else (values[0], None)
             evaluations = int((group["generations"] * population).mean())
             regret = float(group["regret"].mean())
-            part += f"; pop {population}: {evaluations} → {group['best_objective'].mean():.4f} (regret {regret:+.4f})"
+            who = f"pop {population}" + (f" {NAMED_LEVELS[OPTIMIZER_KEY].get(optimizer, optimizer)}" if optimizer else "")
+            part += f"; {who}: {evaluations} → {group['best_objective'].mean():.4f} (regret {regret:+.4f})"
             cells.append(
                 {
                     "dims": int(dims),
                     "optimize_params": params,
                     "population": int(population),
+                    **({OPTIMIZER: optimizer} if optimizer else {}),
                     "evaluations": evaluations,
                     "regret": regret,
                 }
             )
         parts.append(f"{part} (seeds {seeds})")
+    only_es = OPTIMIZER not in done or set(done[OPTIMIZER]) <= {"es"}
+    searcher = "ES " if only_es else ""  # a study before other optimisers reads as it did
     sentence = (
-        "search vs grid (inner-loop evaluations, ES generations × population against grid points, "
+        f"search vs grid (inner-loop evaluations, {searcher}generations × population against grid points, "
         "→ best objective, means over the scanned seeds): " + "; ".join(parts) + "."
     )
     return {"verdict": "search vs grid", "cells": cells, "sentence": sentence}
