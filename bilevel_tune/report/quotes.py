@@ -9,8 +9,9 @@ between two markers, the folder named relative to the repository root:
 
 and the findings of its Robustness section (`## Robustness`, the held-out learners': its lines in words, the
 status quo and whether each winner holds, without its tables) the same way, between
-`<!-- robustness: FOLDER -->` and `<!-- /robustness -->`; and the outer optimisers compared at equal evaluations
-(`## Optimisers at equal evaluations`, whole) between `<!-- optimizers: FOLDER -->` and `<!-- /optimizers -->`.
+`<!-- robustness: FOLDER -->` and `<!-- /robustness -->`; and the findings of its outer optimisers compared at
+equal evaluations (`## Optimisers at equal evaluations`: which one comes within ε soonest, per mechanism) between
+`<!-- optimizers: FOLDER -->` and `<!-- /optimizers -->`.
 
 `refresh(page)` rewrites every such block from the folder's summary.md; `stale(page)` names the blocks that
 differ (a test holds README.md to it).
@@ -39,9 +40,8 @@ def _source(root: Path, match: re.Match) -> str:
         return ""
     if match["kind"] == "answers":
         return section_block(summary.read_text(), "Answers")
-    if match["kind"] == "optimizers":
-        return section_block(summary.read_text(), "Optimisers at equal evaluations")
-    findings = section_block(summary.read_text(), "Robustness").splitlines()
+    heading = "Optimisers at equal evaluations" if match["kind"] == "optimizers" else "Robustness"
+    findings = section_block(summary.read_text(), heading).splitlines()
     return "\n".join(line for line in findings if line.startswith("- "))
 
 
