@@ -141,3 +141,26 @@ def test_evaluations_to_eps_counts_until_the_incumbent_stays_within_eps():
     assert reached([0.05, 0.005, 0.02, 0.004, 0.001]) == 16  # within at generation 1, out again, back for good at 3
     assert reached([0.0, 0.0]) == 4
     assert reached([0.0, 0.05]) == float("inf")
+
+
+def test_a_users_optimiser_is_named_as_module_and_class_like_a_world_or_a_loop():
+    user = "tests.user_optimizers:ShrinkingBox"
+    study = load_study("weekend").with_overrides(populations=[4], outer_iters=3, settings={"optimizer": user})
+    optimizer, settings = outer.chosen(study)
+    assert study.optimizers == (user,) and settings is None and type(optimizer).__name__ == "ShrinkingBox"
+    state = optimizer.init(settings, 4, 2, 42)
+    for _ in range(12):
+        candidates = optimizer.ask(state)
+        state, _ = optimizer.tell(state, candidates, quadratic(candidates))
+    assert np.linalg.norm(np.asarray(state.incumbent) - TARGET) < 0.05
+    crossed = study.with_overrides(grid={"optimizer": f"es,{user}"})
+    from bilevel_tune.study_data.run_folder import trial_name
+
+    assert {trial_name(crossed, c).rsplit("_", 1)[1] for c in crossed.cells()} == {"es", "ShrinkingBox"}
+    for spec, message in {
+        "tests.user_optimizers:NotAnOptimiser": "is not an outer optimiser: subclass bilevel_tune.core.outer",
+        "tests.user_optimizers:Nowhere": "optimizer 'tests.user_optimizers:Nowhere' cannot be imported",
+        "nope": "outer.optimizer='nope' must be one of es, cma, bo, random, or module:Class",
+    }.items():
+        with pytest.raises(StudyError, match=message):
+            study.with_overrides(settings={"optimizer": spec})

@@ -45,6 +45,7 @@ class Knob:
     words: bool = False  # a list of names (a tuple of strings), not of numbers
     unset: str = ""  # what the setting means when left unset (its default None); "" when it must have a value
     integer: bool = False  # an optional setting (default None) whose value is an integer
+    plugin: bool = False  # a choice that also takes a class of the user's, named `module:Class`
 
 
 def knob(default: Any, doc: str, **range_and_flags: Any) -> Any:
@@ -101,7 +102,7 @@ class Setting(Knob):
     def allowed(self) -> str:
         """The range, as the error line and the docs state it."""
         if self.kind == "choice":
-            return "one of " + ", ".join(self.choices)
+            return "one of " + ", ".join(self.choices) + (", or module:Class" if self.plugin else "")
         if self.kind == "bool":
             return "true or false"
         if self.kind == "layers":
@@ -166,7 +167,8 @@ class Setting(Knob):
 
     def _typed(self, value: Any) -> tuple[bool, Any]:
         if self.kind == "choice":
-            return value in self.choices, value
+            named = self.plugin and isinstance(value, str) and value.count(":") == 1 and all(value.split(":"))
+            return value in self.choices or named, value
         if self.kind == "bool":
             return isinstance(value, bool), value
         if self.kind == "layers":

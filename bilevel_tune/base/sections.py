@@ -68,7 +68,8 @@ class OuterSettings(_Checked):
 
     optimizer: str = knob(
         "es", "the outer optimiser: es (the Evolution Strategy, [es]), cma (CMA-ES, [cma]), bo (Bayesian "
-        "optimisation, [bo]) or random (uniform over the box)", choices=OPTIMIZER_NAMES, inner=False,
+        "optimisation, [bo]), random (uniform over the box), or a class of yours (core.outer.OuterOptimizer)",
+        choices=OPTIMIZER_NAMES, plugin=True, inner=False,
     )  # fmt: skip
 
 

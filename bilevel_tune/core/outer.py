@@ -82,8 +82,16 @@ class PendingSearch(OuterOptimizer):
 
 
 def load(name: str) -> OuterOptimizer:
-    """The outer optimiser a study names (`[outer] optimizer`)."""
-    return import_class(name, OPTIMIZERS, StudyError, what="optimizer ")()
+    """The outer optimiser a study names (`[outer] optimizer`): a built-in one, or a user's `module:Class`, a
+    subclass of `OuterOptimizer` (one with settings of its own reads none from the study file: `section` None)."""
+    cls = import_class(name, OPTIMIZERS, StudyError, what="optimizer ")
+    if not (isinstance(cls, type) and issubclass(cls, OuterOptimizer)):
+        raise StudyError(f"optimizer {name!r} is not an outer optimiser: subclass bilevel_tune.core.outer.OuterOptimizer")
+    if name not in OPTIMIZERS and cls.section is not None:
+        raise StudyError(f"optimizer {name!r}: a user's optimiser has no study-file section; set its section = None")
+    optimizer = cls()
+    optimizer.name = optimizer.name or name  # its checkpoint key and records name it as the study does
+    return optimizer
 
 
 # -- what every optimiser but the ES keeps: its evaluations so far, the candidates it asks next -----------------

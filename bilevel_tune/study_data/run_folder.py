@@ -129,7 +129,10 @@ def trial_name(study, cell: Mapping[str, Any] | Cell) -> str:
     ceiling_pop16_2d-floor-risk_seed7. `study`: the `definition.Study`."""
     first, params, seed, extra = cell.key if isinstance(cell, Cell) else Cell.key_of(cell)
     kind = SCAN if first == SCAN else f"pop{first}"
-    axes = "".join(f"_{'' if key in NAMED_BY_VALUE else short_name(key)}{plain(value, '-')}" for key, value in extra)
+    axes = "".join(
+        f"_{value.rpartition(':')[2]}" if key in NAMED_BY_VALUE else f"_{short_name(key)}{plain(value, '-')}"
+        for key, value in extra
+    )  # a user's optimiser by its class's name
     return f"{study.name}_{kind}_{study.mechanisms.name(params)}_seed{seed}{axes}"
 
 

@@ -18,8 +18,6 @@ from bilevel_tune.core.scan import MIN_POINTS
 from bilevel_tune.inner import InnerLoopError, check_loop_spec
 from bilevel_tune.study_data.settings import OUTER_SECTIONS, SettingsTable, plain
 
-OPTIMIZERS = list(outer.OPTIMIZERS)
-
 __all__ = ["StudyError"]  # declared where a setting is checked: a setting's error is a study's
 
 
@@ -115,10 +113,14 @@ def check_study(study):
     return study
 
 
+def _built_in_first(name: str) -> tuple[int, str]:
+    return (list(outer.OPTIMIZERS).index(name), "") if name in outer.OPTIMIZERS else (len(outer.OPTIMIZERS), name)
+
+
 def check_optimizers(study) -> None:
     """Every trial's optimiser can run its cells (CMA-ES a population ≥ 2, BO a bounded budget), and no optimiser's
     settings are changed in a study that runs none of its trials."""
-    names = sorted({values["outer.optimizer"] for values in study.trial_values()}, key=OPTIMIZERS.index)
+    names = sorted({values["outer.optimizer"] for values in study.trial_values()}, key=_built_in_first)
     for name in names:
         optimizer = outer.load(name)
         for population in study.populations:
