@@ -28,6 +28,7 @@ MAX_EVALUATIONS = 600  # the exact GP's n: its fit and qLogNEI stay seconds per 
 
 class BayesianOptimisation(PendingSearch):
     name, section, max_evaluations = "bo", "bo", MAX_EVALUATIONS
+    max_evaluations_why = "fits an exact GP to every evaluation"
 
     def init(self, settings, population: int, dim: int, seed: int) -> SearchState:
         first = uniform(seed, 0, (population, dim))

@@ -47,6 +47,7 @@ class OuterOptimizer:
     section: str | None = None  # its settings' study-file section ([es], [cma], [bo]); None: it has none
     min_population: int = 1
     max_evaluations: int | None = None  # a run's evaluations it is meant for at most; None: any number
+    max_evaluations_why: str = ""  # why, as the refusal says it
 
     def init(self, settings, population: int, dim: int, seed: int):
         raise NotImplementedError
@@ -66,7 +67,7 @@ class OuterOptimizer:
             raise StudyError(f"{where}: optimizer {self.name!r} needs population ≥ {self.min_population}, not {population}")
         if self.max_evaluations is not None and evaluations > self.max_evaluations:
             raise StudyError(
-                f"{where}: optimizer {self.name!r} fits an exact GP to every evaluation, so a run makes at most "
+                f"{where}: optimizer {self.name!r} {self.max_evaluations_why}, so a run makes at most "
                 f"{self.max_evaluations:,} of them, not {evaluations:,} (fewer generations, or budget.evaluations)"
             )
 
@@ -138,7 +139,7 @@ class SearchState:
         return xs, ys
 
     def to_dict(self) -> dict[str, Any]:
-        return json_ready(dataclasses.asdict(self))
+        return dataclasses.asdict(self)  # JSON as it stands: failed objectives are kept as None, tuples write as lists
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "SearchState":
@@ -153,17 +154,6 @@ class SearchState:
 def rows(values) -> tuple[tuple[float, ...], ...]:
     """Candidates as the state keeps them: a tuple of rows of Python floats (exact through JSON)."""
     return tuple(tuple(float(v) for v in row) for row in np.atleast_2d(np.asarray(values, dtype=float)))
-
-
-def json_ready(value):
-    """Tuples as lists and non-finite floats as None, for a JSON checkpoint."""
-    if isinstance(value, dict):
-        return {k: json_ready(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_ready(v) for v in value]
-    if isinstance(value, float) and not np.isfinite(value):
-        return None
-    return value
 
 
 def checked(state: SearchState, candidates, objectives) -> tuple[np.ndarray, np.ndarray]:

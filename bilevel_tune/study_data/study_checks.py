@@ -126,9 +126,8 @@ def check_optimizers(study) -> None:
         for population in study.populations:
             evaluations = study.budget.generations_for(population) * population
             optimizer.check(population, evaluations, f"population {population}")
-    runs = ", ".join(names)
+    runs, axes = ", ".join(names), dict(study.axes)
     for section in (s for s in OUTER_SECTIONS if s != "outer" and s not in names):
-        axes = dict(study.axes)
         for spec in (s for s in study.table.settings if s.section == section):
             if spec.key in axes or study.get(spec.key) != spec.default:
                 value = axes.get(spec.key, study.get(spec.key))

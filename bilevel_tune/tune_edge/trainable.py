@@ -129,12 +129,11 @@ def generation_metrics(
     return out
 
 
-def report(metrics: dict[str, Any], state: Any | None, extra: dict | None = None) -> None:
-    """tune.report with the trial's state (the optimiser's, under `<name>_state`, or a scan's next pass) as
-    checkpoint; Tune copies it first."""
+def report(metrics: dict[str, Any], saved: dict[str, Any]) -> None:
+    """tune.report with what the trial needs to continue (the optimiser's state under `state_key`, or a scan's next
+    pass) as checkpoint; Tune copies it first."""
     with tempfile.TemporaryDirectory(prefix="trial-ckpt-") as directory:
-        data = {**({state_key(state): state.to_dict()} if state is not None else {}), **(extra or {})}
-        Path(directory, STATE_FILE).write_text(json.dumps(data))
+        Path(directory, STATE_FILE).write_text(json.dumps(saved))
         tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(directory))
 
 
@@ -147,17 +146,17 @@ def checkpointed() -> dict:
         return json.loads(Path(directory, STATE_FILE).read_text())
 
 
-def state_key(state) -> str:
+def state_key(optimizer: outer.OuterOptimizer) -> str:
     """Where a checkpoint keeps the optimiser's state: `es_state` (as every run before other optimisers),
     `cma_state`, …"""
-    return f"{getattr(state, 'optimizer', 'es')}_state"
+    return f"{optimizer.name}_state"
 
 
 def restore(study: Study, cell: Cell) -> tuple[outer.OuterOptimizer, Any, dict]:
     """The trial's optimiser, and its state: from the last checkpoint, else a fresh one; with the checkpoint's rest."""
     optimizer, settings = outer.chosen(study)
     data = checkpointed()
-    key = f"{optimizer.name}_state"
+    key = state_key(optimizer)
     if key not in data:
         return optimizer, optimizer.init(settings, cell.population, cell.dims, cell.seed), data
     return optimizer, optimizer.from_dict(data.pop(key)), data
@@ -237,8 +236,8 @@ def run_search(study: Study, cell: Cell, seeds: Seeds, record: TrialRecord, inne
     while state.generation < cell.generations:
         start = time.perf_counter()
         candidates = optimizer.ask(state)
-        rules = candidate_rules(study, params, candidates)
         asked = time.perf_counter()
+        rules = candidate_rules(study, params, candidates)
         result = inner.run(rules, seeds.generation(state.generation), seeds.evaluation)
         evaluated = time.perf_counter()
         state, es_metrics = optimizer.tell(state, candidates, result.objectives)
@@ -247,7 +246,7 @@ def run_search(study: Study, cell: Cell, seeds: Seeds, record: TrialRecord, inne
         metrics = generation_metrics(study, cell, es_metrics, candidates, result, end - start, optimizer_sec)
         record.generation(metrics, candidates, result)
         all_failed_run = all_failed_run + 1 if es_metrics[M.ALL_FAILED] else 0
-        report(metrics, state, {"all_failed_run": all_failed_run})
+        report(metrics, {state_key(optimizer): state.to_dict(), "all_failed_run": all_failed_run})
         if all_failed_run >= MAX_ALL_FAILED_IN_A_ROW:
             reason = f"every candidate failed in {all_failed_run} generations in a row; stopping this trial"
             record.final({M.STOP_REASON: reason})
@@ -260,7 +259,8 @@ def run_search(study: Study, cell: Cell, seeds: Seeds, record: TrialRecord, inne
         start = time.perf_counter()
         final = final_reevaluation(study, params, state, seeds, inner)
         record.final({**final, M.SEC_FINAL: time.perf_counter() - start})
-    report({M.OBJECTIVE: final.get(M.FINAL_BEST), M.BEST_OBJECTIVE: state.best_objective, **final}, state)
+    report({M.OBJECTIVE: final.get(M.FINAL_BEST), M.BEST_OBJECTIVE: state.best_objective, **final},
+           {state_key(optimizer): state.to_dict()})  # fmt: skip
 
 
 def run_scan(study: Study, cell: Cell, seeds: Seeds, record: TrialRecord, inner: ShardedInnerLoop) -> None:
@@ -274,9 +274,9 @@ def run_scan(study: Study, cell: Cell, seeds: Seeds, record: TrialRecord, inner:
         result = inner.run(rules, *passes[p], max_block=scan.BLOCK)
         metrics = scan_pass_metrics(p, result, record.recorded_scan_best(), time.perf_counter() - start)
         record.generation(metrics, grid, result)
-        report(metrics, None, {"scan_pass": p + 1})
+        report(metrics, {"scan_pass": p + 1})
     final = record.recorded_final() or record.final(scan_final(record, grid))
-    report({M.OBJECTIVE: final.get(M.FINAL_BEST), M.BEST_OBJECTIVE: final[M.SCAN_BEST], **_finals(final)}, None)
+    report({M.OBJECTIVE: final.get(M.FINAL_BEST), M.BEST_OBJECTIVE: final[M.SCAN_BEST], **_finals(final)}, {})
 
 
 def scan_pass_metrics(p: int, result: GenerationResult, evaluation_best: float | None, sec: float) -> dict[str, Any]:
