@@ -42,5 +42,6 @@ if [ $# -gt 0 ]; then
   (cd "runs/$run" && find . -type f ! -name .manifest ! -path '*/wandb/*' ! -path './tensorboard/*' | sed 's|^\./||' |
      sort) | comm -23 - <(sort "runs/$run/.manifest") |
     while read -r extra; do rm -f "runs/$run/$extra"; done
+  find "runs/$run" -mindepth 1 -type d -empty -delete  # the checkpoints the run had already replaced
 fi
 echo "runs/$run restored ($(find "runs/$run" -type f | wc -l) files)"
