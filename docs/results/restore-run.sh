@@ -19,10 +19,11 @@ if [ "${1:-}" = "--overlay" ]; then
   (cd "runs/$run" && find . -type f ! -name .session.lock ! -name .manifest ! -path '*/wandb/*' \
      ! -path './tensorboard/*' | sed 's|^\./||' | sort) > "runs/$run/.manifest"
   known=/tmp/restore-run-known.$$
+  # $known: each file as the restore leaves it, the last overlay's blob over the earlier ones' and the base's
   { git ls-tree -r "$base" "$path/" | awk -v p="$path/" '{sub(p, "", $4); print $3, $4}'
     for overlay in "$@"; do
       git ls-tree -r "$overlay" "runs/$run/" | awk -v p="runs/$run/" '{sub(p, "", $4); print $3, $4}'
-    done; } | sort -u > "$known"
+    done; } | awk '{ blob = $1; sub(/^[^ ]+ /, ""); last[$0] = blob } END { for (f in last) print last[f], f }' > "$known"
   while read -r file; do
     blob="$(git hash-object "runs/$run/$file")"
     grep -qxF "$blob $file" "$known" || echo "runs/$run/$file"
