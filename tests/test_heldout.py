@@ -232,7 +232,10 @@ def test_a_shipped_result_is_re_evaluated_from_its_tables(ray_cluster, tmp_path,
     shipped = tmp_path / "fishery-analytic"
     shutil.copytree(REPO / "docs" / "results" / "fishery-analytic", shipped)
     before = pd.read_csv(shipped / "heldout.csv")  # shipped re-evaluated by appo, ppo and frozen beside its own
+    written = (shipped / "heldout.csv").read_bytes()
     assert main(["--reevaluate", str(shipped), "--learners", "analytic", "--wandb", "disabled"]) == 0
+    appended = (shipped / "heldout.csv").read_bytes()
+    assert appended.startswith(written) and b"\r" not in appended  # one line ending, pandas' own, as a ship writes
     heldout = pd.read_csv(shipped / "heldout.csv")
     assert heldout.iloc[: len(before)].equals(before)  # only the new learner's jobs ran
     assert list(dict.fromkeys(heldout["learner"])) == ["analytic (its own)", "appo", "ppo", "frozen", "analytic"]

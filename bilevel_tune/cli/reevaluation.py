@@ -113,7 +113,7 @@ def append_rows(run_dir: Path, scored) -> None:
     trial, learner = scored.job.key
     new = not path.is_file()
     with path.open("a", newline="") as f:
-        writer = csv.writer(f)
+        writer = csv.writer(f, lineterminator="\n")  # as pandas writes it on a ship: a re-ship churns no line
         if new:
             writer.writerow(COLUMNS)
         for seed, (final, status_quo) in zip(trial.seeds, scored.pairs):
