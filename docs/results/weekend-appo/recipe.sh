@@ -7,8 +7,9 @@
 #   COMMIT=b0b640d009c796c03d836800b0647b219d373752 docs/results/weekend-appo/recipe.sh --resume   # twice
 #   docs/results/weekend-appo/recipe.sh --resume --until-decided  # at 7f5d369: stages of 2 seeds, up to 6
 #   Stages 4-6 (the 12-seed plan): from 5bb538b's raw folder (restored as runs/weekend-appo), after the ceiling's
-#   continuation, by runs/chain.sh (ceiling-appo/run.md) at the campaign's frozen commit:
-#   COMMIT=<sha> docs/results/weekend-appo/recipe.sh --resume --until-decided --extend-plan 12
+#   continuation, by runs/chain.sh (ceiling-appo/run.md) at the campaign's frozen commit, c3074b5:
+#   COMMIT=c3074b5e42329e4550fd2b14096e4ab1bb1376e9 docs/results/weekend-appo/recipe.sh --resume --until-decided \
+#     --extend-plan 12 --declare-margin 0.01
 # The run folder lands in runs/weekend-appo (git-ignored); sessions.log here is the log this recipe kept (then named campaign/run.sh): each session's start, exit
 # and what else ran on the machine.
 set -euo pipefail
