@@ -85,22 +85,24 @@ def test_a_two_seed_run_continues_in_stages_and_a_stage_survives_ctrl_c(ray_clus
 
 
 def test_a_margin_declared_on_resume_decides_from_the_next_look_and_is_recorded(ray_cluster, tmp_path, capsys):
-    """A run's first stage, then `--resume --until-decided --declare-margin`: no look was taken, so the margin decides
-    from look 1; study.json, its stage log and run.md's stages say so, answers.csv gives every row a decision. A
-    margin wider than any difference the runs show decides the one row equivalent at the first look with a t (the
-    second: one seed a stage), and the run ends early, saying so. A second margin is refused in one line."""
+    """A run's first stage, then `--resume --until-decided --declare-margin` (with `--extend-plan` in the same
+    command: both are recorded): no look was taken, so the margin decides from look 1; study.json, its stage log and
+    run.md's stages say so, answers.csv gives every row a decision. A margin wider than any difference the runs show
+    decides the one row equivalent at the first look with a t (the second: one seed a stage), and the run ends early,
+    saying so. A second margin is refused in one line."""
     args = study_args(tmp_path, "--quick", *ONE_A_STAGE, *SESSION, name="m", outer_iters=5, **SMALL)
     assert main(args) == 0
     resume = ["weekend", "--resume", "--name", "m", "--results", str(tmp_path), "--until-decided", *SESSION]
     capsys.readouterr()
-    assert main([*resume, "--declare-margin", "5"]) == 0
+    assert main([*resume, "--declare-margin", "5", "--extend-plan", "4"]) == 0
     out = capsys.readouterr().out
     record = json.loads((tmp_path / "m" / "study.json").read_text())
+    assert [(e["from_max_seeds"], e["to_max_seeds"]) for e in record["plan_extensions"]] == [(3, 4)]
     assert record["study"]["decide"]["margin"] == 5 and record["study"]["decide"]["margin_from"] == 1
     assert [(d["margin"], d["from_look"]) for d in record["margin_declarations"]] == [(5, 1)]
     assert record["stages"][0]["margin_declared"]["margin"] == 5
     assert [s["stage"] for s in record["stages"]] == [1, 2], "stage 3 not run: every row decided at look 2"
-    assert "every comparison decided after stage 2 of 3: the run ends early, its last 1 stage(s) not needed" in out
+    assert "every comparison decided after stage 2 of 4: the run ends early, its last 2 stage(s) not needed" in out
     answers = (tmp_path / "m" / "answers.csv").read_text().splitlines()
     assert answers[0].split(",")[2:5] == ["answer", "decision", "within_margin"] and len(answers) == 2
     assert answers[1].split(",")[3:5] == ["equivalent", "True"] and "equivalent within ±5" in answers[1]

@@ -598,7 +598,8 @@ def _write_study_file(study: Study, run_dir: Path, plan: Plan, options: RunOptio
     """
     path = run_dir / STUDY_FILE
     data = read_study_file(run_dir) if options.resume else {"study": study.to_dict(), "provenance": provenance()}
-    recorded = data["study"].get("decide", {}).get("max_seeds")
+    # both read before either is rewritten: one resume may extend the plan and declare the margin at once
+    recorded, declared = (data["study"].get("decide", {}).get(key) for key in ("max_seeds", "margin"))
     if options.resume and recorded is not None and recorded != study.decide.max_seeds:  # --extend-plan
         data["study"] = study.to_dict()
         data.setdefault(PLAN_EXTENSIONS, []).append(
@@ -610,7 +611,6 @@ def _write_study_file(study: Study, run_dir: Path, plan: Plan, options: RunOptio
                 "note": "declared before the next look; every look is replayed under the new plan",
             }
         )
-    declared = data["study"].get("decide", {}).get("margin")
     if options.resume and declared != study.decide.margin:  # --declare-margin
         data["study"] = study.to_dict()
         record = {
