@@ -7,9 +7,10 @@
 #   docs/results/ceiling-appo/recipe.sh --resume    # each later one
 #   Its first four sessions ran at d5c4ef5, the rest at 19fe808 (run.md says why); COMMIT=<sha> picks one.
 #   Continued in stages from 2026-12-04 (stage 1's raw folder restored from 7f1efb7 as runs/ceiling-appo, run.md
-#   says how, and how a stage in progress is restored from history): stage 2 from 2026-12-05 at bcdf4e5 by
-#   COMMIT=bcdf4e59751c15d2ad23bb1a9d53a28110b9431d setsid nice -n 19 runs/chain.sh   (run.md: the chain)
-#   i.e. docs/results/ceiling-appo/recipe.sh --resume --until-decided, then the weekend's stages
+#   says how, and how a stage in progress is restored from history): stage 2 from 2026-12-05 at bcdf4e5, from its
+#   07:15 session on and all of stage 3 at c3074b5 (the campaign's frozen commit, with the margin), by
+#   COMMIT=c3074b5e42329e4550fd2b14096e4ab1bb1376e9 setsid nice -n 19 runs/chain.sh   (run.md: the chain)
+#   i.e. docs/results/ceiling-appo/recipe.sh --resume --until-decided --declare-margin 0.01, then the weekend's
 # The run folder lands in runs/ceiling-appo (git-ignored); sessions.log here is the log this recipe kept (then named campaign/run.sh): each session's start, exit
 # and what else ran on the machine.
 set -euo pipefail
