@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bilevel_tune.cli import runner
+from bilevel_tune.cli import session_log
 from bilevel_tune.cli.options import RunOptions
 from bilevel_tune.core import metrics as M
 from bilevel_tune.planning.plan import CostModel, make_plan
@@ -34,11 +34,11 @@ def two_sessions(tmp_path):
     study = load_study("weekend")
     cells = study.cells()
     run_dir = tmp_path / "run"
-    first = runner._write_study_file(study, run_dir, plan_of(study, cells), RunOptions(study="weekend"), "disabled")
-    runner._record_session_end(run_dir, first, 3600.0, 130, (4, 0, 4))
+    first = session_log.record_start(study, run_dir, plan_of(study, cells), RunOptions(study="weekend"), "disabled")
+    session_log.record_end(run_dir, first, 3600.0, 130, (4, 0, 4))
     options = RunOptions(study="weekend", resume=True)
-    second = runner._write_study_file(study, run_dir, plan_of(study, cells[4:]), options, "disabled")
-    runner._record_session_end(run_dir, second, 5400.0, 0, (8, 0, 0))
+    second = session_log.record_start(study, run_dir, plan_of(study, cells[4:]), options, "disabled")
+    session_log.record_end(run_dir, second, 5400.0, 0, (8, 0, 0))
     return run_dir, plan_of(study, cells), plan_of(study, cells[4:])
 
 
@@ -51,7 +51,7 @@ def test_a_resume_keeps_the_commands_plan_and_records_its_own(two_sessions):
     assert first["plan"] == record["plan"]
     assert second["resume"] and second["plan"]["eta_s"] == round(rest.eta_s, 1) < first["plan"]["eta_s"]
     assert len(second["plan"]["trials"]) == 4
-    assert first["git_sha"] == second["git_sha"] == record["provenance"]["git_sha"] == runner.git_sha()
+    assert first["git_sha"] == second["git_sha"] == record["provenance"]["git_sha"] == session_log.git_sha()
 
 
 def test_each_session_records_its_end_wall_time_and_exit(two_sessions):
@@ -109,8 +109,8 @@ def test_a_plan_by_work_alone_has_no_eta_on_record(two_sessions, tmp_path):
     study = load_study("weekend")
     plan = make_plan(study.cells(), study.budget, 2, CostModel.by_work("no figures"))
     run_dir = tmp_path / "by-work"
-    started = runner._write_study_file(study, run_dir, plan, RunOptions(study="weekend"), "disabled")
-    runner._record_session_end(run_dir, started, 60.0, 0, (8, 0, 0))
+    started = session_log.record_start(study, run_dir, plan, RunOptions(study="weekend"), "disabled")
+    session_log.record_end(run_dir, started, 60.0, 0, (8, 0, 0))
     assert read_study_file(run_dir)["plan"]["eta_s"] is None
     assert run_report().sessions(run_dir)[-1] == (
         "- the run's plan (its first session's) had no ETA: this machine had no figures for its settings; "

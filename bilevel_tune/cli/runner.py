@@ -15,27 +15,22 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import os
-import platform
 import shlex
 import signal
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
-from bilevel_tune import __version__
-from bilevel_tune.cli import staging
-from bilevel_tune.cli.options import (  # noqa: F401 - RunOptions, UsageError: the runner's public names too
-    DEFAULT_RESULTS,
+from bilevel_tune.cli import session_log, staging
+from bilevel_tune.cli.options import (  # RunOptions, UsageError: the runner's public names too
     RunOptions,
     UsageError,
     changed_on_resume,
     fields_of,
     resolve_study,
     resume_command,
-    session_record,
 )
 from bilevel_tune.planning import calibration
 from bilevel_tune.planning.plan import Plan, PlanError, describe_plan, hms, make_plan
@@ -61,8 +56,6 @@ from bilevel_tune.tune_edge import tracking
 from bilevel_tune.tune_edge.tracking import TrackingError, resolve_wandb_mode
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-PLAN_EXTENSIONS = "plan_extensions"  # study.json's log of --extend-plan
-MARGIN_DECLARATIONS = "margin_declarations"  # study.json's log of --declare-margin
 
 
 @dataclass(frozen=True)
@@ -132,34 +125,6 @@ def _check_stages(study: Study, options: RunOptions) -> Study:
 
 def _utc_stamp() -> str:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-
-
-def provenance() -> dict[str, Any]:
-    """Versions, git SHA and machine, read without importing the heavy packages."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    versions = {"bilevel_tune": __version__, "python": platform.python_version()}
-    for package in ("ray", "torch", "numpy", "pandas", "wandb", "gymnasium"):
-        try:
-            versions[package] = version(package)
-        except PackageNotFoundError:
-            versions[package] = None
-    return {
-        "versions": versions,
-        "git_sha": git_sha(),
-        "cores": os.cpu_count(),
-        "platform": platform.platform(),
-        "started_utc": dt.datetime.now(dt.timezone.utc).isoformat(),
-    }
-
-
-def git_sha() -> str | None:
-    """The commit this code runs from (None outside a git checkout, as in an installed wheel)."""
-    try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=5)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return sha.stdout.strip() or None
 
 
 # -- the plan ----------------------------------------------------------------------------------
@@ -482,7 +447,7 @@ def _run_on_cluster(study, options, root, run_dir, mode, signals, clock: calibra
         code = signals.exit_code or (lifecycle.EXIT_ERRORED if counts[1] else lifecycle.EXIT_OK)
     line = _last_line(counts, time.time() - start, run_dir, options, code)
     try:
-        _record_session_end(run_dir, started, time.time() - clock.process_start, code, counts)
+        session_log.record_end(run_dir, started, time.time() - clock.process_start, code, counts)
     except (OSError, ValueError) as err:  # the records are safe; only this session's end goes unrecorded
         out(f"study.json: this session's end not recorded ({type(err).__name__}: {err})")
     return RunOutcome(run_dir, code, *counts, line)  # its line is printed once Ray is gone (run_study)
@@ -500,7 +465,7 @@ def _start_session(study: Study, options: RunOptions, run_dir: Path, mode: str, 
     """This session's plan for the whole command (printed) and its entry in study.json; returns its start."""
     plan = _plan_session(study, options, run_dir, mode)
     describe_plan(study, plan, out, what="what is left" if options.resume else "the whole command")
-    return _write_study_file(study, run_dir, plan, options, mode)
+    return session_log.record_start(study, run_dir, plan, options, mode)
 
 
 def _plan_session(study: Study, options: RunOptions, run_dir: Path, mode: str) -> Plan:
@@ -578,7 +543,7 @@ def _held_out(study: Study, run_dir: Path, out, extra=()) -> dict:
     from bilevel_tune.report.tables import read
 
     return reevaluation.run_step(
-        study, run_dir, read(run_dir).trials, cluster.cluster_cpus(), out, extra=extra, commit=git_sha()
+        study, run_dir, read(run_dir).trials, cluster.cluster_cpus(), out, extra=extra, commit=session_log.git_sha()
     )
 
 
@@ -588,73 +553,6 @@ def _tags(study: Study) -> list[str]:
     if study.overrides:
         tags.append("budget:overridden")
     return [t[:64] for t in tags]
-
-
-def _write_study_file(study: Study, run_dir: Path, plan: Plan, options: RunOptions, mode: str) -> str:
-    """study.json: the resolved study, provenance, the run's plan, and every session's options and plan.
-
-    The top-level plan is the first session's, made for the whole command: a resume plans only what is
-    left, and keeps that plan in its own session entry. Returns this session's start, its key there.
-    """
-    path = run_dir / STUDY_FILE
-    data = read_study_file(run_dir) if options.resume else {"study": study.to_dict(), "provenance": provenance()}
-    # both read before either is rewritten: one resume may extend the plan and declare the margin at once
-    recorded, declared = (data["study"].get("decide", {}).get(key) for key in ("max_seeds", "margin"))
-    if options.resume and recorded is not None and recorded != study.decide.max_seeds:  # --extend-plan
-        data["study"] = study.to_dict()
-        data.setdefault(PLAN_EXTENSIONS, []).append(
-            {
-                "from_max_seeds": recorded,
-                "to_max_seeds": study.decide.max_seeds,
-                "after_stage": len(study.stages) + 1,
-                "utc": dt.datetime.now(dt.timezone.utc).isoformat(),
-                "note": "declared before the next look; every look is replayed under the new plan",
-            }
-        )
-    if options.resume and declared != study.decide.margin:  # --declare-margin
-        data["study"] = study.to_dict()
-        record = {
-            "margin": study.decide.margin,
-            "from_look": study.decide.margin_from,
-            "utc": dt.datetime.now(dt.timezone.utc).isoformat(),
-            "git_sha": git_sha(),
-            "note": "declared before the look it decides from; the looks already taken keep their answers",
-        }
-        data.setdefault(MARGIN_DECLARATIONS, []).append(record)
-        staging.note_margin(data, study, record)
-    planned = plan.to_dict(study)
-    data.setdefault("plan", planned)
-    started = dt.datetime.now(dt.timezone.utc).isoformat()
-    session = {
-        "started_utc": started,
-        "resume": options.resume,
-        **session_record(options),  # every session option as given
-        "cpus": plan.cpus,
-        "address": cluster.requested_address(options.address),  # None: a Ray of its own
-        "wandb": mode,  # as resolved
-        "git_sha": git_sha(),  # a resume may run a later commit than the first session's provenance
-        "version": __version__,
-        "plan": planned,
-    }
-    data["sessions"] = [*data.get("sessions", []), session]
-    run_dir.mkdir(parents=True, exist_ok=True)
-    write_json(path, data)
-    return started
-
-
-def _record_session_end(run_dir: Path, started: str, wall_s: float, code: int, counts: tuple[int, int, int]) -> None:
-    """This session's end in study.json: when, its wall time, exit status and trial counts — what a run's
-    total wall time across resumes is read from."""
-    data = read_study_file(run_dir)
-    for session in data.get("sessions", []):
-        if session.get("started_utc") == started:
-            session.update(
-                ended_utc=dt.datetime.now(dt.timezone.utc).isoformat(),
-                wall_s=round(wall_s, 1),
-                exit_code=code,
-                **dict(zip(("finished", "errored", "interrupted"), counts)),
-            )
-    write_json(run_dir / STUDY_FILE, data)
 
 
 def _counts(study: Study, run_dir: Path, errored: int) -> tuple[int, int, int]:

@@ -1,0 +1,134 @@
+"""study.json as a run's log across sessions: where the code came from, each session's options, plan, start and
+end, and the declarations a resume made (a plan extended, a margin declared) — each before the look it governs.
+
+    started = record_start(study, run_dir, plan, options, mode)   # before Tune starts
+    ...
+    record_end(run_dir, started, wall_s, exit_code, (finished, errored, interrupted))
+
+A run's total wall time across resumes (`report.run_record`) is read from these entries.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import platform
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from bilevel_tune import __version__
+from bilevel_tune.cli import staging
+from bilevel_tune.cli.options import RunOptions, session_record
+from bilevel_tune.planning.plan import Plan
+from bilevel_tune.runtime import cluster
+from bilevel_tune.study_data.definition import Study
+from bilevel_tune.study_data.run_folder import STUDY_FILE, read_study_file, write_json
+
+PACKAGE_DIR = Path(__file__).resolve().parent.parent
+PLAN_EXTENSIONS = "plan_extensions"  # study.json's log of --extend-plan
+MARGIN_DECLARATIONS = "margin_declarations"  # study.json's log of --declare-margin
+
+
+def provenance() -> dict[str, Any]:
+    """Versions, git SHA and machine, read without importing the heavy packages."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    versions = {"bilevel_tune": __version__, "python": platform.python_version()}
+    for package in ("ray", "torch", "numpy", "pandas", "wandb", "gymnasium"):
+        try:
+            versions[package] = version(package)
+        except PackageNotFoundError:
+            versions[package] = None
+    return {
+        "versions": versions,
+        "git_sha": git_sha(),
+        "cores": os.cpu_count(),
+        "platform": platform.platform(),
+        "started_utc": _now(),
+    }
+
+
+def git_sha() -> str | None:
+    """The commit this code runs from (None outside a git checkout, as in an installed wheel)."""
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=PACKAGE_DIR, capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return sha.stdout.strip() or None
+
+
+def record_start(study: Study, run_dir: Path, plan: Plan, options: RunOptions, mode: str) -> str:
+    """study.json: the resolved study, provenance, the run's plan, and this session's options and plan.
+
+    The top-level plan is the first session's, made for the whole command: a resume plans only what is
+    left, and keeps that plan in its own session entry. Returns this session's start, its key there.
+    """
+    data = read_study_file(run_dir) if options.resume else {"study": study.to_dict(), "provenance": provenance()}
+    if options.resume:
+        _record_declarations(data, study)
+    planned = plan.to_dict(study)
+    data.setdefault("plan", planned)
+    started = _now()
+    session = {
+        "started_utc": started,
+        "resume": options.resume,
+        **session_record(options),  # every session option as given
+        "cpus": plan.cpus,
+        "address": cluster.requested_address(options.address),  # None: a Ray of its own
+        "wandb": mode,  # as resolved
+        "git_sha": git_sha(),  # a resume may run a later commit than the first session's provenance
+        "version": __version__,
+        "plan": planned,
+    }
+    data["sessions"] = [*data.get("sessions", []), session]
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_json(run_dir / STUDY_FILE, data)
+    return started
+
+
+def record_end(run_dir: Path, started: str, wall_s: float, code: int, counts: tuple[int, int, int]) -> None:
+    """The session that began at `started` ends: when, its wall time, exit status and trial counts."""
+    data = read_study_file(run_dir)
+    for session in data.get("sessions", []):
+        if session.get("started_utc") == started:
+            session.update(
+                ended_utc=_now(),
+                wall_s=round(wall_s, 1),
+                exit_code=code,
+                **dict(zip(("finished", "errored", "interrupted"), counts)),
+            )
+    write_json(run_dir / STUDY_FILE, data)
+
+
+def _record_declarations(data: dict[str, Any], study: Study) -> None:
+    """What this resume declares against the recorded study: a longer plan (--extend-plan), a margin
+    (--declare-margin), each logged with when it was made; the recorded study becomes the resumed one."""
+    # both read before either is rewritten: one resume may extend the plan and declare the margin at once
+    recorded, declared = (data["study"].get("decide", {}).get(key) for key in ("max_seeds", "margin"))
+    if recorded is not None and recorded != study.decide.max_seeds:
+        data["study"] = study.to_dict()
+        data.setdefault(PLAN_EXTENSIONS, []).append(
+            {
+                "from_max_seeds": recorded,
+                "to_max_seeds": study.decide.max_seeds,
+                "after_stage": len(study.stages) + 1,
+                "utc": _now(),
+                "note": "declared before the next look; every look is replayed under the new plan",
+            }
+        )
+    if declared != study.decide.margin:
+        data["study"] = study.to_dict()
+        record = {
+            "margin": study.decide.margin,
+            "from_look": study.decide.margin_from,
+            "utc": _now(),
+            "git_sha": git_sha(),
+            "note": "declared before the look it decides from; the looks already taken keep their answers",
+        }
+        data.setdefault(MARGIN_DECLARATIONS, []).append(record)
+        staging.note_margin(data, study, record)
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat()
