@@ -81,3 +81,21 @@ def test_the_summary_run_survives_an_earlier_runs_scratch_removing_wandbs_media_
     assert log_summary(run, "offline", group="g") is None
     assert list(run.glob("wandb/offline-run-*/files/media/images/summary/*.png"))
     assert list(run.glob("wandb/offline-run-*/files/media/table/summary/answers*"))
+
+
+def test_the_checkouts_key_file_counts_from_any_folder(tmp_path, monkeypatch):
+    """`.wandb.env` beside the README is read wherever the study is run from (the checkout's root, not the package's)."""
+    from bilevel_tune.cli import resolve
+    from bilevel_tune.cli.options import RunOptions
+
+    assert resolve.REPO_ROOT == Path(__file__).resolve().parents[1], "the checkout: where README and .wandb.env live"
+    monkeypatch.setenv("WANDB_API_KEY", "")
+    monkeypatch.delenv("WANDB_API_KEY")
+    monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
+    checkout, elsewhere = tmp_path / "checkout", tmp_path / "elsewhere"
+    checkout.mkdir(), elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.setattr(resolve, "REPO_ROOT", checkout)
+    assert resolve.wandb_mode(RunOptions(study="weekend")) == "offline"
+    (checkout / ".wandb.env").write_text(f"WANDB_API_KEY={FAKE_KEY}\n")
+    assert resolve.wandb_mode(RunOptions(study="weekend")) == "online"

@@ -47,7 +47,8 @@ def find_plugins_here() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bilevel_tune.cli.runner import default_command, dry_run, reevaluate_run, run_study
+    from bilevel_tune.cli.planner import dry_run
+    from bilevel_tune.cli.runner import default_command, reevaluate_run, run_study
 
     find_plugins_here()
     try:
