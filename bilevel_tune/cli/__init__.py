@@ -1,1 +1,1 @@
-"""The command line and the run it makes: the options (`options`), the run (`runner`), a run in stages (`staging`), the command line itself (`main`, run as `python -m bilevel_tune.study`)."""
+"""The command line and the run it makes: the options (`options`), the study and its run folder (`resolve`), the plan (`planner`), the run (`runner`), its log in study.json (`session_log`), a run in stages (`staging`), the held-out step (`reevaluation`), the command line itself (`main`, run as `python -m bilevel_tune.study`)."""
