@@ -98,8 +98,6 @@ def dry_run(options: RunOptions, out: Callable[[str], None] = print) -> Plan:
     if study.final.learners:
         held_out = describe_held_out(study, None, (), cpus, options, out)
         if plan.model.calibrated and not options.until_decided:
-            from bilevel_tune.planning.plan import hms
-
             out(f"ETA {hms(plan.eta_s + held_out)} for the whole command with its held-out step")
     return plan
 
