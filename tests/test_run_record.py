@@ -182,3 +182,27 @@ def test_a_shipped_run_md_carries_the_held_out_step_as_its_summary_says_it(tmp_p
     assert again.count(run_record.HELD_OUT_HEADING) == 1 and "| learner | gain | holds |" in again
     assert again.replace("| learner | gain | holds |", "| learner | gain |") == text
     assert not run_record.record_held_out(folder, "# s\n\n## Answers\n\nblock\n")  # no held-out learners: no section
+
+
+def test_a_stage_decided_again_keeps_its_own_elapsed_time_and_says_when_each_look_was(tmp_path):
+    """A plan extended after stage 3 re-records stage 3's look days later: the table's decided and elapsed are the
+    stage's first look; the latest outcomes and the earlier ones each say when they were given."""
+    decision = {"comparison": "2-D vs 1-D", "stage": 3, "seeds": 6}
+    first = {
+        "decided_utc": "2026-12-03T18:31:12+00:00",
+        "test": "adastop",
+        "decisions": [{**decision, "outcome": "undecided"}],
+    }
+    stage = {
+        "stage": 3, "seeds": [1671, 6578], "trials": ["a", "b"], "started_utc": "2026-12-03T14:24:40+00:00",
+        "decided_utc": "2026-12-05T15:51:38+00:00", "test": "paired", "max_seeds": 12,
+        "decisions": [{**decision, "outcome": "open"}], "superseded": [first],
+    }  # fmt: skip
+    (tmp_path / STUDY_FILE).write_text(
+        json.dumps({"study": {"decide": {"max_seeds": 12, "seeds_per_stage": 2}}, "stages": [stage]})
+    )
+    row = run_record.stages(tmp_path)[2]
+    assert row == (
+        "| 3 | 1671, 6578 | 2 | 2026-12-03T14:24:40 | 2026-12-03T18:31:12 | 4:06:32 | 1 open (paired t, 12-seed plan) "
+        "at 2026-12-05T15:51:38; before: 1 undecided (AdaStop) at 2026-12-03T18:31:12 |"
+    )

@@ -163,9 +163,10 @@ def sessions(run_dir: Path) -> list[str]:
 
 
 def stages(run_dir: Path) -> list[str]:
-    """A run in stages (study.json's stage log): each stage's seeds, trials, when it began and was decided, and the
-    outcomes its test gave after it (a stage decided again — a newer test, a plan extended — its latest, the
-    earlier beside it); then each plan extension; [] for a run without stages."""
+    """A run in stages (study.json's stage log): each stage's seeds, trials, when it began and was first decided
+    (the elapsed time is the stage's own), and the outcomes its test gave after it (a stage decided again — a newer
+    test, a plan extended — its latest with their time, the earlier beside it); then each plan extension; [] for a
+    run without stages."""
     record = read_study_file(run_dir)
     log = record.get("stages", [])
     if not log:
@@ -175,15 +176,19 @@ def stages(run_dir: Path) -> list[str]:
         "|---|---|---|---|---|---|---|",
     ]
     for stage in log:
-        began, decided = stage.get("started_utc"), stage.get("decided_utc")
+        earlier_looks = stage.get("superseded", [])
+        began, latest = stage.get("started_utc"), stage.get("decided_utc")
+        decided = earlier_looks[0].get("decided_utc", latest) if earlier_looks else latest
         elapsed = "—"
         if began and decided:
             elapsed = clock(
                 (datetime.datetime.fromisoformat(decided) - datetime.datetime.fromisoformat(began)).total_seconds()
             )
         said = _outcomes(stage) or "not decided yet"
-        for earlier in reversed(stage.get("superseded", [])):
-            said += f"; before: {_outcomes(earlier)}"
+        if earlier_looks:
+            said += _at(stage)
+        for earlier in reversed(earlier_looks):
+            said += f"; before: {_outcomes(earlier)}{_at(earlier)}"
         lines.append(
             f"| {stage['stage']} | {', '.join(map(str, stage['seeds']))} | {len(stage['trials'])} | "
             f"{(began or '—')[:19]} | {(decided or '—')[:19]} | {elapsed} | {said} |"
@@ -215,6 +220,11 @@ def stages(run_dir: Path) -> list[str]:
             "better, equivalent within it, or both; the looks before keep their answers.",
         ]
     return lines
+
+
+def _at(entry: dict) -> str:
+    """When a stage log entry's decisions were made (a stage decided more than once says each)."""
+    return f" at {entry['decided_utc'][:19]}" if entry.get("decided_utc") else ""
 
 
 def _outcomes(entry: dict) -> str:
