@@ -93,7 +93,8 @@ def test_the_checkouts_key_file_counts_from_any_folder(tmp_path, monkeypatch):
     monkeypatch.delenv("WANDB_API_KEY")
     monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
     checkout, elsewhere = tmp_path / "checkout", tmp_path / "elsewhere"
-    checkout.mkdir(), elsewhere.mkdir()
+    checkout.mkdir()
+    elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
     monkeypatch.setattr(resolve, "REPO_ROOT", checkout)
     assert resolve.wandb_mode(RunOptions(study="weekend")) == "offline"
