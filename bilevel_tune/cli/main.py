@@ -4,6 +4,7 @@
     python -m bilevel_tune.study weekend --dry-run --num-cpus 16
     python -m bilevel_tune.study weekend --resume
     python -m bilevel_tune.study --reevaluate RUN_DIR --learners ppo,analytic,frozen
+    python -m bilevel_tune.study --status RUN_DIR
 
 STUDY is a built-in study's name or a path to a .toml file. Overrides
 narrow or replace a grid axis (--population, --optimize-params, --seed),
@@ -49,12 +50,18 @@ def find_plugins_here() -> None:
 def main(argv: list[str] | None = None) -> int:
     from bilevel_tune.cli.planner import dry_run
     from bilevel_tune.cli.runner import default_command, reevaluate_run, run_study
+    from bilevel_tune.cli.status import show_status
 
     find_plugins_here()
     try:
         args = build_parser(PROG, __doc__.splitlines()[0]).parse_args(argv)
         if args.list:
             list_studies()
+            return EXIT_OK
+        if args.status is not None:
+            if args.study:
+                raise UsageError(f"--status reads the run its folder records; drop the study {args.study!r}")
+            show_status(args.status)
             return EXIT_OK
         if args.reevaluate is not None:
             if args.study:

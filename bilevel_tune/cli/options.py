@@ -344,6 +344,11 @@ def build_parser(prog: str, description: str, options_class: type = RunOptions) 
         "recorded final rules, and rebuild its summary; the ES is not run again (resumable)",
     )  # fmt: skip
     parser.add_argument(
+        "--status", metavar="RUN_DIR", type=Path,
+        help="where a run stands, read from its folder alone (while it runs too): its stage and last look, who holds "
+        "it, each trial's generation, and when the stage's look comes at the trials' pace; starts nothing",
+    )  # fmt: skip
+    parser.add_argument(
         "--dry-run", action="store_true", help="print the grid, the CPU plan and a calibrated ETA; run nothing"
     )
     return parser

@@ -189,3 +189,22 @@ def _remove(made: list[Path]) -> None:
             folder.rmdir()
         except OSError:
             return
+
+
+
+def holder(run_dir: Path) -> tuple[bool, str]:
+    """Is a session holding the folder, and who, in one line — judged at once: a session of this host by its
+    process; another host's by when its heartbeat last changed the file (for --status; a resume still watches it)."""
+    path = Path(run_dir) / RUN_LOCK
+    found = _read(path)
+    if found is None:
+        return False, "no session holds it"
+    if found.get("host") == socket.gethostname():
+        if _alive_here(found):
+            return True, f"a session holds it ({_describe(found)})"
+        return False, f"its lock names a session that is gone ({_describe(found)}): the next --resume takes it over"
+    try:
+        age = f"{time.time() - path.stat().st_mtime:.0f} s ago"
+    except OSError:
+        age = "just now"  # released or rewritten while being read
+    return True, f"a session on another host holds it ({_describe(found)}; the lock last changed {age})"

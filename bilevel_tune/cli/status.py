@@ -1,0 +1,188 @@
+"""`--status RUN_DIR`: where a run stands, read from its folder alone — while a session runs it, between sessions, or
+on another machine after a restore. The stage under way and the last look's answers, who holds the folder, each of
+the stage's trials at its generation, and when the stage's look comes at the trials' own pace. Starts nothing, writes
+nothing, imports neither Ray nor torch.
+
+    python -m bilevel_tune.study --status runs/weekend-appo
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from bilevel_tune.cli.options import UsageError
+from bilevel_tune.cli.staging import STAGES
+from bilevel_tune.core import metrics as M
+from bilevel_tune.planning.plan import hms, simulate
+from bilevel_tune.study_data import run_lock
+from bilevel_tune.study_data.definition import Study
+from bilevel_tune.study_data.run_folder import (
+    GENERATIONS_FILE,
+    STUDY_FILE,
+    read_records,
+    read_study_file,
+    trial_name,
+)
+from bilevel_tune.verdicts.looks import OPEN, UNDECIDED
+
+RECENT = 20  # a trial's pace: the median seconds of its last RECENT generations
+
+
+@dataclass(frozen=True)
+class TrialProgress:
+    """One trial of the stage, as its records have it."""
+
+    name: str
+    generations: int  # its budget
+    done: int  # generations recorded
+    finished: bool  # its final record written
+    sec_per_gen: float | None  # its recent pace; None before its first generation
+    typical_sec_per_gen: float | None  # the median over all its generations
+
+    def line(self, width: int, left_s: float | None, expected: str) -> str:
+        if self.finished:
+            return f"  {self.name:<{width}} finished"
+        if not self.done:
+            return f"  {self.name:<{width}} not started" + (f", about {hms(left_s)} ({expected})" if left_s else "")
+        pace = f", {self.sec_per_gen:.1f} s a generation" if self.sec_per_gen else ""
+        left = f", {hms(left_s)} left" if left_s is not None else ""
+        return f"  {self.name:<{width}} generation {self.done} of {self.generations}{pace}{left}"
+
+
+def trial_progress(run_dir: Path, name: str, generations: int) -> TrialProgress:
+    """The trial's records (its folder is `<name>_<trial id>`); none yet: not started."""
+    records, final = [], None
+    for path in sorted(run_dir.glob(f"{name}_*/{GENERATIONS_FILE}")):
+        records, final = read_records(path)
+    paces = [r[M.SEC_PER_GEN] for r in records if r.get(M.SEC_PER_GEN)]
+    recent, typical = (statistics.median(p) if p else None for p in (paces[-RECENT:], paces))
+    return TrialProgress(name, generations, len(records), final is not None, recent, typical)
+
+
+def seconds_left(trial: TrialProgress, peer_pace: float | None, planned_s: float | None) -> tuple[float | None, str]:
+    """Seconds of running the trial has left, and where the figure comes from: a trial under way at its own pace;
+    one not started at its cell's pace in this run (its other seeds'), else as the session's plan has it."""
+    if trial.finished:
+        return 0.0, ""
+    if trial.sec_per_gen:
+        return max(trial.generations - trial.done, 0) * trial.sec_per_gen, "its own pace"
+    if peer_pace:
+        return trial.generations * peer_pace, f"its cell's latest pace in this run, {peer_pace:.1f} s a generation"
+    return planned_s, "as planned"
+
+
+def show_status(run_dir: Path, out: Callable[[str], None] = print, now: dt.datetime | None = None) -> None:
+    """Print where the run in `run_dir` stands (UsageError, one line, when it is not a run folder)."""
+    run_dir = Path(run_dir)
+    if not (run_dir / STUDY_FILE).is_file():
+        raise UsageError(f"--status {run_dir}: not a run folder (it holds no {STUDY_FILE})")
+    try:
+        record = read_study_file(run_dir)
+        study = Study.from_dict(record["study"])
+    except (OSError, ValueError, KeyError) as err:
+        raise UsageError(
+            f"--status {run_dir}: its {STUDY_FILE} does not read as a run's ({type(err).__name__}: {err})"
+        ) from None
+    now = now or dt.datetime.now(dt.timezone.utc)
+    log = record.get(STAGES, [])
+    stage = len(study.stages) + 1
+    planned = study.decide.stages
+    seeds = ", ".join(map(str, study.stage_seeds(stage)))
+    what = f"study {study.name} ({study.inner} inner loop, budget {study.budget_name})"
+    out(f"{run_dir.name}: {what}, stage {stage} of {planned} (seeds {seeds})")
+    looked = [entry for entry in log if entry.get("decided_utc")]
+    if looked:
+        out(_look_line(looked[-1]))
+    ended = bool(looked) and looked[-1]["stage"] == stage  # decided, and no stage begun after it
+    if ended:
+        why = "the plan's end" if stage >= planned else "every row decided"
+        out(f"the run has ended: stage {stage} was its last look ({why})")
+    held, holder = run_lock.holder(run_dir)
+    out(holder)
+    if ended:
+        return
+    if not any(run_dir.glob(f"*/{GENERATIONS_FILE}")):
+        out("no trial records here (a shipped folder keeps the run's tables, not its trials): ask the run's own folder")
+        return
+    cells = study.stage_cells(stage)
+    progress = [trial_progress(run_dir, trial_name(study, cell), cell.generations) for cell in cells]
+    finished = sum(t.finished for t in progress)
+    under_way = sum(bool(t.done) and not t.finished for t in progress)
+    out(
+        f"stage {stage}'s trials: {finished} of {len(progress)} finished, {under_way} under way, "
+        f"{len(progress) - finished - under_way} not started"
+    )
+    plan = _latest_plan(record)
+    calibrated = plan.get("model", {}).get("calibrated")  # else the plan's seconds are units of work, not time
+    planned_s = {t["trial"]: t["seconds"] for t in plan.get("trials", [])} if calibrated else {}
+    peers = _cell_paces(study, run_dir, stage)
+    left = [seconds_left(t, peers.get(_pace_key(c)), planned_s.get(t.name)) for t, c in zip(progress, cells)]
+    width = max(len(t.name) for t in progress)
+    for trial, (seconds, source) in zip(progress, left):
+        out(trial.line(width, seconds, source))
+    out(_look_eta(stage, progress, [seconds for seconds, _ in left], plan, record, now if held else None))
+
+
+def _pace_key(cell) -> tuple:
+    return cell.population, cell.optimize_params, cell.extra
+
+
+def _cell_paces(study: Study, run_dir: Path, stage: int) -> dict[tuple, float]:
+    """Each ES cell's pace in this run, from its latest stage with any: the median of its trials' own (a machine's
+    load changes from one working day to the next, so the latest seeds say most of the next)."""
+    paces: dict[tuple, float] = {}
+    for earlier in range(stage, 0, -1):
+        found: dict[tuple, list[float]] = {}
+        for cell in study.stage_cells(earlier):
+            if not cell.scan and _pace_key(cell) not in paces:
+                pace = trial_progress(run_dir, trial_name(study, cell), cell.generations).typical_sec_per_gen
+                if pace:
+                    found.setdefault(_pace_key(cell), []).append(pace)
+        paces.update({key: statistics.median(values) for key, values in found.items()})
+    return paces
+
+
+def _look_line(entry: Mapping[str, Any]) -> str:
+    decisions = entry.get("decisions") or []
+    decided = sum(d["outcome"] not in (OPEN, UNDECIDED) for d in decisions)
+    return (
+        f"the last look: stage {entry['stage']} at {_clock(entry['decided_utc'])}: {decided} of {len(decisions)} "
+        f"rows decided, {len(decisions) - decided} not"
+    )
+
+
+def _latest_plan(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The plan of the last session that made one: what it left to run, each trial's seconds and shards."""
+    for session in reversed(record.get("sessions", [])):
+        if session.get("plan"):
+            return {**session["plan"], "max_concurrent": session.get("max_concurrent")}
+    return dict(record.get("plan") or {})
+
+
+def _look_eta(stage: int, progress, left_s, plan, record, now: dt.datetime | None) -> str:
+    """When the stage ends (its look): its unfinished trials run as the last plan runs them (those under way first,
+    as Tune resumes them), each for the seconds it has left; `now` while a session runs it, for the clock time."""
+    left = [(t, s) for t, s in zip(progress, left_s) if not t.finished]
+    if not left:
+        return f"stage {stage}'s trials have all finished: its look comes as the session ends them"
+    if any(s is None for _, s in left):
+        return f"stage {stage} ends: not estimated (a trial not started has no pace in this run nor a calibrated plan)"
+    left.sort(key=lambda pair: not pair[0].done)
+    shards = {t["trial"]: t.get("shards", 1) for t in plan.get("trials", [])}
+    cpus = plan.get("cpus") or record.get("plan", {}).get("cpus") or 1
+    seconds = [s for _, s in left]
+    starts = simulate(seconds, [shards.get(t.name, 1) for t, _ in left], cpus, plan.get("max_concurrent"))
+    eta_s = max(start + s for start, s in zip(starts, seconds))
+    when = f" (about {_clock((now + dt.timedelta(seconds=eta_s)).isoformat())} if it runs on)" if now else ""
+    return (
+        f"stage {stage} ends (its look) after about {hms(eta_s)} more of running{when}, on {cpus} CPUs as the last "
+        "plan runs them"
+    )
+
+
+def _clock(utc: str) -> str:
+    return dt.datetime.fromisoformat(utc).strftime("%Y-%m-%d %H:%M UTC")

@@ -1,0 +1,135 @@
+"""`--status RUN_DIR`: where a run stands, read from its folder alone — the stage and the last look, who holds the
+folder, each trial's generation, and when the stage's look comes at the trials' own pace. The run folder here is
+written by the runner's own writers (session_log, staging), its trials' records line by line as a trial writes them."""
+
+import datetime as dt
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from bilevel_tune.cli import session_log, staging
+from bilevel_tune.cli.main import main
+from bilevel_tune.cli.options import RunOptions
+from bilevel_tune.cli.status import show_status
+from bilevel_tune.core import metrics as M
+from bilevel_tune.planning.plan import make_plan
+from bilevel_tune.study_data import run_lock
+from bilevel_tune.study_data.definition import load_study
+from bilevel_tune.study_data.run_folder import GENERATIONS_FILE, KIND_FINAL, append_record, trial_name, write_json
+
+from .study_helpers import REPO
+from .test_plan import MODEL
+
+NOW = dt.datetime(2026, 12, 5, 20, 0, tzinfo=dt.timezone.utc)
+PACE = {("min_demand_frac",): 2.0, ("min_demand_frac", "fixed_quota"): 3.0}  # seconds a generation, by mechanism
+
+
+def _write_trial(run_dir, study, cell, generations, pace, final=None):
+    """A trial's records as the trial writes them: one line a generation, then its final line."""
+    folder = run_dir / f"{trial_name(study, cell)}_abcde_{cell.seed:05d}"
+    folder.mkdir(parents=True)
+    who = {M.POPULATION: cell.population, M.OPTIMIZE_PARAMS: list(cell.optimize_params), M.SEED: cell.seed}
+    for generation in range(generations):
+        append_record(folder / GENERATIONS_FILE, {M.KIND: "generation", M.GENERATION: generation, M.SEC_PER_GEN: pace, **who})
+    if final is not None:
+        append_record(folder / GENERATIONS_FILE, {M.KIND: KIND_FINAL, M.FINAL_BEST: final, **who})
+
+
+@pytest.fixture
+def run_in_stage_2(tmp_path):
+    """Population 1 of the weekend in stages: stage 1 finished and looked at (every row open), stage 2 begun — its
+    1-D trials one finished and one at generation 100, its 2-D ones not started."""
+    study = load_study("weekend").with_overrides(populations=(1,))
+    run_dir = tmp_path / "weekend-run"
+    options = RunOptions(study="weekend", until_decided=True)
+    session_log.record_start(study, run_dir, make_plan(study.stage_cells(1), study.budget, 2, MODEL), options, "disabled")
+    noise = {(1, 42): 0.02, (1, 7): -0.01}  # 2-D − 1-D by seed: one up, one down, nothing decided
+    for cell in study.stage_cells(1):
+        final = 0.4 + noise.get((len(cell.optimize_params) - 1, cell.seed), 0.0)
+        _write_trial(run_dir, study, cell, 50, PACE[cell.optimize_params], final=final)
+    decisions = staging.decide_run(study, run_dir)
+    staging.record_decisions(run_dir, study, decisions)
+    grown = staging.advance(study, run_dir, decisions)
+    assert grown is not None, "two seeds decide nothing: stage 2 begins"
+    one_d = [c for c in grown.stage_cells(2) if len(c.optimize_params) == 1]
+    _write_trial(run_dir, grown, one_d[0], 1000, 2.0, final=0.41)
+    _write_trial(run_dir, grown, one_d[1], 100, 2.0)
+    resume = RunOptions(study="weekend", until_decided=True, resume=True)
+    session_log.record_start(grown, run_dir, make_plan(grown.stage_cells(2)[1:], grown.budget, 2, MODEL), resume, "disabled")
+    return run_dir, grown
+
+
+def _lines(run_dir, **kwargs):
+    lines = []
+    show_status(run_dir, out=lines.append, now=NOW, **kwargs)
+    return lines
+
+
+def test_a_stage_under_way_its_trials_and_when_its_look_comes(run_in_stage_2):
+    run_dir, study = run_in_stage_2
+    names = [trial_name(study, c) for c in study.stage_cells(2)]
+    lock = run_lock.acquire(run_dir, out=lambda line: None)
+    try:
+        lines = _lines(run_dir)
+    finally:
+        lock.release()
+    seeds = ", ".join(map(str, study.stage_seeds(2)))
+    assert lines[0] == f"weekend-run: study weekend (appo inner loop, budget full), stage 2 of 3 (seeds {seeds})"
+    assert lines[1].startswith("the last look: stage 1 at ") and lines[1].endswith(": 0 of 1 rows decided, 1 not")
+    assert lines[2] == f"a session holds it (pid {os.getpid()} on host {socket.gethostname()}, since {lock.me['started_utc']})"
+    assert lines[3] == "stage 2's trials: 1 of 4 finished, 1 under way, 2 not started"
+    by_name = {line.split()[0]: line for line in lines[4:8]}
+    assert by_name[names[0]].endswith(" finished")
+    assert by_name[names[1]].endswith("generation 100 of 1000, 2.0 s a generation, 0:30:00 left")
+    for two_d in names[2:]:  # the 2-D cell's pace, from stage 1's trials (3.0 s): 1000 generations
+        assert by_name[two_d].endswith("not started, about 0:50:00 (its cell's latest pace in this run, 3.0 s a generation)")
+    # two CPUs: the 1-D trial under way (1800 s) beside a 2-D one (3000 s); the other 2-D one starts at 1800 s
+    assert lines[8] == (
+        "stage 2 ends (its look) after about 1:20:00 more of running (about 2026-12-05 21:20 UTC if it runs on), "
+        "on 2 CPUs as the last plan runs them"
+    )
+
+
+def test_between_sessions_no_clock_time_and_a_dead_sessions_lock_named(run_in_stage_2):
+    run_dir, _ = run_in_stage_2
+    assert _lines(run_dir)[2] == "no session holds it"
+    assert "more of running, on 2 CPUs" in _lines(run_dir)[-1], "no session: no clock time for the look"
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    write_json(run_dir / run_lock.RUN_LOCK, {"host": socket.gethostname(), "pid": int(gone.stdout), "beat": 3})
+    assert _lines(run_dir)[2].startswith(f"its lock names a session that is gone (pid {int(gone.stdout)} ")
+    assert _lines(run_dir)[2].endswith(": the next --resume takes it over")
+
+
+def test_a_run_at_its_plans_end_and_a_shipped_folder_mid_run():
+    ended = _lines(REPO / "docs" / "results" / "ceiling-appo")
+    assert ended[0].endswith("stage 3 of 3 (seeds 1671, 6578)")
+    assert ended[2] == "the run has ended: stage 3 was its last look (the plan's end)"
+    early = _lines(REPO / "docs" / "results" / "fishery-analytic")
+    assert early[1].endswith("16 of 16 rows decided, 0 not")
+    assert early[2] == "the run has ended: stage 2 was its last look (every row decided)"
+
+
+def test_a_folder_without_trial_records_says_so(run_in_stage_2, tmp_path):
+    run_dir, _ = run_in_stage_2
+    shipped = tmp_path / "shipped"
+    shipped.mkdir()
+    (shipped / "study.json").write_bytes((run_dir / "study.json").read_bytes())
+    assert _lines(shipped)[-1].startswith("no trial records here (a shipped folder keeps the run's tables")
+
+
+def test_the_command_line(run_in_stage_2, capsys, tmp_path):
+    run_dir, _ = run_in_stage_2
+    assert main(["--status", str(run_dir)]) == 0
+    assert "stage 2's trials: 1 of 4 finished" in capsys.readouterr().out
+    before = sorted(p.stat().st_mtime_ns for p in run_dir.rglob("*"))
+    assert main(["--status", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == f"bilevel_tune.study: error: --status {tmp_path}: not a run folder (it holds no study.json)\n"
+    (tmp_path / "study.json").write_text("{not json")
+    assert main(["--status", str(tmp_path)]) == 2
+    assert "its study.json does not read as a run's (JSONDecodeError" in capsys.readouterr().err
+    assert main(["weekend", "--status", str(run_dir)]) == 2
+    assert "drop the study 'weekend'" in capsys.readouterr().err
+    assert sorted(p.stat().st_mtime_ns for p in run_dir.rglob("*")) == before, "--status writes nothing"
