@@ -12,7 +12,7 @@ import datetime as dt
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from bilevel_tune.cli.options import UsageError
 from bilevel_tune.cli.staging import STAGES
@@ -23,6 +23,7 @@ from bilevel_tune.study_data.definition import Study
 from bilevel_tune.study_data.run_folder import (
     GENERATIONS_FILE,
     STUDY_FILE,
+    Cell,
     read_records,
     read_study_file,
     trial_name,
@@ -127,7 +128,7 @@ def show_status(run_dir: Path, out: Callable[[str], None] = print, now: dt.datet
     out(_look_eta(stage, progress, [seconds for seconds, _ in left], plan, record, now if held else None))
 
 
-def _pace_key(cell) -> tuple:
+def _pace_key(cell: Cell) -> tuple:
     return cell.population, cell.optimize_params, cell.extra
 
 
@@ -163,7 +164,14 @@ def _latest_plan(record: Mapping[str, Any]) -> dict[str, Any]:
     return dict(record.get("plan") or {})
 
 
-def _look_eta(stage: int, progress, left_s, plan, record, now: dt.datetime | None) -> str:
+def _look_eta(
+    stage: int,
+    progress: Sequence[TrialProgress],
+    left_s: Sequence[float | None],
+    plan: Mapping[str, Any],
+    record: Mapping[str, Any],
+    now: dt.datetime | None,
+) -> str:
     """When the stage ends (its look): its unfinished trials run as the last plan runs them (those under way first,
     as Tune resumes them), each for the seconds it has left; `now` while a session runs it, for the clock time."""
     left = [(t, s) for t, s in zip(progress, left_s) if not t.finished]
