@@ -4,6 +4,7 @@ written by the runner's own writers (session_log, staging), its trials' records 
 
 import datetime as dt
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -120,15 +121,27 @@ def test_a_folder_without_trial_records_says_so(run_in_stage_2, tmp_path):
     assert _lines(shipped)[-1].startswith("no trial records here (a shipped folder keeps the run's tables")
 
 
+def test_a_folder_of_runs_shows_each(run_in_stage_2):
+    run_dir, _ = run_in_stage_2
+    lines = _lines(run_dir.parent)
+    assert lines == _lines(run_dir), "one run under the folder: its status, as asked of it"
+    shutil.copytree(REPO / "docs" / "results" / "fishery-analytic", run_dir.parent / "fishery-analytic")
+    both = _lines(run_dir.parent)
+    assert both[0].startswith("fishery-analytic: study fishery") and both[both.index("") + 1] == lines[0]
+
+
 def test_the_command_line(run_in_stage_2, capsys, tmp_path):
     run_dir, _ = run_in_stage_2
     assert main(["--status", str(run_dir)]) == 0
     assert "stage 2's trials: 1 of 4 finished" in capsys.readouterr().out
     before = sorted(p.stat().st_mtime_ns for p in run_dir.rglob("*"))
-    assert main(["--status", str(tmp_path)]) == 2
-    assert capsys.readouterr().err == f"bilevel_tune.study: error: --status {tmp_path}: not a run folder (it holds no study.json)\n"
-    (tmp_path / "study.json").write_text("{not json")
-    assert main(["--status", str(tmp_path)]) == 2
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["--status", str(empty)]) == 2
+    message = f"--status {empty}: not a run folder, nor a folder of runs (no study.json in it)"
+    assert capsys.readouterr().err == f"bilevel_tune.study: error: {message}\n"
+    (empty / "study.json").write_text("{not json")
+    assert main(["--status", str(empty)]) == 2
     assert "its study.json does not read as a run's (JSONDecodeError" in capsys.readouterr().err
     assert main(["weekend", "--status", str(run_dir)]) == 2
     assert "drop the study 'weekend'" in capsys.readouterr().err

@@ -4,6 +4,7 @@ the stage's trials at its generation, and when the stage's look comes at the tri
 nothing, imports neither Ray nor torch.
 
     python -m bilevel_tune.study --status runs/weekend-appo
+    python -m bilevel_tune.study --status runs              # every run under a results folder
 """
 
 from __future__ import annotations
@@ -77,10 +78,18 @@ def seconds_left(trial: TrialProgress, peer_pace: float | None, planned_s: float
 
 
 def show_status(run_dir: Path, out: Callable[[str], None] = print, now: dt.datetime | None = None) -> None:
-    """Print where the run in `run_dir` stands (UsageError, one line, when it is not a run folder)."""
+    """Print where the run in `run_dir` stands, or each run under a results folder (UsageError, one line, when it
+    is neither)."""
     run_dir = Path(run_dir)
     if not (run_dir / STUDY_FILE).is_file():
-        raise UsageError(f"--status {run_dir}: not a run folder (it holds no {STUDY_FILE})")
+        runs = sorted(p.parent for p in run_dir.glob(f"*/{STUDY_FILE}"))
+        if not runs:
+            raise UsageError(f"--status {run_dir}: not a run folder, nor a folder of runs (no {STUDY_FILE} in it)")
+        for i, run in enumerate(runs):
+            if i:
+                out("")
+            show_status(run, out, now)
+        return
     try:
         record = read_study_file(run_dir)
         study = Study.from_dict(record["study"])
