@@ -113,6 +113,25 @@ def test_a_run_at_its_plans_end_and_a_shipped_folder_mid_run():
     assert early[2] == "the run has ended: stage 2 was its last look (every row decided)"
 
 
+def test_a_stage_whose_trials_all_finished_with_no_look_yet(run_in_stage_2):
+    run_dir, study = run_in_stage_2
+    for cell in study.stage_cells(2):
+        if not list(run_dir.glob(f"{trial_name(study, cell)}_*")):
+            _write_trial(run_dir, study, cell, 1000, 3.0, final=0.42)
+    under_way = study.stage_cells(2)[1]
+    who = {M.POPULATION: 1, M.OPTIMIZE_PARAMS: list(under_way.optimize_params), M.SEED: under_way.seed}
+    records = next(run_dir.glob(f"{trial_name(study, under_way)}_*")) / GENERATIONS_FILE
+    append_record(records, {M.KIND: KIND_FINAL, M.FINAL_BEST: 0.41, **who})  # it ends at once (a test's shortcut)
+    lines = _lines(run_dir)
+    assert lines[3] == "stage 2's trials: 4 of 4 finished, 0 under way, 0 not started"
+    assert lines[-1].startswith("stage 2's trials have all finished, with no look recorded: a run without")
+    lock = run_lock.acquire(run_dir, out=lambda line: None)
+    try:
+        assert _lines(run_dir)[-1] == "stage 2's trials have all finished: its look comes as the session ends them"
+    finally:
+        lock.release()
+
+
 def test_a_folder_without_trial_records_says_so(run_in_stage_2, tmp_path):
     run_dir, _ = run_in_stage_2
     shipped = tmp_path / "shipped"

@@ -184,8 +184,13 @@ def _look_eta(
     """When the stage ends (its look): its unfinished trials run as the last plan runs them (those under way first,
     as Tune resumes them), each for the seconds it has left; `now` while a session runs it, for the clock time."""
     left = [(t, s) for t, s in zip(progress, left_s) if not t.finished]
-    if not left:
+    if not left and now:
         return f"stage {stage}'s trials have all finished: its look comes as the session ends them"
+    if not left:  # a run without stages decides once, in its summary; a staged one stopped before its look
+        return (
+            f"stage {stage}'s trials have all finished, with no look recorded: a run without --until-decided decided "
+            "once, in its summary; --resume --until-decided takes the look (and goes on if rows are open)"
+        )
     if any(s is None for _, s in left):
         return f"stage {stage} ends: not estimated (a trial not started has no pace in this run nor a calibrated plan)"
     left.sort(key=lambda pair: not pair[0].done)
