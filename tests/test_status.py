@@ -104,6 +104,19 @@ def test_between_sessions_no_clock_time_and_a_dead_sessions_lock_named(run_in_st
     assert _lines(run_dir)[2].endswith(": the next --resume takes it over")
 
 
+def test_a_lock_from_another_host_is_judged_by_its_heartbeat(run_in_stage_2):
+    run_dir, _ = run_in_stage_2
+    lock = run_dir / run_lock.RUN_LOCK
+    write_json(lock, {"host": "node-2", "pid": 4242, "started_utc": "2026-12-05T19:00:00+00:00", "beat": 7})
+    held, line = run_lock.holder(run_dir)
+    assert held and line.startswith("a session on another host holds it (pid 4242 on host node-2, since 2026-12-05")
+    stopped = lock.stat().st_mtime - 2 * run_lock.STALE_AFTER_S
+    os.utime(lock, (stopped, stopped))
+    held, line = run_lock.holder(run_dir)
+    assert not held and line.startswith("its lock, from another host, has not beaten for 6")
+    assert line.endswith(": that session looks gone")
+
+
 def test_a_run_at_its_plans_end_and_a_shipped_folder_mid_run():
     ended = _lines(REPO / "docs" / "results" / "ceiling-appo")
     assert ended[0].endswith("stage 3 of 3 (seeds 1671, 6578)")

@@ -191,10 +191,10 @@ def _remove(made: list[Path]) -> None:
             return
 
 
-
 def holder(run_dir: Path) -> tuple[bool, str]:
     """Is a session holding the folder, and who, in one line — judged at once: a session of this host by its
-    process; another host's by when its heartbeat last changed the file (for --status; a resume still watches it)."""
+    process; another host's by when its heartbeat last changed the file, against `STALE_AFTER_S` (for --status; a
+    resume still watches the heartbeat before it takes a lock over)."""
     path = Path(run_dir) / RUN_LOCK
     found = _read(path)
     if found is None:
@@ -204,7 +204,10 @@ def holder(run_dir: Path) -> tuple[bool, str]:
             return True, f"a session holds it ({_describe(found)})"
         return False, f"its lock names a session that is gone ({_describe(found)}): the next --resume takes it over"
     try:
-        age = f"{time.time() - path.stat().st_mtime:.0f} s ago"
+        age = time.time() - path.stat().st_mtime
     except OSError:
-        age = "just now"  # released or rewritten while being read
-    return True, f"a session on another host holds it ({_describe(found)}; the lock last changed {age})"
+        age = 0.0  # released or rewritten while being read
+    if age > STALE_AFTER_S:
+        gone = f"its lock, from another host, has not beaten for {age:.0f} s ({_describe(found)})"
+        return False, f"{gone}: that session looks gone"
+    return True, f"a session on another host holds it ({_describe(found)}; its heartbeat {age:.0f} s ago)"
