@@ -178,3 +178,12 @@ def test_the_command_line(run_in_stage_2, capsys, tmp_path):
     assert main(["weekend", "--status", str(run_dir)]) == 2
     assert "drop the study 'weekend'" in capsys.readouterr().err
     assert sorted(p.stat().st_mtime_ns for p in run_dir.rglob("*")) == before, "--status writes nothing"
+
+
+def test_a_reader_that_closes_the_pipe_early_gets_no_traceback(run_in_stage_2):
+    run_dir, _ = run_in_stage_2
+    command = [sys.executable, "-m", "bilevel_tune.study", "--status", str(run_dir)]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
+    proc.stdout.close()  # as `| head -0` would, before the command prints anything
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0 and b"Traceback" not in err and b"BrokenPipe" not in err, err.decode()

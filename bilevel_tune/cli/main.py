@@ -50,7 +50,7 @@ def find_plugins_here() -> None:
 def main(argv: list[str] | None = None) -> int:
     from bilevel_tune.cli.planner import dry_run
     from bilevel_tune.cli.runner import default_command, reevaluate_run, run_study
-    from bilevel_tune.cli.status import show_status
+    from bilevel_tune.cli.status import print_status
 
     find_plugins_here()
     try:
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.status is not None:
             if args.study:
                 raise UsageError(f"--status reads the run its folder records; drop the study {args.study!r}")
-            show_status(args.status)
+            print_status(args.status)
             return EXIT_OK
         if args.reevaluate is not None:
             if args.study:

@@ -10,7 +10,9 @@ nothing, imports neither Ray nor torch.
 from __future__ import annotations
 
 import datetime as dt
+import os
 import statistics
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -75,6 +77,15 @@ def seconds_left(trial: TrialProgress, peer_pace: float | None, planned_s: float
     if peer_pace:
         return trial.generations * peer_pace, f"its cell's latest pace in this run, {peer_pace:.1f} s a generation"
     return planned_s, "as planned"
+
+
+def print_status(run_dir: Path) -> None:
+    """`--status` on the command line: `show_status` to stdout, which a reader may close early (`| head`)."""
+    try:
+        show_status(run_dir)
+        sys.stdout.flush()  # here, so that a closed pipe is met inside the try, not at the interpreter's exit
+    except BrokenPipeError:  # the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # and exit's own flush finds no pipe
 
 
 def show_status(run_dir: Path, out: Callable[[str], None] = print, now: dt.datetime | None = None) -> None:
