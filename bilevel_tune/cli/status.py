@@ -140,7 +140,7 @@ def show_status(run_dir: Path, out: Callable[[str], None] = print, now: dt.datet
     plan = _latest_plan(record)
     calibrated = plan.get("model", {}).get("calibrated")  # else the plan's seconds are units of work, not time
     planned_s = {t["trial"]: t["seconds"] for t in plan.get("trials", [])} if calibrated else {}
-    peers = _cell_paces(study, run_dir, stage)
+    peers = _cell_paces(study, run_dir, stage, {t.name: t for t in progress})
     left = [seconds_left(t, peers.get(_pace_key(c)), planned_s.get(t.name)) for t, c in zip(progress, cells)]
     width = max(len(t.name) for t in progress)
     for trial, (seconds, source) in zip(progress, left):
@@ -152,15 +152,17 @@ def _pace_key(cell: Cell) -> tuple:
     return cell.population, cell.optimize_params, cell.extra
 
 
-def _cell_paces(study: Study, run_dir: Path, stage: int) -> dict[tuple, float]:
+def _cell_paces(study: Study, run_dir: Path, stage: int, known: Mapping[str, TrialProgress]) -> dict[tuple, float]:
     """Each ES cell's pace in this run, from its latest stage with any: the median of its trials' own (a machine's
-    load changes from one working day to the next, so the latest seeds say most of the next)."""
+    load changes from one working day to the next, so the latest seeds say most of the next). `known`: the trials
+    already read (the current stage's), by name; the others are read here."""
     paces: dict[tuple, float] = {}
     for earlier in range(stage, 0, -1):
         found: dict[tuple, list[float]] = {}
         for cell in study.stage_cells(earlier):
             if not cell.scan and _pace_key(cell) not in paces:
-                pace = trial_progress(run_dir, trial_name(study, cell), cell.generations).typical_sec_per_gen
+                name = trial_name(study, cell)
+                pace = (known.get(name) or trial_progress(run_dir, name, cell.generations)).typical_sec_per_gen
                 if pace:
                     found.setdefault(_pace_key(cell), []).append(pace)
         paces.update({key: statistics.median(values) for key, values in found.items()})
