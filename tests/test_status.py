@@ -3,6 +3,7 @@ folder, each trial's generation, and when the stage's look comes at the trials' 
 written by the runner's own writers (session_log, staging), its trials' records line by line as a trial writes them."""
 
 import datetime as dt
+import json
 import os
 import shutil
 import socket
@@ -92,6 +93,16 @@ def test_a_stage_under_way_its_trials_and_when_its_look_comes(run_in_stage_2):
         "stage 2 ends (its look) after about 1:20:00 more of running (about 2026-12-05 21:20 UTC if it runs on), "
         "on 2 CPUs as the last plan runs them"
     )
+
+
+def test_the_plans_last_stage_says_its_look_ends_the_run(run_in_stage_2):
+    run_dir, _ = run_in_stage_2
+    record = json.loads((run_dir / "study.json").read_text())
+    record["study"]["decide"]["max_seeds"] = 4  # two seeds a stage: stage 2 is the plan's last
+    write_json(run_dir / "study.json", record)
+    lines = _lines(run_dir)
+    assert ", stage 2 of 2 (seeds " in lines[0]
+    assert lines[-1].startswith("stage 2 ends (its look, the plan's last) after about 1:20:00 more of running")
 
 
 def test_between_sessions_no_clock_time_and_a_dead_sessions_lock_named(run_in_stage_2):

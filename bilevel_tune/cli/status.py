@@ -145,7 +145,8 @@ def show_status(run_dir: Path, out: Callable[[str], None] = print, now: dt.datet
     width = max(len(t.name) for t in progress)
     for trial, (seconds, source) in zip(progress, left):
         out(trial.line(width, seconds, source))
-    out(_look_eta(stage, progress, [seconds for seconds, _ in left], plan, record, now if held else None))
+    eta = _look_eta(stage, progress, [seconds for seconds, _ in left], plan, record, now if held else None)
+    out(eta.replace("(its look)", "(its look, the plan's last)") if stage >= planned else eta)
 
 
 def _pace_key(cell: Cell) -> tuple:
