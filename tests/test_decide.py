@@ -194,6 +194,13 @@ def test_a_grid_without_the_stage_plan_is_looked_at_once_with_all_its_seeds():
     found = outcomes(decide.decide(three, scores))
     assert found["population 16 vs population 1 at 1-D"] == decide.B_BETTER
     assert found["2-D vs 1-D at population 1"] == decide.UNDECIDED
+    header = decide.describe(decide.decide(three, scores))[0]
+    undecided = sum(outcome == decide.UNDECIDED for outcome in found.values())
+    decided = len(found) - undecided
+    assert header == (
+        f"after stage 1 of 1 (5 seeds per cell): {decided} decided, {undecided} undecided, 0 open "
+        "(paired t, group-sequential, family-wise α 0.05)"
+    ), "an undecided row is counted as such, not among the decided"
 
 
 # -- the paired test on the factorial family (the default) -----------------------------------------------------------

@@ -200,10 +200,11 @@ def describe_plan(study) -> str:
 def describe(decisions: Decisions) -> list[str]:
     """What was decided after the stages looked at, one line per hypothesis."""
     open_ = sum(d.outcome == OPEN for d in decisions.decisions)
+    undecided = sum(d.outcome == UNDECIDED for d in decisions.decisions)  # the plan's end: not decided, and never will be
+    counts = f"{len(decisions.decisions) - open_ - undecided} decided" + (f", {undecided} undecided" if undecided else "")
     lines = [
         f"after stage {decisions.looks} of {decisions.stages} ({decisions.looks * decisions.seeds_per_look} seeds per "
-        f"cell): {len(decisions.decisions) - open_} decided, {open_} open ({decisions.test_name}, family-wise α "
-        f"{decisions.alpha:g})"
+        f"cell): {counts}, {open_} open ({decisions.test_name}, family-wise α {decisions.alpha:g})"
     ]
     for d in decisions.decisions:
         a, b = d.hypothesis.levels()
