@@ -145,8 +145,7 @@ def show_status(run_dir: Path, out: Callable[[str], None] = print, now: dt.datet
     width = max(len(t.name) for t in progress)
     for trial, (seconds, source) in zip(progress, left):
         out(trial.line(width, seconds, source))
-    eta = _look_eta(stage, progress, [seconds for seconds, _ in left], plan, record, now if held else None)
-    out(eta.replace("(its look)", "(its look, the plan's last)") if stage >= planned else eta)
+    out(_look_eta(stage, stage >= planned, progress, [s for s, _ in left], plan, record, now if held else None))
 
 
 def _pace_key(cell: Cell) -> tuple:
@@ -189,6 +188,7 @@ def _latest_plan(record: Mapping[str, Any]) -> dict[str, Any]:
 
 def _look_eta(
     stage: int,
+    last: bool,
     progress: Sequence[TrialProgress],
     left_s: Sequence[float | None],
     plan: Mapping[str, Any],
@@ -196,7 +196,8 @@ def _look_eta(
     now: dt.datetime | None,
 ) -> str:
     """When the stage ends (its look): its unfinished trials run as the last plan runs them (those under way first,
-    as Tune resumes them), each for the seconds it has left; `now` while a session runs it, for the clock time."""
+    as Tune resumes them), each for the seconds it has left; `now` while a session runs it, for the clock time;
+    `last`: the plan's last stage, whose look ends the run."""
     left = [(t, s) for t, s in zip(progress, left_s) if not t.finished]
     if not left and now:
         return f"stage {stage}'s trials have all finished: its look comes as the session ends them"
@@ -213,9 +214,10 @@ def _look_eta(
     seconds = [s for _, s in left]
     starts = simulate(seconds, [shards.get(t.name, 1) for t, _ in left], cpus, plan.get("max_concurrent"))
     eta_s = max(start + s for start, s in zip(starts, seconds))
+    look = "its look, the plan's last" if last else "its look"
     when = f" (about {_clock((now + dt.timedelta(seconds=eta_s)).isoformat())} if it runs on)" if now else ""
     return (
-        f"stage {stage} ends (its look) after about {hms(eta_s)} more of running{when}, on {cpus} CPUs as the last "
+        f"stage {stage} ends ({look}) after about {hms(eta_s)} more of running{when}, on {cpus} CPUs as the last "
         "plan runs them"
     )
 
