@@ -4,6 +4,7 @@
     python -m bilevel_tune.study weekend --dry-run --num-cpus 16
     python -m bilevel_tune.study weekend --resume
     python -m bilevel_tune.study --reevaluate RUN_DIR --learners ppo,analytic,frozen
+    python -m bilevel_tune.study --reevaluate RUN_DIR --final-seeds 16 --at-evaluations 1/8,1/4,1/2,1000
     python -m bilevel_tune.study --status RUN_DIR
 
 STUDY is a built-in study's name or a path to a .toml file. Overrides
@@ -49,6 +50,7 @@ def find_plugins_here() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     from bilevel_tune.cli.planner import dry_run
+    from bilevel_tune.cli.rescoring import parse_budgets
     from bilevel_tune.cli.runner import default_command, reevaluate_run, run_study
     from bilevel_tune.cli.status import print_status
 
@@ -63,10 +65,15 @@ def main(argv: list[str] | None = None) -> int:
                 raise UsageError(f"--status reads the run its folder records; drop the study {args.study!r}")
             print_status(args.status)
             return EXIT_OK
+        rescoring = {"final_seeds": args.final_seeds, "budgets": parse_budgets(args.at_evaluations or "")}
+        if args.reevaluate is None and (args.final_seeds or args.at_evaluations):
+            flag = "--final-seeds" if args.final_seeds else "--at-evaluations"
+            raise UsageError(f"{flag} re-scores a finished run: give its folder with --reevaluate RUN_DIR")
         if args.reevaluate is not None:
             if args.study:
                 raise UsageError(f"--reevaluate scores the run its folder records; drop the study {args.study!r}")
-            return reevaluate_run(options_from(args, command=default_command()), args.reevaluate, args.dry_run)
+            options = options_from(args, command=default_command())
+            return reevaluate_run(options, args.reevaluate, args.dry_run, **rescoring)
         if not args.study:
             raise UsageError(f"give a study: one of {', '.join(available_studies())} (or a path); --list shows them")
         options = options_from(args, command=default_command())

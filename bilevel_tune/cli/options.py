@@ -344,6 +344,16 @@ def build_parser(prog: str, description: str, options_class: type = RunOptions) 
         "recorded final rules, and rebuild its summary; the ES is not run again (resumable)",
     )  # fmt: skip
     parser.add_argument(
+        "--final-seeds", metavar="N", type=_positive_int("--final-seeds"),
+        help="with --reevaluate: retrain each trial's final rules (best-so-far and search mean) on its first N final "
+        "seeds, the recorded ones first, into finals.csv (the recorded decisions keep their scores)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--at-evaluations", metavar="E1,E2", dest="at_evaluations",
+        help="with --reevaluate: retrain each trial's incumbent after E evaluations (counts, or fractions of its "
+        "budget: 1/8,1/4,1/2,1000) on the run's final seeds, into anytime.csv",
+    )  # fmt: skip
+    parser.add_argument(
         "--status", metavar="RUN_DIR", type=Path,
         help="where a run stands, read from its folder alone (while it runs too): its stage and last look, who holds "
         "it, each trial's generation, and when the stage's look comes at the trials' pace; starts nothing",

@@ -116,7 +116,7 @@ def append_rows(run_dir: Path, scored) -> None:
         writer = csv.writer(f, lineterminator="\n")  # as pandas writes it on a ship: a re-ship churns no line
         if new:
             writer.writerow(COLUMNS)
-        for seed, (final, status_quo) in zip(trial.seeds, scored.pairs):
+        for seed, (final, status_quo) in zip(trial.seeds, scored.scores):
             writer.writerow(
                 [
                     trial.name, learner.label, seed, repr(final), repr(status_quo), repr(final - status_quo),
@@ -147,7 +147,7 @@ def run_step(
         "scored": 0,
         "failed": 0,
     }
-    _log(run_dir, entry)
+    log_session(run_dir, entry)
     out(f"held-out: {len(jobs)} job(s) (finished trials × learners: {', '.join(entry['learners'])}) on {cpus} CPU(s)")
     start = time.time()
     try:
@@ -156,16 +156,17 @@ def run_step(
             entry["scored"] += 1
             entry["failed"] += scored.error is not None
             trial, learner = scored.job.key
-            gains = [f - s for f, s in scored.pairs]
+            gains = [f - s for f, s in scored.scores]
             said = f"failed: {scored.error}" if scored.error else f"gain {np.nanmean(gains):+.4f}"
             out(f"  {trial.name} · {learner.label}: {said} ({scored.seconds:.0f} s)")
     finally:
         entry.update(ended_utc=_now(), wall_s=round(time.time() - start, 1))
-        _log(run_dir, entry, replace=True)
+        log_session(run_dir, entry, replace=True)
     return entry
 
 
-def _log(run_dir: Path, entry: dict, replace: bool = False) -> None:
+def log_session(run_dir: Path, entry: dict, replace: bool = False) -> None:
+    """A session of a step on a finished run, logged in study.json's `reevaluations` (`replace`: its entry updated)."""
     data = read_study_file(run_dir)
     log = data.setdefault(REEVALUATIONS, [])
     if replace and log and log[-1].get("started_utc") == entry["started_utc"]:

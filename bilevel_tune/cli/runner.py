@@ -379,9 +379,15 @@ def default_command() -> str:
 
 
 # -- a finished run, scored by held-out learners ------------------------------------------------------------------
-def reevaluate_run(options: RunOptions, run_dir: Path, dry: bool = False, out: Callable[[str], None] = print) -> int:
-    """`--reevaluate RUN_DIR --learners a,b`: the held-out step on a finished run folder or a shipped one, from the
-    rules its tables record (the ES is not run again), then its summary rebuilt; resumable. Returns the exit status."""
+def reevaluate_run(
+    options: RunOptions, run_dir: Path, dry: bool = False, out: Callable[[str], None] = print,
+    final_seeds: int | None = None, budgets: tuple = (),
+) -> int:
+    """`--reevaluate RUN_DIR` on a finished run folder or a shipped one, from the rules its tables record (the ES is
+    not run again): `--learners a,b` scores them by held-out learners (`reevaluation`), `--final-seeds N` and
+    `--at-evaluations E1,E2` retrain them, and the incumbents of earlier moments, with the run's own
+    (`rescoring`); then its summary is rebuilt. Resumable. Returns the exit status."""
+    from bilevel_tune.cli import rescoring
     from bilevel_tune.report.columns import SummaryError
     from bilevel_tune.report.tables import read
     from bilevel_tune.study_data.learners import check_learners, with_learners
@@ -395,13 +401,19 @@ def reevaluate_run(options: RunOptions, run_dir: Path, dry: bool = False, out: C
     try:
         recorded = read_study_file(run_dir)
         study = Study.from_dict(recorded["study"])
-        trials = read(run_dir).trials
+        tables = read(run_dir)
     except (OSError, ValueError, KeyError, TypeError, RunFolderError, SummaryError, StudyError) as err:
         why = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise UsageError(f"--reevaluate {run_dir}: not a run folder or a shipped result ({why})") from None
+    trials = tables.trials
     study = with_learners(study, options.learners or ())
-    if not study.final.learners:
-        raise UsageError("--reevaluate needs held-out learners: --learners ppo,analytic,frozen (docs/verdicts.md)")
+    if not study.final.learners and not final_seeds and not budgets:
+        raise UsageError(
+            "--reevaluate needs something to score: --learners ppo,analytic,frozen (docs/verdicts.md), "
+            "--final-seeds N or --at-evaluations 1/8,1/4,1/2"
+        )
+    if final_seeds or budgets:
+        _check_rescorable(study, run_dir, tables, final_seeds, budgets)
     try:
         check_learners(study)
     except StudyError as err:
@@ -415,16 +427,23 @@ def reevaluate_run(options: RunOptions, run_dir: Path, dry: bool = False, out: C
     mode = wandb_mode(options)
     start = time.time()
     signals = lifecycle.Signals().install()
-    entry, code = {}, lifecycle.EXIT_OK
+    entries, code = [], lifecycle.EXIT_OK
     try:
         with run_lock.held(run_dir, fresh=False, out=out), lifecycle.Scratch() as scratch:
             started_ray = _connect(options, scratch)
             try:
                 signals.install()
-                data = read_study_file(run_dir)  # the learners join the run's record ([final]), nothing else changes
-                data["study"].setdefault("final", {})["learners"] = list(study.final.learners)
-                write_json(run_dir / STUDY_FILE, data)
-                entry = _held_out(study, run_dir, out)
+                if options.learners:  # the learners join the run's record ([final]), nothing else changes
+                    data = read_study_file(run_dir)
+                    data["study"].setdefault("final", {})["learners"] = list(study.final.learners)
+                    write_json(run_dir / STUDY_FILE, data)
+                if final_seeds or budgets:
+                    entries.append(rescoring.run_step(
+                        study, run_dir, read(run_dir), final_seeds, budgets, cluster.cluster_cpus(), out,
+                        commit=session_log.git_sha(),
+                    ))  # fmt: skip
+                if study.final.learners and (options.learners or not (final_seeds or budgets)):
+                    entries.append(_held_out(study, run_dir, out))
                 _summarise(run_dir, mode if (run_dir / "tensorboard").is_dir() else "disabled", study, out)
             except KeyboardInterrupt:
                 code = lifecycle.EXIT_INTERRUPTED
@@ -432,11 +451,32 @@ def reevaluate_run(options: RunOptions, run_dir: Path, dry: bool = False, out: C
                 _leave_ray(options, scratch, started_ray, signals)
     except RunFolderError as err:
         raise UsageError(str(err)) from None
-    learners = ",".join(study.final.learners)
-    said = f"{entry.get('scored', 0)} job(s) scored, {entry.get('failed', 0)} failed, in {hms(time.time() - start)}"
-    if code == lifecycle.EXIT_OK and not entry.get("failed"):
-        out(f"held-out: {said}; results: {run_dir}")
+    scored, failed = sum(e.get("scored", 0) for e in entries), sum(e.get("failed", 0) for e in entries)
+    said = f"{scored} job(s) scored, {failed} failed, in {hms(time.time() - start)}"
+    if code == lifecycle.EXIT_OK and not failed:
+        out(f"re-evaluation: {said}; results: {run_dir}")
     else:
         code = code if code != lifecycle.EXIT_OK else lifecycle.EXIT_ERRORED
-        out(f"held-out: {said}; resume with: {options.command} --reevaluate {run_dir} --learners {shlex.quote(learners)}")
+        again = [f"--learners {shlex.quote(','.join(study.final.learners))}"] if options.learners else []
+        again += [f"--final-seeds {final_seeds}"] if final_seeds else []
+        again += [f"--at-evaluations {','.join(b.text for b in budgets)}"] if budgets else []
+        out(f"re-evaluation: {said}; resume with: {options.command} --reevaluate {run_dir} {' '.join(again)}")
     return code
+
+
+def _check_rescorable(study: Study, run_dir: Path, tables, final_seeds: int | None, budgets: tuple) -> None:
+    """Re-scoring takes a run that has ended, more final seeds than it recorded, and budgets every trial reached."""
+    from bilevel_tune.cli import rescoring
+
+    recorded = study.budget.final_eval_seeds
+    if final_seeds is not None and final_seeds < recorded:
+        raise UsageError(f"--final-seeds {final_seeds} is below the {recorded} final seeds the run recorded: give {recorded} or more")
+    held, who = run_lock.holder(run_dir)
+    unfinished = [s for s in tables.trials["status"] if s not in ("complete", "stopped")]
+    if held or unfinished:
+        why = who if held else f"{len(unfinished)} trial(s) not finished"
+        raise UsageError(f"--reevaluate {run_dir}: the run is still running ({why}); re-score it once it has ended")
+    runs = rescoring.trial_runs(study, tables.trials, tables.generations)
+    if not runs:
+        raise UsageError(f"--reevaluate {run_dir}: no finished ES trial to re-score")
+    rescoring.check_budgets(budgets, runs)

@@ -86,3 +86,5 @@ FINAL_BEST_STD = FINAL + "best_std"
 FINAL_MEAN = FINAL + "mean"  # the final search mean, likewise
 FINAL_MEAN_STD = FINAL + "mean_std"
 FINAL_SEEDS = FINAL + "seeds"
+# … and seed by seed, on the final record only (not a Tune metric): {"seeds": [...], "best": [...], "mean": [...]}
+FINAL_BY_SEED = "final_by_seed"

@@ -1,10 +1,11 @@
-"""Held-out scoring on Ray: each job one trial's final rules and status quo, under one learner, on its final seeds.
+"""Retraining recorded rules on final seeds, on Ray: each job one block of rules under one loop, on its seeds.
 
-    for job, scores in score(jobs, cpus=4): ...     # scores: one (final, status quo) pair of objectives per seed
+    for scored in score(jobs, cpus=4): ...     # scored.scores: per seed, one objective per rule set of the block
 
-A job is the block (final rules, status quo) run by a learner's loop exactly as a trial's final re-evaluation runs
-its own: per final seed a fresh reset under that seed, K train() calls, one evaluation season on it — in a `Shard`
-actor of one CPU. Jobs are grouped by learner; each learner's jobs run on up to `cpus` actors at once, in the
+A job is a block of rule sets — the held-out step's (final rules, status quo), the re-scoring's (best-so-far rules,
+search mean's rules) — run by a loop exactly as a trial's final re-evaluation runs its own: per final seed a fresh
+reset under that seed (rule set k at candidate index k, so its initial weights are a trial's k-th), K train()
+calls, one evaluation season on it — in a `Shard` actor of one CPU. Jobs are grouped by learner; each learner's jobs run on up to `cpus` actors at once, in the
 order given, and each job is handed back as soon as it ends (the caller records it: an interrupted step resumes
 where it stopped). A job whose loop fails is handed back with NaN scores and the error's first line.
 """
@@ -26,15 +27,15 @@ class Job:
     key: Any  # the caller's: which trial and learner
     loop: str  # the learner's loop spec
     config: InnerLoopConfig
-    rules: tuple[Mapping[str, float], Mapping[str, float]]  # (the final rules, the status quo), physical
-    seeds: tuple[int, ...]  # the trial's final re-evaluation seeds
+    rules: tuple[Mapping[str, float], ...]  # the block, physical: e.g. (the final rules, the status quo)
+    seeds: tuple[int, ...]  # final re-evaluation seeds
     inner_iters: int
 
 
 @dataclass(frozen=True)
 class Scored:
     job: Job
-    pairs: tuple[tuple[float, float], ...]  # per seed: (the final rules' objective, the status quo's)
+    scores: tuple[tuple[float, ...], ...]  # per seed: each rule set's objective, in the block's order
     seconds: float
     error: str | None = None
     detail: dict = field(default_factory=dict, compare=False)
@@ -64,7 +65,7 @@ def _score_group(jobs: list[Job], cpus: int, stop_requested) -> Iterator[Scored]
 
         job = pending.pop(0)
         calls = [
-            actor.generation.remote([dict(job.rules[0]), dict(job.rules[1])], seed, 0, [seed], job.inner_iters)
+            actor.generation.remote([dict(rules) for rules in job.rules], seed, 0, [seed], job.inner_iters)
             for seed in job.seeds
         ]  # one actor runs a job's seeds one after another, in order
         running[calls[-1]] = (job, actor, calls, time.perf_counter())
@@ -96,12 +97,12 @@ def _collect(job: Job, calls: list, started: float) -> Scored:
         reports = ray.get(calls)
     except Exception as err:  # noqa: BLE001 - a learner's failure is the job's, recorded; the step goes on
         message = str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__
-        nan = (float("nan"), float("nan"))
+        nan = tuple(float("nan") for _ in job.rules)
         return Scored(job, tuple(nan for _ in job.seeds), time.perf_counter() - started, message[:300])
-    pairs = tuple((float(r.outcomes[0].objective), float(r.outcomes[1].objective)) for r in reports)
+    scores = tuple(tuple(float(o.objective) for o in r.outcomes) for r in reports)
     detail = {
         "sec_reset": sum(r.sec_reset for r in reports),
         "sec_train": sum(r.sec_train for r in reports),
         "sec_evaluate": sum(r.sec_evaluate for r in reports),
     }
-    return Scored(job, pairs, time.perf_counter() - started, None, detail)
+    return Scored(job, scores, time.perf_counter() - started, None, detail)

@@ -254,11 +254,12 @@ def run_search(study: Study, cell: Cell, seeds: Seeds, record: TrialRecord, inne
             return
     # A session killed after the final record was written but before Tune saw the last
     # report resumes here: the record is authoritative, so report it again, not recompute.
-    final = {k: v for k, v in record.recorded_final().items() if k.startswith(M.FINAL)}
+    final = _finals(record.recorded_final())
     if not final:
         start = time.perf_counter()
-        final = final_reevaluation(study, params, state, seeds, inner)
-        record.final({**final, M.SEC_FINAL: time.perf_counter() - start})
+        found = final_reevaluation(study, params, state, seeds, inner)
+        record.final({**found, M.SEC_FINAL: time.perf_counter() - start})
+        final = _finals(found)
     report({M.OBJECTIVE: final.get(M.FINAL_BEST), M.BEST_OBJECTIVE: state.best_objective, **final},
            {state_key(optimizer): state.to_dict()})  # fmt: skip
 
@@ -325,7 +326,8 @@ def _finals(final: dict) -> dict:
 def final_reevaluation(
     study: Study, params: Sequence[str], state: Any, seeds: Seeds, inner: ShardedInnerLoop
 ) -> dict[str, float]:
-    """Retrain and evaluate the best-so-far candidate and the final incumbent (the ES's mean) on fresh seeds.
+    """Retrain and evaluate the best-so-far candidate and the final incumbent (the ES's mean) on fresh seeds: their
+    means and SDs, and seed by seed (`FINAL_BY_SEED`, which the run's finals.csv is made of).
 
     The best of noisy evaluations is biased upward (more so for larger
     populations); these values are what the summary's verdicts use.
@@ -334,7 +336,9 @@ def final_reevaluation(
         return {}
     rules = candidate_rules(study, params, np.array([state.best_candidate, state.mean]))
     values = np.array([inner.run(rules, seed, [seed]).objectives for seed in seeds.final], dtype=float)
-    out = {}
+    out: dict[str, Any] = {
+        M.FINAL_BY_SEED: {"seeds": list(seeds.final), "best": values[:, 0].tolist(), "mean": values[:, 1].tolist()}
+    }
     for j, (mean_key, std_key) in enumerate(((M.FINAL_BEST, M.FINAL_BEST_STD), (M.FINAL_MEAN, M.FINAL_MEAN_STD))):
         finite = np.isfinite(values[:, j])
         out[mean_key] = float(np.nanmean(values[:, j])) if finite.any() else float("nan")
