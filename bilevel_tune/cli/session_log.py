@@ -24,6 +24,7 @@ from bilevel_tune.planning.plan import Plan
 from bilevel_tune.runtime import cluster
 from bilevel_tune.study_data.definition import Study
 from bilevel_tune.study_data.run_folder import STUDY_FILE, read_study_file, write_json
+from bilevel_tune.verdicts import plan_mark
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
 PLAN_EXTENSIONS = "plan_extensions"  # study.json's log of --extend-plan
@@ -65,6 +66,8 @@ def record_start(study: Study, run_dir: Path, plan: Plan, options: RunOptions, m
     left, and keeps that plan in its own session entry. Returns this session's start, its key there.
     """
     data = read_study_file(run_dir) if options.resume else {"study": study.to_dict(), "provenance": provenance()}
+    if not options.resume:  # the decision plan, fixed before look 1: a later change marks the answers exploratory
+        data[plan_mark.PLAN_KEY] = plan_mark.plan_entry(study, _now(), git_sha())
     if options.resume:
         _record_declarations(data, study)
     planned = plan.to_dict(study)

@@ -20,7 +20,7 @@ from typing import Any
 from bilevel_tune.study_data.definition import Study
 from bilevel_tune.study_data.run_folder import read_study_file, trial_name, write_json
 from bilevel_tune.study_data.stages import next_stage, with_stage
-from bilevel_tune.verdicts import decide
+from bilevel_tune.verdicts import decide, plan_mark
 
 TUNER_FILE = "tuner.pkl"
 TUNE_STATE = (TUNER_FILE, "experiment_state-*.json", "basic-variant-state-*.json")
@@ -62,7 +62,7 @@ def record_decisions(run_dir: Path, study: Study, decisions: decide.Decisions) -
     entry = _log(data, study)[-1]
     record = {
         "decided_utc": _now(), "looks": decisions.looks, "test": decisions.test, "max_seeds": study.decide.max_seeds,
-        "decisions": decisions.record(),
+        "plan_fingerprint": plan_mark.fingerprint(plan_mark.decision_plan(study)), "decisions": decisions.record(),
     }  # fmt: skip
     if entry.get("decisions") not in (None, record["decisions"]):  # decided again, by another test or plan: kept
         earlier = {k: entry[k] for k in record if k in entry}

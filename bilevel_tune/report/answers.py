@@ -10,6 +10,7 @@ Reads the trials table only (pandas), so a shipped result folder answers as its 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +36,7 @@ class Answer:
     evaluations: tuple[float, float]  # inner-loop evaluations per run (ES generations × population)
     wall_s: tuple[float, float]  # per run
     best: tuple[float, float]  # the best objective's mean, optimistic
+    decided_at: int | None = None  # a row decided on an earlier look's seeds: that look (its effect is that look's)
 
     @property
     def hypothesis(self):
@@ -148,6 +150,8 @@ class Answers:
         for r, text in zip(self.rows, self.texts()):
             e = r.effect
             interval = f" [{e.low:+.4f}, {e.high:+.4f}]" if np.isfinite(e.low) else ""
+            if r.decided_at is not None:
+                interval += f" at look {r.decided_at} ({r.decision.seeds} seeds)"
             sides = r.hypothesis.kind != F.INTERACTION
             row = {"comparison": r.hypothesis.key}
             if paired_test:
@@ -235,13 +239,34 @@ def _hms(seconds: float) -> str:
 
 
 # -- comparisons -------------------------------------------------------------------------------
+def rows_by_cell(study, trials: pd.DataFrame) -> dict[tuple, pd.Series]:
+    """The trials table's row of each ES cell, by cell key: matched on the cell's columns (population, searched
+    rules, seed, further axes), never on row order — a sorted or shuffled trials.csv answers the same."""
+    extra_keys = sorted({k for c in study.cells() for k, _ in c.extra})
+    index = {}
+    for _, row in trials.iterrows():
+        extra = tuple(str(row.get(k)) for k in extra_keys)
+        index[(str(row.get("population")), str(row.get("optimize_params")), str(row.get("seed")), extra)] = row
+    out = {}
+    for c in study.cells():
+        found = index.get(
+            (str(c.population), ",".join(c.optimize_params), str(c.seed), tuple(str(_value(v)) for _, v in c.extra))
+        )
+        if found is not None:
+            out[c.key] = found
+    return out
+
+
+def _value(value):
+    return ",".join(map(str, value)) if isinstance(value, tuple) else value
+
+
 def answers(study, trials: pd.DataFrame) -> Answers:
-    """The study's hypotheses decided on the trials table (its rows are `study.cells()`, in order)."""
-    cells = study.cells()
-    done = trials.iloc[: len(cells)]
-    by_key = {c.key: row for c, (_, row) in zip(cells, done.iterrows()) if row.get("status") in COMPLETE}
+    """The study's hypotheses decided on the trials table (rows matched to cells by `rows_by_cell`)."""
+    rows_of = rows_by_cell(study, trials)
+    by_key = {key: row for key, row in rows_of.items() if row.get("status") in COMPLETE}
     finals = {key: float(row[FINAL]) if pd.notna(row.get(FINAL)) else float("nan") for key, row in by_key.items()}
-    names = {c.key: row["trial"] for c, (_, row) in zip(cells, done.iterrows()) if isinstance(row.get("trial"), str)}
+    names = {key: row["trial"] for key, row in rows_of.items() if isinstance(row.get("trial"), str)}
     decisions, error, rows = None, None, []
     try:
         decisions = decide.decide(study, finals, names)
@@ -251,8 +276,25 @@ def answers(study, trials: pd.DataFrame) -> Answers:
         scores = finals_by_group(study, trials)
         fallback = decisions.alpha / max(len(decisions.decisions), 1)  # a hypothesis never given a share: Bonferroni
         for decision in decisions.decisions:
-            rows.append(_answer(study, decision, by_key, scores, decision.level or fallback))
+            seeds = decided_seeds(study, decision, decisions)
+            if seeds is None:
+                rows.append(_answer(study, decision, by_key, scores, decision.level or fallback))
+                continue
+            then = {key: row for key, row in by_key.items() if key[2] in seeds}
+            scores_then = {g: {s: v for s, v in by_seed.items() if s in seeds} for g, by_seed in scores.items()}
+            found = _answer(study, decision, then, scores_then, decision.level or fallback)
+            rows.append(dataclasses.replace(found, decided_at=decision.seeds // decisions.seeds_per_look))
     return Answers(decisions, tuple(rows), error)
+
+
+def decided_seeds(study, decision: decide.Decision, decisions: decide.Decisions) -> set[int] | None:
+    """The seeds a row was decided on, where that is an earlier look's (its interval is that look's); None when it
+    reads every seed so far."""
+    decided = decision.outcome in (decide.A_BETTER, decide.B_BETTER, decide.EQUIVALENT, decide.NO_DIFFERENCE)
+    n = decisions.seeds_per_look
+    if not decided or decisions.test != decide.PAIRED or decision.seeds >= n * decisions.looks:
+        return None
+    return {s for stage in range(1, decision.seeds // n + 1) for s in study.stage_seeds(stage)}
 
 
 def _answer(study, decision: decide.Decision, by_key: dict[tuple, pd.Series], scores, level: float) -> Answer:
@@ -287,10 +329,12 @@ def _mean(rows: list[pd.Series], column: str) -> float:
 
 
 def finals_by_group(study, trials: pd.DataFrame) -> dict[tuple, dict[int, float]]:
-    """Each group's final re-evaluations, by seed (the trials table's rows are `study.cells()`, in order)."""
+    """Each group's final re-evaluations, by seed (rows matched to cells by `rows_by_cell`)."""
     by_group: dict[tuple, dict[int, float]] = {}
-    for cell, (_, row) in zip(study.cells(), trials.iterrows()):
-        if pd.notna(row.get(FINAL)):
+    rows_of = rows_by_cell(study, trials)
+    for cell in study.cells():
+        row = rows_of.get(cell.key)
+        if row is not None and pd.notna(row.get(FINAL)):
             by_group.setdefault(cell.group, {})[cell.seed] = float(row[FINAL])
     return by_group
 

@@ -30,6 +30,7 @@ import numpy as np
 
 from bilevel_tune.core import metrics as M
 from bilevel_tune.report.tables import GENERATIONS_CSV
+from bilevel_tune.study_data.final_scores import ANYTIME_CSV, FINALS_CSV
 from bilevel_tune.study_data.run_folder import (
     ANSWERS_CSV,
     CEILING_CSV,
@@ -55,7 +56,7 @@ from bilevel_tune.study_data.run_folder import (
 RUN_MD = "run.md"  # a shipped result's record: how it was run, what it answers
 SHIPPED = (
     STUDY_FILE, SUMMARY_MARKDOWN, ANSWERS_CSV, CEILING_CSV, TRIALS_CSV, GENERATIONS_CSV, CELLS_CSV, GRID_CSV, SCAN_CSV,
-    VERDICTS_FILE, HELDOUT_CSV, ROBUSTNESS_CSV, OPTIMIZERS_CSV,
+    VERDICTS_FILE, HELDOUT_CSV, ROBUSTNESS_CSV, OPTIMIZERS_CSV, FINALS_CSV, ANYTIME_CSV,
 )  # fmt: skip
 
 

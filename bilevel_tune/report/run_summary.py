@@ -8,7 +8,7 @@
    answers (`answers`: the hypotheses decided), the ceiling (`ceiling`), the
    range edges (`edges`), search vs grid (`landscape`), the grids
    (`grids`), the seed-noise verdicts (`seed_noise`), the held-out learners'
-   answers (`robustness`).
+   answers (`robustness`), where each row's noise is (`noise_split`), what each row needed (`anytime`).
 3. **Render**: summary.md and the files (`summary`), the plots (`plots`),
    W&B and TensorBoard (`tune_edge.tracking`, `views.curves`), the
    notebook — from the `Summary`, never from the folder again.
@@ -24,14 +24,18 @@ import pandas as pd
 
 from bilevel_tune.report import landscape, optimizers, tables
 from bilevel_tune.report.answers import Answers, answers
+from bilevel_tune.report.anytime import Needed, needed_section
 from bilevel_tune.report.ceiling import Ceiling, ceiling_section, ceiling_verdict
 from bilevel_tune.report.columns import BEST, DEFAULT_CEILING, DEFAULT_TOL, FINAL, SEARCH_VS_GRID, finished
 from bilevel_tune.report.edges import edge_line, edges
 from bilevel_tune.report.grids import cell_table, grid_table
+from bilevel_tune.report.noise_split import NoiseSection, noise_section
 from bilevel_tune.report.robustness import Robustness, robustness
 from bilevel_tune.report.seed_noise import effect_verdicts
 from bilevel_tune.study_data.definition import Study
 from bilevel_tune.study_data.study_overrides import budget_label
+from bilevel_tune.verdicts import plan_mark
+from bilevel_tune.verdicts.plan_mark import PlanMark
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,9 @@ class Summary:
     tables: tables.RunTables  # what it was read from: a run's records, or a shipped folder's tables
     robustness: Robustness | None = None  # the held-out learners' answers (None: no held-out step ran)
     optimizers: pd.DataFrame | None = None  # the optimisers at equal evaluations (None: the study compares none)
+    noise: NoiseSection | None = None  # where each row's noise is (None: no final scores seed by seed)
+    needed: Needed | None = None  # each row at earlier budgets (None: no anytime scores)
+    plan: PlanMark | None = None  # confirmatory or exploratory: was the decision plan kept since look 1?
 
     @property
     def verdicts(self) -> dict[str, dict]:
@@ -72,6 +79,7 @@ class Summary:
         """verdicts.json's `answers`: the decided hypotheses, the ceiling's runs, the edges and the findings."""
         return {
             **self.answers.record(),
+            **(self.plan.record() if self.plan is not None else {}),
             "ceiling": self.ceiling.value,
             "ceiling_runs": self.ceiling.rows.to_dict(orient="records"),
             "edges": list(self.edges),
@@ -108,6 +116,9 @@ def from_tables(read: tables.RunTables) -> Summary:
         tables=read,
         robustness=robustness(study, read.heldout, found),
         optimizers=optimizer_section(study, table, generations, scans),
+        noise=noise_section(study, found, read.finals),
+        needed=needed_section(study, table, read.anytime, found),
+        plan=plan_mark.mark(study, read.record),
     )
 
 

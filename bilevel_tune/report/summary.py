@@ -152,6 +152,8 @@ def render(s: Summary) -> str:
         lines += [f"**{s.budget_note}.**", ""]
     lines += render_answers(s)
     lines += render_robustness(s)
+    lines += render_needed(s)
+    lines += render_noise(s)
     lines += optimizers.render(s.optimizers, optimizers.epsilon(study)) if s.optimizers is not None else []
     lines += render_grids(s)
     axes = [k for k, _ in study.axes]
@@ -207,6 +209,8 @@ def render_answers(s: Summary) -> list[str]:
         d = a.decisions
         final = study.budget.final_eval_seeds
         lines += [_answers_intro(d, len(a.rows), final), ""]
+        if s.plan is not None:
+            lines += [s.plan.sentence(), ""]
         lines += [
             _markdown(a.table()),
             "",
@@ -241,6 +245,51 @@ def render_robustness(s: Summary) -> list[str]:
     if r.winners():
         lines += ["Does each comparison's winner stay the winner?", "", _markdown(r.winners_table()), ""]
     return lines
+
+
+def render_needed(s: Summary) -> list[str]:
+    """## What the answers needed (with anytime.csv): the run's test on the incumbents of earlier moments."""
+    n = s.needed
+    if n is None:
+        return []
+    final = s.study.budget.final_eval_seeds
+    lines = [
+        "## What the answers needed",
+        "",
+        "**Exploratory**: the budgets were read after the run. Each trial's incumbent after that many inner-loop "
+        f"evaluations — its best-so-far rules then, retrained on the run's {final} final seeds, the mean "
+        "(`--reevaluate RUN_DIR --at-evaluations`, anytime.csv) — decided by the run's own test at its last look, "
+        "row by row as the Answers; 'as the run decided' compares each row's decision with the Answers'.",
+        "",
+    ]
+    lines += [f"- {line}" for line in n.lines()] + [""]
+    equal = n.equal_rows()
+    if not equal.empty:
+        lines += ["Equal-budget rows (a factor that changes a run's evaluations, both sides at the same count):", "",
+                  _markdown(equal), ""]  # fmt: skip
+    lines += [_markdown(n.table()), ""]
+    return lines
+
+
+def render_noise(s: Summary) -> list[str]:
+    """## Where the noise is (with final scores seed by seed): each row's variance split, its t by either score."""
+    n = s.noise
+    if n is None:
+        return []
+    return [
+        "## Where the noise is",
+        "",
+        "Each row's contrast per run seed, d = B − A, is what the runs found plus the noise of their final "
+        f"re-evaluation, which averages {n.recorded} final seeds shared by the cells of a run seed: Var(d) = σ²(runs) "
+        "+ σ²(one re-evaluation) / final seeds, split from finals.csv (the best-so-far rules, seed by seed; "
+        "docs/verdicts.md). 'final seeds at least variance per training' is Cochran's two-stage allocation at a run's "
+        f"evaluations against {2} trainings per final seed (both rule sets scored). The last column is each score's "
+        f"paired t over the run seeds at {n.recorded} final seeds: the best-so-far rules' (the decisions') and the "
+        "search mean's.",
+        "",
+        _markdown(n.table()),
+        "",
+    ]
 
 
 def _answers_intro(d, rows: int, final: int) -> str:
@@ -315,7 +364,10 @@ def write_summary(run_dir: Path, with_plots: bool = True) -> str:
     (run_dir / SUMMARY_MARKDOWN).write_text(text + "\n")
     run_record.requote(run_dir, before, text)
     run_record.record_held_out(run_dir, text)
-    s.answers.csv_table().to_csv(run_dir / ANSWERS_CSV, index=False)
+    answers_csv = s.answers.csv_table()
+    if s.plan is not None and not answers_csv.empty:  # every row, undecided ones too, carries the run's mark
+        answers_csv["confirmatory"] = s.plan.confirmatory
+    answers_csv.to_csv(run_dir / ANSWERS_CSV, index=False)
     if not s.ceiling.rows.empty:
         s.ceiling.rows.to_csv(run_dir / CEILING_CSV, index=False)
     if s.robustness is not None:
@@ -331,6 +383,8 @@ def write_summary(run_dir: Path, with_plots: bool = True) -> str:
         "best_objective": s.verdicts_best,
         "final_objective": s.verdicts_final,
         **({"robustness": s.robustness.record()} if s.robustness is not None else {}),
+        **({"noise": s.noise.record()} if s.noise is not None else {}),
+        **({"needed": s.needed.record()} if s.needed is not None else {}),
     }
     write_json(run_dir / VERDICTS_FILE, verdicts_json)
     if with_plots:

@@ -12,7 +12,9 @@ summary makes three tables, and writes them beside summary.md:
   best candidate's (`records.generation_table`);
 * `scan.csv` — with a rules scan, one row per scan and grid point;
 
-and reads `heldout.csv` where a held-out step wrote one (`cli.reevaluation`: per trial, learner and final seed).
+and reads `heldout.csv` where a held-out step wrote one (`cli.reevaluation`: per trial, learner and final seed),
+and the final scores seed by seed (`study_data.final_scores`: finals.csv, gathered from the records, a
+re-scoring's rows and heldout.csv; anytime.csv, the incumbents of earlier moments).
 
 A folder under docs/results/ ships those tables and study.json, not the
 records (tens of MB); `read` takes a folder of either kind, so
@@ -31,8 +33,16 @@ import pandas as pd
 from bilevel_tune.report import landscape
 from bilevel_tune.report.columns import SummaryError
 from bilevel_tune.report.records import generation_table, load_run, trial_table
+from bilevel_tune.study_data import final_scores
 from bilevel_tune.study_data.definition import Study
-from bilevel_tune.study_data.run_folder import GENERATIONS_FILE, HELDOUT_CSV, SCAN_CSV, STUDY_FILE, TRIALS_CSV
+from bilevel_tune.study_data.run_folder import (
+    GENERATIONS_FILE,
+    HELDOUT_CSV,
+    SCAN_CSV,
+    STUDY_FILE,
+    TRIALS_CSV,
+    read_study_file,
+)
 
 GENERATIONS_CSV = "generations.csv.gz"
 GZIP = {"method": "gzip", "mtime": 0}  # no timestamp in the file: the same table, the same bytes
@@ -46,6 +56,9 @@ class RunTables:
     scans: pd.DataFrame  # empty without a scan
     shipped: bool  # read from a shipped folder's tables, not from records
     heldout: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)  # empty without a held-out step
+    finals: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)  # final scores seed by seed (`final_scores`)
+    anytime: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)  # earlier incumbents' scores
+    record: dict = dataclasses.field(default_factory=dict)  # study.json less the study: sessions, stages, plan changes
 
 
 def has_records(run_dir: Path) -> bool:
@@ -57,10 +70,15 @@ def read(run_dir: Path) -> RunTables:
     run_dir = Path(run_dir)
     heldout = pd.read_csv(run_dir / HELDOUT_CSV, keep_default_na=False, na_values=[""]) if (
         run_dir / HELDOUT_CSV).is_file() else pd.DataFrame()  # fmt: skip
+    anytime = final_scores.read_table(run_dir / final_scores.ANYTIME_CSV, final_scores.ANYTIME_COLUMNS)
     if has_records(run_dir):
-        return dataclasses.replace(from_records(run_dir), heldout=heldout)
+        finals = final_scores.finals_of(run_dir, final_scores.recorded_by_trial(run_dir), heldout)
+        return dataclasses.replace(
+            from_records(run_dir), heldout=heldout, finals=finals, anytime=anytime, record=_record(run_dir))
     if (run_dir / TRIALS_CSV).is_file() and (run_dir / GENERATIONS_CSV).is_file() and (run_dir / STUDY_FILE).is_file():
-        return dataclasses.replace(from_shipped(run_dir), heldout=heldout)
+        finals = final_scores.finals_of(run_dir, {}, heldout)
+        return dataclasses.replace(
+            from_shipped(run_dir), heldout=heldout, finals=finals, anytime=anytime, record=_record(run_dir))
     if not run_dir.is_dir():
         raise SummaryError(f"{run_dir} is not a folder")
     raise SummaryError(
@@ -68,6 +86,10 @@ def read(run_dir: Path) -> RunTables:
         f"{TRIALS_CSV}, {GENERATIONS_CSV}): give a run folder made by python -m bilevel_tune.study, or one under "
         "docs/results/"
     )
+
+
+def _record(run_dir: Path) -> dict:
+    return {k: v for k, v in read_study_file(run_dir).items() if k != "study"}
 
 
 def from_records(run_dir: Path) -> RunTables:
@@ -97,3 +119,5 @@ def write(run_dir: Path, tables: RunTables) -> None:
     tables.generations.to_csv(run_dir / GENERATIONS_CSV, index=False, compression=GZIP)
     if not tables.scans.empty:
         tables.scans.to_csv(run_dir / SCAN_CSV, index=False)
+    if not tables.finals.empty:  # every source's rows in one file: what a shipped folder's noise is read from
+        tables.finals.to_csv(run_dir / final_scores.FINALS_CSV, index=False, float_format=None)

@@ -1,0 +1,138 @@
+"""## What the answers needed: the run's own test, at its last look, on the incumbents of earlier moments
+(anytime.csv, `cli.rescoring`): each Answers row's B − A, interval and answer at each budget asked for, the
+smallest budget at which every decided row reads as the run decided it, and — where a factor changes a run's
+evaluations (generations per population) — that factor's rows at equal evaluations.
+
+Each trial's score at a budget is as its final re-evaluation makes one: the best-so-far rules of that moment
+retrained on the run's recorded final seeds, the mean. Every row here is **exploratory**: the budgets were read
+after the run, not planned before it (a study plans an equal-budget row before look 1 to make it confirmatory).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from bilevel_tune.report.answers import Answers, answers
+from bilevel_tune.report.columns import FINAL
+from bilevel_tune.study_data import final_scores as S
+from bilevel_tune.verdicts import decide
+
+
+@dataclass(frozen=True)
+class AtBudget:
+    asked: str  # as it was asked for: 1/8, 1000
+    evaluations: tuple[int, ...]  # what it came to, per trial (sorted, distinct)
+    total: int  # evaluations over every trial: what a run of the grid at this budget spends
+    answers: Answers
+    equal: bool  # every trial at the same evaluations
+
+
+@dataclass(frozen=True)
+class Needed:
+    run: Answers  # the run's own answers, at its whole budget
+    budgets: tuple[AtBudget, ...]  # smallest first
+
+    def reads_same(self, at: AtBudget) -> bool:
+        """Every row the run decided reads the same here (its decision and whether it is within the margin)."""
+        ours = {r.hypothesis.key: r.decision for r in at.answers.rows}
+        for r in self.run.rows:
+            if r.decision.outcome in (decide.OPEN, decide.UNDECIDED):
+                continue
+            there = ours.get(r.hypothesis.key)
+            if there is None or (there.decision, there.within_margin) != (r.decision.decision, r.decision.within_margin):
+                return False
+        return True
+
+    def smallest_same(self) -> AtBudget | None:
+        return next((b for b in self.budgets if self.reads_same(b)), None)
+
+    def table(self) -> pd.DataFrame:
+        rows = []
+        for b in self.budgets:
+            table = b.answers.table()
+            if table.empty:
+                continue
+            for r, (_, shown) in zip(b.answers.rows, table.iterrows()):
+                run = self.run.by_key().get(r.hypothesis.key)
+                same = run is not None and (run.decision.decision, run.decision.within_margin) == (
+                    r.decision.decision, r.decision.within_margin)  # fmt: skip
+                rows.append({
+                    "comparison": shown["comparison"] + (_equal_label(b) if b.equal and _budgets_differ(run) else ""),
+                    "budget": _budget_label(b),
+                    "answer": shown["answer"],
+                    "B − A [95 % CI]": shown["B − A [95 % CI]"],
+                    "pairs agreeing": shown["pairs agreeing"],
+                    "as the run decided": "yes" if same else "no",
+                })  # fmt: skip
+        return pd.DataFrame(rows)
+
+    def equal_rows(self) -> pd.DataFrame:
+        """The rows of factors that change a run's evaluations, at equal evaluations: the answers a comparison of
+        populations at the same number of farm trainings gives."""
+        table = self.table()
+        if table.empty:
+            return table
+        return table[table["comparison"].str.contains("at equal evaluations", regex=False)]
+
+    def lines(self) -> list[str]:
+        same = self.smallest_same()
+        decided = sum(r.decision.outcome not in (decide.OPEN, decide.UNDECIDED) for r in self.run.rows)
+        if not decided:
+            return ["the run decided no row: nothing to read the same at a smaller budget."]
+        if same is None:
+            return [f"at none of the budgets asked do all {decided} decided rows read as the run decided them."]
+        return [f"the smallest budget asked at which all {decided} decided rows read as the run decided them: "
+                f"{_budget_label(same)}."]  # fmt: skip
+
+    def record(self) -> dict[str, Any]:
+        same = self.smallest_same()
+        return {
+            "exploratory": True,
+            "smallest_budget_reading_the_same": same.asked if same else None,
+            "rows": self.table().to_dict(orient="records"),
+        }
+
+
+def _budget_label(b: AtBudget) -> str:
+    if b.equal:
+        return f"{b.evaluations[0]:,} evaluations each"
+    if "/" in b.asked:
+        return f"{b.asked} of each trial's budget ({' / '.join(f'{e:,}' for e in b.evaluations)})"
+    return f"{b.asked} ({' / '.join(f'{e:,}' for e in b.evaluations)})"
+
+
+def _equal_label(b: AtBudget) -> str:
+    return f", at equal evaluations ({b.evaluations[0]:,} each)"
+
+
+def _budgets_differ(run) -> bool:
+    return run is not None and np.isfinite(run.evaluations).all() and run.evaluations[0] != run.evaluations[1]
+
+
+def needed_section(study, trials: pd.DataFrame, anytime: pd.DataFrame, run: Answers) -> Needed | None:
+    """The run's answers at each budget anytime.csv holds for every finished trial; None without any."""
+    if anytime is None or anytime.empty or run.decisions is None:
+        return None
+    names = trials["trial"].map(lambda n: S.trial_of_folder(n) if isinstance(n, str) else None)
+    k = study.budget.final_eval_seeds
+    best = anytime[anytime["rules"] == S.BEST_RULES]
+    found = []
+    for asked, rows in best.groupby("asked", sort=False):
+        per_trial = rows.groupby("trial")
+        scores = per_trial["value"].apply(lambda v: float(np.mean(v.to_numpy()[:k])) if len(v) >= k else np.nan)
+        evaluations = per_trial["evaluations"].first()
+        if not names.dropna().isin(scores.index).all():
+            continue  # a budget not scored for every trial yet (a step still under way)
+        at = trials.copy()
+        at[FINAL] = names.map(scores)
+        at["evaluations"] = names.map(evaluations)
+        distinct = tuple(sorted({int(e) for e in evaluations}))
+        total = int(at["evaluations"].dropna().sum())
+        found.append(AtBudget(str(asked), distinct, total, answers(study, at), len(distinct) == 1))
+    found.sort(key=lambda b: b.total)
+    return Needed(run, tuple(found)) if found else None
+
