@@ -17,6 +17,7 @@ from bilevel_tune.base.knobs import StudyError, check_knobs, knob
 
 SHAPINGS = ("zscore", "centered_rank")  # the ES's fitness shapings (es.shape)
 DECIDE_TESTS = ("paired", "adastop")  # [decide] test: verdicts.decide's tests
+DECIDE_SCORES = ("best-so-far", "search mean")  # [decide] score: which final rules' re-evaluation the rows read
 OPTIMIZER_NAMES = ("es", "cma", "bo", "random")  # [outer] optimizer: the built-in outer optimisers (core.outer)
 
 
@@ -143,6 +144,11 @@ class DecideSettings(_Checked):
         inner=False,
     )  # fmt: skip
 
+    score: str = knob(
+        "best-so-far", "what a trial's score is: its best-so-far rules retrained on the final seeds (the mean), or its "
+        "final search mean's rules likewise (often steadier: chosen from a pilot, docs/verdicts.md)",
+        choices=DECIDE_SCORES, inner=False,
+    )  # fmt: skip
     margin: float | None = knob(
         None, "the smallest difference that matters, in the objective's units: a comparison whose repeated interval "
         "lies inside ±margin is decided equivalent (paired test only)", low=0, open_low=True,

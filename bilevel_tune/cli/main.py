@@ -48,6 +48,17 @@ def find_plugins_here() -> None:
         sys.path.insert(0, here)
 
 
+def pilot_plan(options, pilot) -> list[str]:
+    """`--dry-run --pilot RUN_DIR`'s lines (`report.pilot`); UsageError in one line for a folder that is no pilot."""
+    from bilevel_tune.cli.options import resolve_study
+    from bilevel_tune.report.pilot import PilotError, plan_lines
+
+    try:
+        return ["", "planned from the pilot:", *plan_lines(resolve_study(options), pilot)]
+    except PilotError as err:
+        raise UsageError(str(err)) from None
+
+
 def main(argv: list[str] | None = None) -> int:
     from bilevel_tune.cli.planner import dry_run
     from bilevel_tune.cli.rescoring import parse_budgets
@@ -77,8 +88,13 @@ def main(argv: list[str] | None = None) -> int:
         if not args.study:
             raise UsageError(f"give a study: one of {', '.join(available_studies())} (or a path); --list shows them")
         options = options_from(args, command=default_command())
+        if args.pilot is not None and not args.dry_run:
+            raise UsageError("--pilot plans a run: give it with --dry-run")
         if args.dry_run:
+            planned = pilot_plan(options, args.pilot) if args.pilot is not None else []  # refused before anything prints
             dry_run(options)
+            for line in planned:
+                print(line)
             return EXIT_OK
         return run_study(options).exit_code
     except (UsageError, StudyError) as err:

@@ -361,6 +361,11 @@ def build_parser(prog: str, description: str, options_class: type = RunOptions) 
     parser.add_argument(
         "--dry-run", action="store_true", help="print the grid, the CPU plan and a calibrated ETA; run nothing"
     )
+    parser.add_argument(
+        "--pilot", metavar="RUN_DIR", type=Path,
+        help="with --dry-run: plan from a finished run of this study's world (its final scores seed by seed and "
+        "its anytime scores): the designs that reach power 0.8 at its effects, the cheapest as study-file lines",
+    )  # fmt: skip
     return parser
 
 

@@ -53,7 +53,7 @@ def note_margin(data: dict[str, Any], study: Study, record: dict[str, Any]) -> N
 def decide_run(study: Study, run_dir: Path) -> decide.Decisions:
     """The decisions on the run's finished trials (`decide.decide`)."""
     names = {c.key: trial_name(study, c) for c in study.cells()}
-    return decide.decide(study, decide.finals(run_dir), names)
+    return decide.decide(study, decide.finals(run_dir, study.decide.score), names)
 
 
 def record_decisions(run_dir: Path, study: Study, decisions: decide.Decisions) -> None:

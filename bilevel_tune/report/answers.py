@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bilevel_tune.report.columns import BEST, FINAL
+from bilevel_tune.report.columns import BEST, score_column
 from bilevel_tune.study_data.run_folder import group_of
 from bilevel_tune.verdicts import decide, effects
 from bilevel_tune.verdicts import family as F
@@ -265,7 +265,8 @@ def answers(study, trials: pd.DataFrame) -> Answers:
     """The study's hypotheses decided on the trials table (rows matched to cells by `rows_by_cell`)."""
     rows_of = rows_by_cell(study, trials)
     by_key = {key: row for key, row in rows_of.items() if row.get("status") in COMPLETE}
-    finals = {key: float(row[FINAL]) if pd.notna(row.get(FINAL)) else float("nan") for key, row in by_key.items()}
+    score = score_column(study)
+    finals = {key: float(row[score]) if pd.notna(row.get(score)) else float("nan") for key, row in by_key.items()}
     names = {key: row["trial"] for key, row in rows_of.items() if isinstance(row.get("trial"), str)}
     decisions, error, rows = None, None, []
     try:
@@ -303,7 +304,8 @@ def _answer(study, decision: decide.Decision, by_key: dict[tuple, pd.Series], sc
     runs = [[row for g in side for row in _side(by_key, g).values()] for side in sides]
     cells = [np.array(list(scores.get(g, {}).values())) for g in F.groups(h)]
     if h.kind == F.SIMPLE:
-        found = [{seed: float(row[FINAL]) for seed, row in _side(by_key, g).items()} for g in (h.a, h.b)]
+        score = score_column(study)
+        found = [{seed: float(row[score]) for seed, row in _side(by_key, g).items()} for g in (h.a, h.b)]
         effect = effects.effect(found[0], found[1], level)
     else:
         effect = effects.paired(np.array(list(decide.within_seed(scores, h).values())), effects.pooled_sd(cells),
@@ -331,11 +333,11 @@ def _mean(rows: list[pd.Series], column: str) -> float:
 def finals_by_group(study, trials: pd.DataFrame) -> dict[tuple, dict[int, float]]:
     """Each group's final re-evaluations, by seed (rows matched to cells by `rows_by_cell`)."""
     by_group: dict[tuple, dict[int, float]] = {}
-    rows_of = rows_by_cell(study, trials)
+    rows_of, score = rows_by_cell(study, trials), score_column(study)
     for cell in study.cells():
         row = rows_of.get(cell.key)
-        if row is not None and pd.notna(row.get(FINAL)):
-            by_group.setdefault(cell.group, {})[cell.seed] = float(row[FINAL])
+        if row is not None and pd.notna(row.get(score)):
+            by_group.setdefault(cell.group, {})[cell.seed] = float(row[score])
     return by_group
 
 

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from bilevel_tune.report.answers import Answers, answers
-from bilevel_tune.report.columns import FINAL
+from bilevel_tune.report.columns import score_column
 from bilevel_tune.study_data import final_scores as S
 from bilevel_tune.verdicts import decide
 
@@ -119,7 +119,7 @@ def needed_section(study, trials: pd.DataFrame, anytime: pd.DataFrame, run: Answ
         return None
     names = trials["trial"].map(lambda n: S.trial_of_folder(n) if isinstance(n, str) else None)
     k = study.budget.final_eval_seeds
-    best = anytime[anytime["rules"] == S.BEST_RULES]
+    best = anytime[anytime["rules"] == study.decide.score]  # the rules the study's score reads
     found = []
     for asked, rows in best.groupby("asked", sort=False):
         per_trial = rows.groupby("trial")
@@ -128,7 +128,7 @@ def needed_section(study, trials: pd.DataFrame, anytime: pd.DataFrame, run: Answ
         if not names.dropna().isin(scores.index).all():
             continue  # a budget not scored for every trial yet (a step still under way)
         at = trials.copy()
-        at[FINAL] = names.map(scores)
+        at[score_column(study)] = names.map(scores)
         at["evaluations"] = names.map(evaluations)
         distinct = tuple(sorted({int(e) for e in evaluations}))
         total = int(at["evaluations"].dropna().sum())

@@ -12,6 +12,12 @@ from bilevel_tune.base.sections import SummarySettings
 from bilevel_tune.study_data.settings import is_setting_key
 
 BEST, FINAL = "best_objective", "final_objective"  # the two values verdicts are judged on
+FINAL_MEAN = "final_mean_objective"  # the final search mean's rules re-evaluated: a study's score when it says so
+
+
+def score_column(study) -> str:
+    """The trials table's column a study's rows read: `[decide] score`'s."""
+    return FINAL_MEAN if study.decide.score == "search mean" else FINAL
 MECHANISM = "mechanism"
 OPTIMIZER = "optimizer"  # the outer optimiser a trial ran (es, cma, bo, random), whether or not it is an axis
 # The grid's factors besides the seed (a study's further axes add theirs). The mechanism factor is `dims` (1-D vs

@@ -105,7 +105,7 @@ def noise_section(study, found: Answers, finals: pd.DataFrame) -> NoiseSection |
     rows = []
     for answer in found.rows:
         h = answer.hypothesis
-        split = noise.split(h, best, k)
+        split = noise.split(h, best if study.decide.score == S.BEST_RULES else mean, k)
         if split is None:
             continue
         cost = float(np.nanmean(answer.evaluations)) if np.isfinite(answer.evaluations).any() else float("nan")

@@ -208,7 +208,7 @@ def render_answers(s: Summary) -> list[str]:
     else:
         d = a.decisions
         final = study.budget.final_eval_seeds
-        lines += [_answers_intro(d, len(a.rows), final), ""]
+        lines += [_answers_intro(d, len(a.rows), final, study.decide.score), ""]
         if s.plan is not None:
             lines += [s.plan.sentence(), ""]
         lines += [
@@ -281,7 +281,7 @@ def render_noise(s: Summary) -> list[str]:
         "",
         "Each row's contrast per run seed, d = B − A, is what the runs found plus the noise of their final "
         f"re-evaluation, which averages {n.recorded} final seeds shared by the cells of a run seed: Var(d) = σ²(runs) "
-        "+ σ²(one re-evaluation) / final seeds, split from finals.csv (the best-so-far rules, seed by seed; "
+        f"+ σ²(one re-evaluation) / final seeds, split from finals.csv (the {s.study.decide.score} rules, seed by seed; "
         "docs/verdicts.md). 'final seeds at least variance per training' is Cochran's two-stage allocation at a run's "
         f"evaluations against {2} trainings per final seed (both rule sets scored). The last column is each score's "
         f"paired t over the run seeds at {n.recorded} final seeds: the best-so-far rules' (the decisions') and the "
@@ -292,11 +292,10 @@ def render_noise(s: Summary) -> list[str]:
     ]
 
 
-def _answers_intro(d, rows: int, final: int) -> str:
+def _answers_intro(d, rows: int, final: int, score: str = "best-so-far") -> str:
     """What the Answers' table holds and how it was decided, in words."""
-    scored = (
-        f"scored on the final re-evaluation (the best-so-far rules retrained on {final} fresh seeds, the mean)"
-    )
+    rules = "the best-so-far rules" if score == "best-so-far" else "the final search mean's rules"
+    scored = f"scored on the final re-evaluation ({rules} retrained on {final} fresh seeds, the mean)"
     looked = f"after stage {d.looks} of {d.stages} ({d.looks * d.seeds_per_look} seeds per cell at most)"
     if d.test == "adastop":
         return (

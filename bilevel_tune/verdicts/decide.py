@@ -215,10 +215,12 @@ def describe(decisions: Decisions) -> list[str]:
     return lines
 
 
-def finals(run_dir) -> dict[tuple, float]:
-    """Every finished ES trial's final re-evaluated objective, by cell key (NaN where it has none)."""
+def finals(run_dir, score: str = "best-so-far") -> dict[tuple, float]:
+    """Every finished ES trial's final re-evaluated objective, by cell key (NaN where it has none): the best-so-far
+    rules', or with `score` "search mean" the final search mean's (`[decide] score`)."""
+    key_of_score = M.FINAL_MEAN if score == "search mean" else M.FINAL_BEST
     out = {}
     for _, (_, final) in trial_records(run_dir).items():
         if final is not None and not is_scan(key := Cell.key_of(final)):
-            out[key] = num(final.get(M.FINAL_BEST))
+            out[key] = num(final.get(key_of_score))
     return out

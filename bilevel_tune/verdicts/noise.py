@@ -31,6 +31,7 @@ class NoiseSplit:
     """One hypothesis's contrast, its variance split; NaN where the data cannot say (one run seed, one final seed)."""
 
     run_seeds: int
+    effect: float  # the mean contrast over run seeds, each on its first K final seeds
     final_seeds: int  # K: the final seeds every run seed of it holds
     recorded: int  # k: the final seeds its scores (the decisions') average
     run_var: float  # σ²_run
@@ -49,7 +50,7 @@ class NoiseSplit:
 
     def record(self) -> dict[str, float | int]:
         return {
-            "run_seeds": self.run_seeds, "final_seeds": self.final_seeds, "recorded_final_seeds": self.recorded,
+            "run_seeds": self.run_seeds, "effect": self.effect, "final_seeds": self.final_seeds, "recorded_final_seeds": self.recorded,
             "run_var": self.run_var, "eval_var": self.eval_var, "eval_share": self.eval_share,
             "correlation": self.correlation, "sd_at_recorded": float(np.sqrt(self.var_at(self.recorded))),
             "sd_at_available": float(np.sqrt(self.var_at(self.final_seeds))),
@@ -73,7 +74,8 @@ def split(hypothesis, scores: Scores, recorded: int) -> NoiseSplit | None:
     eval_var = float(np.mean([np.var(v, ddof=1) for v in d.values()]))
     means = np.array([v[:k_all].mean() for v in d.values()])  # each run seed on its first K final seeds
     run_var = max(float(np.var(means, ddof=1)) - eval_var / k_all, 0.0) if len(means) >= 2 else float("nan")
-    return NoiseSplit(len(per_seed), k_all, recorded, run_var, eval_var, _correlation(groups, scores, per_seed))
+    correlation = _correlation(groups, scores, per_seed)
+    return NoiseSplit(len(per_seed), float(means.mean()), k_all, recorded, run_var, eval_var, correlation)
 
 
 def _correlation(groups, scores: Scores, per_seed: Mapping[int, list[int]]) -> float:

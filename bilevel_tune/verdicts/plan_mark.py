@@ -31,7 +31,6 @@ from bilevel_tune.verdicts.decide import hypotheses_of
 from bilevel_tune.verdicts.looks import ADASTOP, TEST_NAMES
 
 PLAN_KEY = "decision_plan"  # study.json: the plan as fixed before look 1, its fingerprint, when
-SCORE = "best-so-far"  # what the decisions score: the best-so-far rules' final re-evaluation
 LEGACY_TEST = ADASTOP  # a look recorded without its test: decided before the paired test existed
 
 
@@ -46,7 +45,7 @@ def decision_plan(study) -> dict[str, Any]:
         "seeds_per_stage": d.seeds_per_stage,
         "max_seeds": d.max_seeds,
         "final_seeds": study.budget.final_eval_seeds,
-        "score": SCORE,
+        "score": study.decide.score,
         "generations": {str(p): g for p, g in sorted({(c.population, c.generations) for c in study.cells()})},
     }
 

@@ -1,0 +1,163 @@
+"""The cheapest design that decides, planned from a pilot's noise (docs/verdicts.md, "Designing from a pilot").
+
+A pilot is a finished run of the same question. For each row it decided, and for each score (the best-so-far
+rules', the search mean's) and budget (a fraction of each trial's evaluations) it was re-scored at, it gives
+the row's effect μ and its variance components — what the runs found, σ²_run, and one final seed's
+re-evaluation, σ²_eval (`verdicts.noise`). A **design** is: seeds per stage and at most, final seeds k, a budget
+fraction b and a score. Under it a row's per-seed contrast is d ~ N(μ, σ²_run + σ²_eval / k), decided by the
+run's own group-sequential paired t at the row's level (`verdicts.sequential`); its power is the share of
+simulated seed sequences that cross a look's boundary — the calibration's own seeded null paths, shifted by the
+standardised effect. An equivalence row's power is the share whose repeated intervals fall inside ±margin.
+
+Cost, in farm trainings: every cell of the grid runs its seeds, each seed b × its evaluations, plus k final seeds ×
+the rule sets scored (2). The expected count runs each cell until the last row is decided (the stage where every
+simulated row has crossed: an upper figure, since a real run stops adding seeds to a decided row's groups); the
+most is every cell at the plan's seeds. Pure numpy; the pilot's data arrives as plain numbers (`report.pilot`).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Sequence
+
+import numpy as np
+
+from bilevel_tune.verdicts import sequential
+
+PATHS = 20_000  # simulated seed sequences per design and row (power's standard error ≤ 0.004)
+TARGET = 0.8
+SEEDS_PER_STAGE = (2, 3, 4)
+MOST_SEEDS = 24
+FINAL_SEEDS = (3, 4, 6, 8, 12, 16)
+RULES_SCORED = 2  # a trial's final re-evaluation scores the best-so-far rules and the search mean's
+
+
+@dataclass(frozen=True)
+class Components:
+    """A row's contrast at one score and budget, as the pilot measured it."""
+
+    effect: float  # μ: the mean contrast over the pilot's run seeds
+    run_var: float
+    eval_var: float
+    run_seeds: int
+
+    def sd(self, k: int) -> float:
+        return float(np.sqrt(self.run_var + self.eval_var / k))
+
+
+@dataclass(frozen=True)
+class PilotRow:
+    key: str
+    decided: str  # the pilot's decision: A better, B better, equivalent
+    level: float  # the row's share of α when the pilot decided it (a differs claim's)
+    margin_level: float  # its equivalence claim's share
+    at: dict[tuple[str, Fraction], Components]  # (score, budget fraction) → components
+
+
+@dataclass(frozen=True)
+class Cell:
+    """What one cell of the grid costs a seed: its evaluations at the whole budget, and its seconds here."""
+
+    evaluations: int
+    seconds: float  # a whole-budget run's seconds, final re-evaluation aside
+    seconds_per_final_seed: float
+
+
+@dataclass(frozen=True)
+class Design:
+    score: str
+    budget: Fraction
+    final_seeds: int
+    seeds_per_stage: int
+    max_seeds: int
+    power: tuple[float, ...]  # per target row, at the pilot's effect
+    power_at_margin: tuple[float, ...]  # per direction row, at an effect the size of the margin (NaN: no margin)
+    expected_seeds: float  # per cell
+    expected_trainings: float
+    most_trainings: float
+    expected_seconds: float  # trial-seconds on the pilot's machine
+
+    @property
+    def decides(self) -> bool:
+        return min(self.power) >= TARGET
+
+
+def trainings(cells: Sequence[Cell], seeds: float, budget: Fraction, final_seeds: int) -> float:
+    """Farm trainings of a grid whose every cell runs `seeds` seeds at this budget and final seeds."""
+    return float(seeds * sum(budget * c.evaluations + RULES_SCORED * final_seeds for c in cells))
+
+
+def seconds(cells: Sequence[Cell], seeds: float, budget: Fraction, final_seeds: int) -> float:
+    return seeds * sum(float(budget) * c.seconds + final_seeds * c.seconds_per_final_seed for c in cells)
+
+
+@functools.lru_cache(maxsize=64)
+def _paths(n: int, looks: int) -> tuple[np.ndarray, np.ndarray]:
+    """Standard normal differences' running means and SDs, per path and look: the first PATHS of the
+    calibration's own seeded null paths."""
+    means, sds = sequential._null_paths(n, looks)
+    return means[:PATHS].copy(), sds[:PATHS].copy()
+
+
+def decided_by(row: PilotRow, c: Components, k: int, n: int, looks: int, margin: float | None,
+               effect: float | None = None) -> np.ndarray:  # fmt: skip
+    """Per simulated path, the first look at which the row is decided as the pilot decided it (looks + 1: never)."""
+    means, sds = _paths(n, looks)
+    sd = c.sd(k)
+    counts = n * np.arange(1, looks + 1)
+    if row.decided == "equivalent":
+        if margin is None or sd <= 0:
+            return np.full(PATHS, looks + 1)
+        levels = sequential.t_levels(n, looks, 2 * row.margin_level)
+        critical = np.array(levels.critical)
+        mu = (c.effect if effect is None else effect) / sd
+        inside = np.abs(means + mu) + critical * sds / np.sqrt(counts) < margin / sd
+    else:
+        levels = sequential.t_levels(n, looks, row.level)
+        mu = (c.effect if effect is None else effect) / sd if sd > 0 else np.inf
+        with np.errstate(invalid="ignore", divide="ignore"):
+            inside = np.abs(means + mu) * np.sqrt(counts) / sds >= np.array(levels.critical)
+    first = np.where(inside.any(axis=1), inside.argmax(axis=1) + 1, looks + 1)
+    return first
+
+
+def evaluate(rows: Sequence[PilotRow], cells: Sequence[Cell], score: str, budget: Fraction, k: int, n: int,
+             most: int, margin: float | None) -> Design | None:  # fmt: skip
+    """One design's power per row and its cost; None where the pilot has no components for it."""
+    looks = most // n
+    if any((score, budget) not in r.at for r in rows):
+        return None
+    firsts = [decided_by(r, r.at[(score, budget)], k, n, looks, margin) for r in rows]
+    power = tuple(float(np.mean(f <= looks)) for f in firsts)
+    at_margin = tuple(
+        float(np.mean(decided_by(r, r.at[(score, budget)], k, n, looks, margin, effect=margin) <= looks))
+        if margin is not None and r.decided != "equivalent" and min(power) >= TARGET else float("nan")
+        for r in rows
+    )  # fmt: skip  # only where the design decides: the figure a reader weighs it by
+    last = np.minimum(np.max(np.stack(firsts), axis=0), looks)  # the stage by which every row is decided
+    seeds = float(n * last.mean())
+    return Design(
+        score, budget, k, n, most, power, at_margin, seeds, trainings(cells, seeds, budget, k),
+        trainings(cells, most, budget, k), seconds(cells, seeds, budget, k),
+    )  # fmt: skip
+
+
+def designs(rows: Sequence[PilotRow], cells: Sequence[Cell], margin: float | None) -> list[Design]:
+    """Every design of the grid (scores × budgets the pilot measured × final seeds × stage plans), cheapest
+    expected trainings first."""
+    keys = sorted({key for r in rows for key in r.at})
+    found = []
+    for n in SEEDS_PER_STAGE:  # a stage plan's paths and boundaries once, for every score, budget and k
+        for most, (score, budget), k in itertools.product(range(2 * n, MOST_SEEDS + 1, n), keys, FINAL_SEEDS):
+            d = evaluate(rows, cells, score, budget, k, n, most, margin)
+            if d is not None:
+                found.append(d)
+    return sorted(found, key=lambda d: (d.expected_trainings, d.most_trainings))
+
+
+def cheapest(found: Sequence[Design]) -> Design | None:
+    """The design of least expected trainings that reaches the target power on every row."""
+    return next((d for d in found if d.decides), None)

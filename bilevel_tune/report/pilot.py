@@ -1,0 +1,200 @@
+"""A finished run read as a pilot: its decided rows' effects and noise at each score and budget it was scored at
+(finals.csv, anytime.csv), its cells' costs, and the designs the planner compares (`planning.pilot`), printed by
+`python -m bilevel_tune.study STUDY --dry-run --pilot RUN_DIR`.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from bilevel_tune.planning import pilot as P
+from bilevel_tune.planning.plan import hms
+from bilevel_tune.report import run_summary, tables
+from bilevel_tune.report.columns import SummaryError
+from bilevel_tune.report.noise_split import final_scores_by_group
+from bilevel_tune.study_data import final_scores as S
+from bilevel_tune.verdicts import decide, noise
+
+DECIDED = (decide.A_BETTER, decide.B_BETTER, decide.EQUIVALENT, decide.NO_DIFFERENCE)
+
+
+class PilotError(ValueError):
+    """A folder that cannot serve as a pilot for this study; one line."""
+
+
+def read_pilot(study, run_dir: Path) -> run_summary.Summary:
+    """The pilot's summary; PilotError when it is not a finished run of this study's world with final scores."""
+    try:
+        found = run_summary.from_tables(tables.read(run_dir))
+    except (SummaryError, OSError, ValueError, KeyError) as err:
+        raise PilotError(f"--pilot {run_dir}: not a run folder or a shipped result ({str(err).splitlines()[0]})") from None
+    mine, theirs = _world(study), _world(found.study)
+    if mine != theirs:
+        differ = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
+        raise PilotError(
+            f"--pilot {run_dir}: its world is not this study's ({', '.join(f'{k} {theirs.get(k)!r} ≠ {mine.get(k)!r}' for k in differ)}); "
+            "a pilot must run the same world"
+        )
+    per_trial = found.tables.finals.groupby("trial")["final_seed"].nunique() if not found.tables.finals.empty else pd.Series()
+    if per_trial.empty or per_trial.max() < 2:
+        raise PilotError(
+            f"--pilot {run_dir}: no final scores seed by seed (finals.csv, or heldout.csv's own rows); give a run whose "
+            "trials recorded them, or re-score it first: --reevaluate RUN_DIR --final-seeds 16"
+        )
+    return found
+
+
+def _world(study) -> dict:
+    return {"world": study.world_kind, **{k: v for k, v in study.settings.items() if k.startswith("world.")}}
+
+
+def pilot_rows(summary: run_summary.Summary) -> list[P.PilotRow]:
+    """The pilot's decided rows, each with its components at every (score, budget) it was scored at."""
+    study, t = summary.study, summary.tables
+    scored = {(rules, Fraction(1)): final_scores_by_group(study, t.finals, rules) for rules in S.RULES}
+    if not t.anytime.empty:
+        for asked, rows in t.anytime.groupby("asked", sort=False):
+            if "/" in str(asked):  # a fraction of each trial's budget: a design's budget
+                for rules in S.RULES:
+                    scored[(rules, Fraction(str(asked)))] = final_scores_by_group(study, rows, rules)
+    out = []
+    for answer in summary.answers.rows:
+        d = answer.decision
+        if d.outcome not in DECIDED:
+            continue
+        at = {}
+        for key, scores in scored.items():
+            split = noise.split(answer.hypothesis, scores, study.budget.final_eval_seeds)
+            if split is not None and split.run_seeds >= 2:
+                at[key] = P.Components(split.effect, split.run_var, split.eval_var, split.run_seeds)
+        out.append(P.PilotRow(answer.hypothesis.key, d.decision, d.level, d.margin_level, at))
+    return out
+
+
+def pilot_cells(summary: run_summary.Summary) -> list[P.Cell]:
+    """One per group of the grid: its evaluations at the whole budget, its mean seconds here."""
+    study, trials, gens = summary.study, summary.trials, summary.tables.generations
+    elapsed = gens.groupby("trial")["elapsed_s"].max() if not gens.empty else pd.Series(dtype=float)
+    names = trials["trial"].map(lambda n: S.trial_of_folder(n) if isinstance(n, str) else None)
+    k = max(study.budget.final_eval_seeds, 1)
+    out = []
+    for group in dict.fromkeys(c.group for c in study.cells()):
+        cells = [c for c in study.cells() if c.group == group]
+        mine = trials[names.isin({_name(study, c) for c in cells})]
+        wall = mine["wall_s"].to_numpy(float)
+        spent = np.array([elapsed.get(S.trial_of_folder(n), np.nan) for n in mine["trial"]])
+        final = np.nanmean(wall - spent) if len(wall) else np.nan
+        out.append(P.Cell(cells[0].generations * cells[0].population, float(np.nanmean(spent)), float(final) / k))
+    return out
+
+
+def _name(study, cell) -> str:
+    from bilevel_tune.study_data.run_folder import trial_name
+
+    return trial_name(study, cell)
+
+
+def pilot_spend(summary: run_summary.Summary) -> tuple[int, int, float]:
+    """(evaluations, final retrainings, trial-seconds) the pilot's finished ES trials spent."""
+    done = summary.trials[summary.trials["status"].isin(("complete", "stopped"))]
+    evaluations = int(done["evaluations"].sum())
+    finals = len(done) * summary.study.budget.final_eval_seeds * P.RULES_SCORED
+    return evaluations, finals, float(done["wall_s"].sum())
+
+
+def plan_lines(study, run_dir: Path) -> list[str]:
+    """The planner's report: the pilot's rows, its spend, the designs that decide (cheapest first), the study's
+    own design beside them, and the cheapest as study-file lines."""
+    pilot = read_pilot(study, run_dir)
+    rows = [r for r in pilot_rows(pilot) if r.key in {h.key for h in decide.hypotheses_of(study)}]
+    if not rows:
+        raise PilotError(f"--pilot {run_dir}: it decided none of this study's rows; nothing to plan for")
+    cells = pilot_cells(pilot)
+    evaluations, finals, secs = pilot_spend(pilot)
+    margin = study.decide.margin
+    found = P.designs(rows, cells, margin)
+    lines = [
+        f"pilot {run_dir}: {len(rows)} decided row(s) to plan for; it spent {evaluations:,} evaluations + {finals:,} "
+        f"final retrainings = {evaluations + finals:,} farm trainings, {secs / 3600:.1f} trial-hours",
+        "  each row at its pilot's effect (score, budget → B − A, SD between runs, SD of one re-evaluation, run seeds):",
+    ]
+    for r in rows:
+        lines.append(f"    {r.key} ({r.decided}, α {r.level:.3g}):")
+        for (score, budget), c in sorted(r.at.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+            lines.append(
+                f"      {score}, {budget} of the budget: {c.effect:+.4f}, {np.sqrt(c.run_var):.4f}, "
+                f"{np.sqrt(c.eval_var):.4f} ({c.run_seeds})"
+            )
+    own = _own_design(study, rows, cells, margin)
+    deciding = [d for d in found if d.decides]
+    lines += [
+        f"designs reaching power {P.TARGET:g} at the pilot's effects on every row: {len(deciding)} of {len(found)} "
+        f"compared (score × budget × final seeds {list(P.FINAL_SEEDS)} × seeds per stage {list(P.SEEDS_PER_STAGE)} "
+        f"and at most ≤ {P.MOST_SEEDS}); the 10 cheapest, by expected farm trainings:",
+        *_design_table(deciding[:10], evaluations + finals),
+        "the study's own design, on the pilot's noise:",
+        *_design_table([own] if own else [], evaluations + finals),
+    ]
+    best = P.cheapest(found)
+    if best is None:
+        lines.append("no design compared reaches the target power on every row: the pilot's effects need more seeds")
+        return lines
+    lines += [
+        f"cheapest: {_describe(best)}: {best.expected_trainings:,.0f} farm trainings expected "
+        f"({best.expected_trainings / (evaluations + finals):.0%} of the pilot's {evaluations + finals:,}), "
+        f"{best.most_trainings:,.0f} at most; ~{hms(best.expected_seconds)} of trial time here",
+        "as study-file lines:",
+        *[f"  {line}" for line in study_lines(study, best)],
+    ]
+    return lines
+
+
+def _own_design(study, rows, cells, margin) -> P.Design | None:
+    d = study.decide
+    score = d.score
+    return P.evaluate(rows, cells, score, Fraction(1), study.budget.final_eval_seeds, d.seeds_per_stage,
+                      d.max_seeds, margin)  # fmt: skip
+
+
+def _describe(d: P.Design) -> str:
+    return (
+        f"score {d.score}, budget {d.budget} of the study's, {d.final_seeds} final seeds, {d.seeds_per_stage} seeds "
+        f"a stage, {d.max_seeds} at most"
+    )
+
+
+def _design_table(found, pilot_trainings: int) -> list[str]:
+    if not found:
+        return ["    (none)"]
+    head = (
+        "    score        budget  final  stage/most  power (least row)  at the margin  seeds (expected)  "
+        "trainings expected  share of pilot  at most  trial time"
+    )
+    out = [head]
+    for d in found:
+        margin = np.nanmin(d.power_at_margin) if np.isfinite(d.power_at_margin).any() else float("nan")
+        out.append(
+            f"    {d.score:<12} {str(d.budget):>6}  {d.final_seeds:>5}  {d.seeds_per_stage:>4}/{d.max_seeds:<5}  "
+            f"{min(d.power):>17.2f}  {margin:>13.2f}  {d.expected_seeds:>16.1f}  {d.expected_trainings:>18,.0f}  "
+            f"{d.expected_trainings / pilot_trainings:>14.0%}  {d.most_trainings:>7,.0f}  {hms(d.expected_seconds):>10}"
+        )
+    return out
+
+
+def study_lines(study, d: P.Design) -> list[str]:
+    """The design as lines to paste into the study file."""
+    generations = {str(c.population): int(c.generations * d.budget) for c in study.cells()}
+    table = ", ".join(f'"{p}" = {g}' for p, g in sorted(generations.items(), key=lambda kv: int(kv[0])))
+    return [
+        "[budget]",
+        f"generations = {{ {table} }}   # {d.budget} of the pilot's budget",
+        f"final_eval_seeds = {d.final_seeds}",
+        "[decide]",
+        f'score = "{d.score}"',
+        f"seeds_per_stage = {d.seeds_per_stage}   # the grid's seeds: as many",
+        f"max_seeds = {d.max_seeds}",
+    ]
