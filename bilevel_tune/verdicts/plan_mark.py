@@ -86,12 +86,13 @@ class PlanMark:
 def mark(study, record: Mapping[str, Any]) -> PlanMark:
     """The run's mark from its study.json (`record`) and its study as it stands."""
     now = decision_plan(study)
-    found: list[tuple[int, str]] = []  # (after look, what)
+    found: list[tuple[str, int, str]] = []  # (what kind, a look decided without the change, the change in words)
     for ext in record.get("plan_extensions", []) or []:
-        found.append((int(ext["after_stage"]), f"max seeds {ext['from_max_seeds']} → {ext['to_max_seeds']} (--extend-plan)"))
+        words = f"max seeds {ext['from_max_seeds']} → {ext['to_max_seeds']} (--extend-plan)"
+        found.append(("max_seeds", int(ext["after_stage"]), words))
     margin_from = study.decide.margin_from or 1
     if study.decide.margin is not None and margin_from > 1:
-        found.append((margin_from - 1, f"margin {study.decide.margin:g} declared before look {margin_from}"))
+        found.append(("margin", margin_from - 1, f"margin {study.decide.margin:g} declared before look {margin_from}"))
     for stage in record.get("stages", []) or []:
         for look in [*stage.get("superseded", []), stage]:
             if not look.get("decisions"):
@@ -99,24 +100,27 @@ def mark(study, record: Mapping[str, Any]) -> PlanMark:
             k = int(look.get("looks") or stage["stage"])
             test = look.get("test", LEGACY_TEST)
             if test != now["test"]:
-                found.append((k, f"test {TEST_NAMES.get(test, test)} → {TEST_NAMES.get(now['test'], now['test'])}"))
+                found.append(("test", k, f"test {TEST_NAMES.get(test, test)} → {TEST_NAMES.get(now['test'], now['test'])}"))
             rows = [d["comparison"] for d in look["decisions"]]
             if sorted(rows) != sorted(now["family"]):
-                found.append((k, f"family {len(rows)} → {len(now['family'])} rows"))
+                found.append(("family", k, f"family {len(rows)} → {len(now['family'])} rows"))
     fixed = record.get(PLAN_KEY)
     if fixed:
         explained = {"family"} | ({"max_seeds"} if record.get("plan_extensions") else set()) | (
             {"margin"} if margin_from > 1 else set())  # fmt: skip  # said above, in the words of their flags
         for key in sorted(set(fixed["plan"]) | set(now)):
             if fixed["plan"].get(key) != now.get(key) and key not in explained:
-                found.append((_looks_under(record, fixed["fingerprint"]), f"{key} {fixed['plan'].get(key)} → {now.get(key)}"))
+                words = f"{key} {fixed['plan'].get(key)} → {now.get(key)}"
+                found.append((key, _looks_under(record, fixed["fingerprint"]), words))
     if not found:
         return PlanMark(True, None, (), fixed["fingerprint"] if fixed else None)
-    last_under_old: dict[str, int] = {}  # a change came after the last look decided without it
-    for k, what in found:
-        last_under_old[what] = max(k, last_under_old.get(what, 0))
-    changes = tuple(sorted(last_under_old, key=lambda what: (last_under_old[what], what)))
-    return PlanMark(False, min(last_under_old.values()), changes, fixed["fingerprint"] if fixed else None)
+    last_under_old: dict[str, tuple[int, str]] = {}  # a change came after the last look decided without it
+    for kind, k, words in found:
+        if k >= last_under_old.get(kind, (-1, ""))[0]:
+            last_under_old[kind] = (k, words)
+    changes = tuple(words for k, words in sorted(last_under_old.values()))
+    after = min(k for k, _ in last_under_old.values())
+    return PlanMark(False, after, changes, fixed["fingerprint"] if fixed else None)
 
 
 def _looks_under(record: Mapping[str, Any], fixed: str) -> int:

@@ -1,0 +1,70 @@
+"""Planning from a pilot: a design's power on the paired t's own boundaries, its cost in farm trainings, the pilot a
+folder can or cannot be — and the weekend's own pilot planned from the command line."""
+
+from fractions import Fraction
+
+import pytest
+
+from bilevel_tune.planning import pilot as P
+from bilevel_tune.report.pilot import PilotError, read_pilot
+from bilevel_tune.study_data.definition import load_study
+
+from .study_helpers import REPO
+
+RESULTS = REPO / "docs" / "results"
+
+
+def _row(effect: float, run_sd: float, eval_sd: float, decided: str = "B better") -> P.PilotRow:
+    c = P.Components(effect, run_sd**2, eval_sd**2, 12)
+    return P.PilotRow("r", decided, 0.01, 0.005, {("best-so-far", Fraction(1)): c})
+
+
+CELLS = [P.Cell(1000, 3600.0, 3.0), P.Cell(4800, 2400.0, 3.0)]
+
+
+def test_a_large_effect_is_decided_early_and_no_effect_at_about_the_rows_level():
+    sure = P.evaluate([_row(0.05, 0.002, 0.004)], CELLS, "best-so-far", Fraction(1), 3, 2, 12, None)
+    assert sure.power == (1.0,) and sure.expected_seeds <= 6 and sure.decides  # O'Brien–Fleming: no early look is cheap
+    none = P.evaluate([_row(0.0, 0.01, 0.01)], CELLS, "best-so-far", Fraction(1), 3, 2, 12, None)
+    assert none.power[0] <= 0.02 and not none.decides and none.expected_seeds > 11.9  # its level: ~1 % of paths cross
+
+
+def test_more_final_seeds_buy_power_where_the_re_evaluation_is_the_noise():
+    row = _row(0.006, 0.001, 0.012)
+    few, many = (P.evaluate([row], CELLS, "best-so-far", Fraction(1), k, 2, 8, None).power[0] for k in (3, 16))
+    assert many > few + 0.3
+
+
+def test_an_equivalence_row_is_planned_by_its_repeated_intervals_inside_the_margin():
+    row = _row(0.0, 0.002, 0.004, decided="equivalent")
+    inside = P.evaluate([row], CELLS, "best-so-far", Fraction(1), 3, 2, 12, 0.01)
+    assert inside.decides
+    assert P.evaluate([row], CELLS, "best-so-far", Fraction(1), 3, 2, 12, None).power == (0.0,)  # no margin: no claim
+
+
+def test_a_design_costs_its_cells_evaluations_and_final_retrainings_per_seed():
+    assert P.trainings(CELLS, 6, Fraction(1), 3) == 6 * (1000 + 4800 + 2 * 2 * 3)
+    assert P.trainings(CELLS, 6, Fraction(1, 4), 8) == 6 * (250 + 1200 + 2 * 2 * 8)
+    assert P.seconds(CELLS, 2, Fraction(1, 2), 4) == 2 * (1800 + 1200 + 2 * 4 * 3.0)
+
+
+def test_a_folder_that_is_no_pilot_for_the_study_is_one_line():
+    with pytest.raises(PilotError, match="its world is not this study's"):
+        read_pilot(load_study("weekend"), RESULTS / "fishery-analytic")
+    with pytest.raises(PilotError, match="no final scores seed by seed"):
+        read_pilot(load_study("weekend"), RESULTS / "weekend-analytic")
+    with pytest.raises(PilotError, match="not a run folder or a shipped result"):
+        read_pilot(load_study("weekend"), RESULTS / "nothing-here")
+
+
+@pytest.mark.long
+def test_the_weekend_planned_from_its_shipped_pilot(capsys):
+    from bilevel_tune.cli.main import main
+
+    args = ["weekend", "--inner", "analytic", "--dry-run", "--pilot", str(RESULTS / "weekend-appo")]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "planned from the pilot:" in out and "139,488 farm trainings" in out
+    assert "cheapest: score " in out and "as study-file lines:" in out and "final_eval_seeds = " in out
+    assert main(["weekend", "--pilot", str(RESULTS / "weekend-appo")]) == 2
+    assert "--pilot plans a run: give it with --dry-run" in capsys.readouterr().err
