@@ -63,7 +63,7 @@ def test_the_dry_run_plans_the_first_stage_and_the_most(capsys, tmp_path):
     assert re.search(r"2-D vs 1-D, over populations .*; (equivalent by stage \d \(\d+ seeds\)|equivalence not)", out)
     assert "weekend_pop1_1d_seed42" in out and "seed6331" not in out.split("at the most")[0]
     assert "at the most (every comparison open to the end): 24 trials" in out and "  stage 3: 8 trials" in out
-    assert "[decide] test paired, alpha 0.05, seeds_per_stage 2, max_seeds 6, beta 0.0, compare [], margin 0.01" in out
+    assert "[decide] test paired, alpha 0.05, seeds_per_stage 2, max_seeds 6, beta 0.0, compare [], score best-so-far, margin 0.01" in out
     assert not list(tmp_path.iterdir())
     assert main([*argv, "--set", "decide.test=adastop"]) == 2  # AdaStop has no margin: one line
     assert "margin=0.01 needs the paired test's repeated intervals" in capsys.readouterr().err

@@ -18,7 +18,8 @@ import numpy as np
 import pandas as pd
 
 from bilevel_tune.report.columns import BEST, score_column
-from bilevel_tune.study_data.run_folder import group_of
+from bilevel_tune.study_data import final_scores as S
+from bilevel_tune.study_data.run_folder import group_of, trial_name
 from bilevel_tune.verdicts import decide, effects
 from bilevel_tune.verdicts import family as F
 
@@ -241,17 +242,21 @@ def _hms(seconds: float) -> str:
 # -- comparisons -------------------------------------------------------------------------------
 def rows_by_cell(study, trials: pd.DataFrame) -> dict[tuple, pd.Series]:
     """The trials table's row of each ES cell, by cell key: matched on the cell's columns (population, searched
-    rules, seed, further axes), never on row order — a sorted or shuffled trials.csv answers the same."""
+    rules, seed, further axes), else on the trial's name; never on row order — a sorted or shuffled trials.csv
+    answers the same."""
     extra_keys = sorted({k for c in study.cells() for k, _ in c.extra})
-    index = {}
+    index, by_name = {}, {}
     for _, row in trials.iterrows():
         extra = tuple(str(row.get(k)) for k in extra_keys)
         index[(str(row.get("population")), str(row.get("optimize_params")), str(row.get("seed")), extra)] = row
+        if isinstance(row.get("trial"), str):  # a table without the cell's columns: its trials' names
+            by_name[row["trial"]] = by_name[S.trial_of_folder(row["trial"])] = row
     out = {}
     for c in study.cells():
         found = index.get(
             (str(c.population), ",".join(c.optimize_params), str(c.seed), tuple(str(_value(v)) for _, v in c.extra))
         )
+        found = found if found is not None else by_name.get(trial_name(study, c))
         if found is not None:
             out[c.key] = found
     return out
