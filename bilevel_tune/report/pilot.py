@@ -52,8 +52,9 @@ def _world(study) -> dict:
     return {"world": study.world_kind, **{k: v for k, v in study.settings.items() if k.startswith("world.")}}
 
 
-def pilot_rows(summary: run_summary.Summary) -> list[P.PilotRow]:
-    """The pilot's decided rows, each with its components at every (score, budget) it was scored at."""
+def scored_at(summary: run_summary.Summary) -> dict[tuple[str, Fraction], dict]:
+    """{(score, budget fraction): {group: {run seed: {final seed: objective}}}}: the whole budget from finals.csv,
+    each fraction of it from anytime.csv."""
     study, t = summary.study, summary.tables
     scored = {(rules, Fraction(1)): final_scores_by_group(study, t.finals, rules) for rules in S.RULES}
     if not t.anytime.empty:
@@ -61,6 +62,24 @@ def pilot_rows(summary: run_summary.Summary) -> list[P.PilotRow]:
             if "/" in str(asked):  # a fraction of each trial's budget: a design's budget
                 for rules in S.RULES:
                     scored[(rules, Fraction(str(asked)))] = final_scores_by_group(study, rows, rules)
+    return scored
+
+
+def contrasts(hypothesis, scores: dict) -> dict[int, np.ndarray]:
+    """{run seed: the contrast on each final seed every group of the hypothesis holds}."""
+    groups = [g for g, w in hypothesis.contrast if w]
+    seeds = set.intersection(*(set(scores.get(g, {})) for g in groups)) if groups else set()
+    out = {}
+    for s in sorted(seeds):
+        finals = sorted(set.intersection(*(set(scores[g][s]) for g in groups)))
+        out[s] = np.array([sum(w * scores[g][s][j] for g, w in hypothesis.contrast) for j in finals])
+    return out
+
+
+def pilot_rows(summary: run_summary.Summary) -> list[P.PilotRow]:
+    """The pilot's decided rows, each with its components at every (score, budget) it was scored at."""
+    study = summary.study
+    scored = scored_at(summary)
     out = []
     for answer in summary.answers.rows:
         d = answer.decision
