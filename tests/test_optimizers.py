@@ -164,3 +164,43 @@ def test_a_users_optimiser_is_named_as_module_and_class_like_a_world_or_a_loop()
     }.items():
         with pytest.raises(StudyError, match=message):
             study.with_overrides(settings={"optimizer": spec})
+
+
+def test_a_users_optimiser_is_summarised_with_its_own_rows(tmp_path):
+    """The shipped optimizers study with its random search's runs renamed a user's optimiser: every table, no error."""
+    import json
+    import shutil
+
+    import pandas as pd
+
+    from bilevel_tune.report.summary import main
+
+    from .study_helpers import REPO
+
+    user = "tests.user_optimizers:ShrinkingBox"
+    folder = tmp_path / "optimizers"
+    shutil.copytree(REPO / "docs" / "results" / "optimizers-analytic", folder)
+    record = json.loads((folder / "study.json").read_text())
+    record["study"]["axes"] = [["outer.optimizer", ["es", "cma", "bo", user]]]
+    (folder / "study.json").write_text(json.dumps(record))
+    for name, kwargs in (("trials.csv", {}), ("generations.csv.gz", {"compression": "gzip"})):
+        table = pd.read_csv(folder / name)
+        for column in ("outer.optimizer", "optimizer"):
+            if column in table:
+                table[column] = table[column].replace("random", user)
+        table.to_csv(folder / name, index=False, **kwargs)
+    assert main([str(folder), "--no-plots"]) == 0
+    table = pd.read_csv(folder / "optimizers.csv")
+    assert list(dict.fromkeys(table["optimizer"])) == ["es", "cma", "bo", user]  # built-ins first, a user's after
+    answers = pd.read_csv(folder / "answers.csv")
+    assert answers["comparison"].str.contains("ShrinkingBox").any()
+
+
+def test_a_summary_that_raises_fails_the_run_and_says_how_to_rebuild_it(tmp_path):
+    from bilevel_tune.cli.runner import _summarise
+    from bilevel_tune.study_data.definition import load_study
+
+    (tmp_path / "study.json").write_text("{}")  # no study in it: the summary cannot be written
+    said = []
+    assert _summarise(tmp_path, "disabled", load_study("weekend"), said.append) is False
+    assert said[-1].startswith("summary failed (") and f"rebuild with: python -m bilevel_tune.summary {tmp_path}" in said[-1]

@@ -199,13 +199,13 @@ def _run_on_cluster(study, options, root, run_dir, mode, signals, clock: calibra
             study = grown
         if study.final.learners and not (counts[1] or counts[2] or watch.reason):  # after the last stage
             _held_out(study, run_dir, out)
-        _summarise(run_dir, mode, study, out)
+        summarised = _summarise(run_dir, mode, study, out)
         if watch.reason:
             out(f"stopped: {watch.reason}")
     except KeyboardInterrupt:  # a second Ctrl-C or SIGTERM: stop now; the records are fsynced per generation
         signals.received = signals.received or signal.SIGINT
-        counts = _counts(study, run_dir, errored=0)
-    if watch.reason:  # our own stop, not the user's
+        counts, summarised = _counts(study, run_dir, errored=0), True
+    if watch.reason or not summarised:  # our own stop, not the user's; or a run whose summary failed: not done
         code = lifecycle.EXIT_ERRORED
     else:
         code = signals.exit_code or (lifecycle.EXIT_ERRORED if counts[1] else lifecycle.EXIT_OK)
@@ -326,7 +326,8 @@ def _counts(study: Study, run_dir: Path, errored: int) -> tuple[int, int, int]:
     return finished, errored, len(trials) - finished - errored
 
 
-def _summarise(run_dir: Path, mode: str, study: Study, out) -> None:
+def _summarise(run_dir: Path, mode: str, study: Study, out) -> bool:
+    """The run's summary written and tracked; False (the run's exit status says so) when writing it raised."""
     from bilevel_tune.report import summary
     from bilevel_tune.tune_edge import tracking
 
@@ -336,13 +337,14 @@ def _summarise(run_dir: Path, mode: str, study: Study, out) -> None:
         out(
             f"summary failed ({type(err).__name__}: {err}); the records are intact — rebuild with: python -m bilevel_tune.summary {run_dir}"
         )
-        return
+        return False
     skipped = tracking.log_summary(run_dir, mode, group=run_dir.name, tags=_tags(study))
     if skipped:
         out(skipped)
     out(f"\nTensorBoard: tensorboard --logdir {run_dir / TENSORBOARD_DIR}")
     if mode != "disabled":
         out(f"W&B ({mode}): runs not on the server yet upload with: {tracking.sync_command(run_dir)}")
+    return True
 
 
 def _trial_results(grid) -> list[tuple[list[dict], dict | None, float]]:
@@ -444,7 +446,8 @@ def reevaluate_run(
                     ))  # fmt: skip
                 if study.final.learners and (options.learners or not (final_seeds or budgets)):
                     entries.append(_held_out(study, run_dir, out))
-                _summarise(run_dir, mode if (run_dir / "tensorboard").is_dir() else "disabled", study, out)
+                if not _summarise(run_dir, mode if (run_dir / "tensorboard").is_dir() else "disabled", study, out):
+                    code = lifecycle.EXIT_ERRORED
             except KeyboardInterrupt:
                 code = lifecycle.EXIT_INTERRUPTED
             finally:

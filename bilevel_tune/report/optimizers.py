@@ -117,9 +117,14 @@ def optimizer_table(trials: pd.DataFrame, incumbents: pd.DataFrame, eps: float) 
                 "optimizer_share": float((runs["optimizer_s"] / runs["wall_s"]).mean()),
             }
         )
-    order = list(NAMED_LEVELS["outer.optimizer"])
     table = pd.DataFrame(rows)
-    return table.sort_values([MECHANISM, OPTIMIZER], key=lambda c: c.map(order.index) if c.name == OPTIMIZER else c)
+    return table.sort_values([MECHANISM, OPTIMIZER], key=lambda c: c.map(_place) if c.name == OPTIMIZER else c)
+
+
+def _place(optimizer: str) -> tuple[int, str]:
+    """A built-in optimiser in its registry's order, a user's (`module:Class`) after them, by name."""
+    order = list(NAMED_LEVELS["outer.optimizer"])
+    return (order.index(optimizer), "") if optimizer in order else (len(order), str(optimizer))
 
 
 def _sd(values: pd.Series) -> float:
