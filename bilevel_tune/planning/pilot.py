@@ -31,7 +31,7 @@ PATHS = 20_000  # simulated seed sequences per design and row (power's standard 
 TARGET = 0.8
 SEEDS_PER_STAGE = (2, 3, 4)
 MOST_SEEDS = 24
-FINAL_SEEDS = (3, 4, 6, 8, 12, 16)
+FINAL_SEEDS = (3, 4, 6, 8, 12, 16, 24, 32)
 RULES_SCORED = 2  # a trial's final re-evaluation scores the best-so-far rules and the search mean's
 
 

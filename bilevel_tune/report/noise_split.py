@@ -82,7 +82,7 @@ class NoiseSection:
                 f"paired SD at {self.recorded}": np.sqrt(s.var_at(self.recorded)),
                 f"at {s.final_seeds}": np.sqrt(s.var_at(s.final_seeds)),
                 "final seeds at least variance per training": r.best_final_seeds,
-                "t best-so-far / search mean": f"{r.t_best:.2f} / {r.t_mean:.2f}",
+                "t best-so-far / search mean": " / ".join(f"{t:.2f}" if np.isfinite(t) else "–" for t in (r.t_best, r.t_mean)),
             })  # fmt: skip
         return pd.DataFrame(rows)
 

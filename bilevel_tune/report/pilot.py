@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import os
 from fractions import Fraction
 from pathlib import Path
 
@@ -158,14 +159,15 @@ def plan_lines(study, run_dir: Path) -> list[str]:
         "the study's own design, on the pilot's noise:",
         *_design_table([own] if own else [], evaluations + finals),
     ]
-    best = P.cheapest(found)
+    best, cpus = P.cheapest(found), os.cpu_count() or 1
     if best is None:
         lines.append("no design compared reaches the target power on every row: the pilot's effects need more seeds")
         return lines
     lines += [
         f"cheapest: {_describe(best)}: {best.expected_trainings:,.0f} farm trainings expected "
         f"({best.expected_trainings / (evaluations + finals):.0%} of the pilot's {evaluations + finals:,}), "
-        f"{best.most_trainings:,.0f} at most; ~{hms(best.expected_seconds)} of trial time here",
+        f"{best.most_trainings:,.0f} at most; ~{hms(best.expected_seconds)} of trial time at the pilot's pace, "
+        f"~{hms(best.expected_seconds / cpus)} of wall on this machine's {cpus} CPUs",
         "as study-file lines:",
         *[f"  {line}" for line in study_lines(study, best)],
     ]
