@@ -82,11 +82,19 @@ class Needed:
         same = self.smallest_same()
         decided = sum(r.decision.outcome not in (decide.OPEN, decide.UNDECIDED) for r in self.run.rows)
         if not decided:
-            return ["the run decided no row: nothing to read the same at a smaller budget."]
-        if same is None:
-            return [f"at none of the budgets asked do all {decided} decided rows read as the run decided them."]
-        return [f"the smallest budget asked at which all {decided} decided rows read as the run decided them: "
-                f"{_budget_label(same)}."]  # fmt: skip
+            said = ["the run decided no row: nothing to read the same at a smaller budget."]
+        elif same is None:
+            said = [f"at none of the budgets asked do all {decided} decided rows read as the run decided them."]
+        else:
+            said = [f"the smallest budget asked at which all {decided} decided rows read as the run decided them: "
+                    f"{_budget_label(same)}."]  # fmt: skip
+        equal = self.equal_rows()
+        if not equal.empty:
+            answers = "; ".join(
+                f"{r.comparison.split(', at equal evaluations')[0]}: {r.answer.split(';')[0]}" for r in equal.itertuples()
+            )
+            said.append(f"at equal evaluations ({equal['budget'].iloc[0]}): {answers}.")
+        return said
 
     def record(self) -> dict[str, Any]:
         same = self.smallest_same()

@@ -11,7 +11,8 @@ and the findings of its Robustness section (`## Robustness`, the held-out learne
 status quo and whether each winner holds, without its tables) the same way, between
 `<!-- robustness: FOLDER -->` and `<!-- /robustness -->`; and the findings of its outer optimisers compared at
 equal evaluations (`## Optimisers at equal evaluations`: which one comes within ε soonest, per mechanism) between
-`<!-- optimizers: FOLDER -->` and `<!-- /optimizers -->`.
+`<!-- optimizers: FOLDER -->` and `<!-- /optimizers -->`; and the findings of What the answers needed (the smallest
+budget at which the decided rows read the same) between `<!-- needed: FOLDER -->` and `<!-- /needed -->`.
 
 `refresh(page)` rewrites every such block from the folder's summary.md; `stale(page)` names the blocks that
 differ (a test holds README.md to it).
@@ -29,7 +30,7 @@ from bilevel_tune.report.run_record import section_block
 from bilevel_tune.study_data.run_folder import SUMMARY_MARKDOWN
 
 QUOTE = re.compile(
-    r"(?P<open><!-- (?P<kind>answers|robustness|optimizers): (?P<folder>\S+) -->)(?P<block>.*?)(?P<close><!-- /(?P=kind) -->)",
+    r"(?P<open><!-- (?P<kind>answers|robustness|optimizers|needed): (?P<folder>\S+) -->)(?P<block>.*?)(?P<close><!-- /(?P=kind) -->)",
     re.S,
 )
 
@@ -40,7 +41,8 @@ def _source(root: Path, match: re.Match) -> str:
         return ""
     if match["kind"] == "answers":
         return section_block(summary.read_text(), "Answers")
-    heading = "Optimisers at equal evaluations" if match["kind"] == "optimizers" else "Robustness"
+    heading = {"optimizers": "Optimisers at equal evaluations", "needed": "What the answers needed"}.get(
+        match["kind"], "Robustness")  # fmt: skip
     findings = section_block(summary.read_text(), heading).splitlines()
     return "\n".join(line for line in findings if line.startswith("- "))
 
