@@ -20,13 +20,13 @@ from pathlib import Path
 
 import numpy as np
 
-from bilevel_tune.planning import pilot as P
+from bilevel_tune.planning import pilot_designs
 from bilevel_tune.report.pilot import contrasts, pilot_cells, pilot_rows, read_pilot, scored_at
 from bilevel_tune.study_data.definition import load_study
 from bilevel_tune.verdicts import decide, sequential
 
 
-def resampled(per_seed: dict[int, np.ndarray], design: P.Design, row: P.PilotRow, margin, runs: int, rng,
+def resampled(per_seed: dict[int, np.ndarray], design: pilot_designs.Design, row: pilot_designs.PilotRow, margin, runs: int, rng,
               centre: bool = False) -> float:  # fmt: skip
     """The share of bootstrap runs that decide the row as the pilot did, by the design's last look."""
     seeds = list(per_seed)
@@ -61,8 +61,8 @@ def main() -> None:
     hypotheses = {a.hypothesis.key: a.hypothesis for a in pilot.answers.rows}
     scored = scored_at(pilot)
     margin = study.decide.margin
-    found = [d for d in P.designs(rows, pilot_cells(pilot), margin) if d.decides][: args.designs]
-    own = P.evaluate(rows, pilot_cells(pilot), study.decide.score, Fraction(1), study.budget.final_eval_seeds,
+    found = [d for d in pilot_designs.designs(rows, pilot_cells(pilot), margin) if d.decides][: args.designs]
+    own = pilot_designs.evaluate(rows, pilot_cells(pilot), study.decide.score, Fraction(1), study.budget.final_eval_seeds,
                      study.decide.seeds_per_stage, study.decide.max_seeds, margin)  # fmt: skip
     rng = np.random.default_rng(20261206)
     print(f"pilot {args.pilot}: {len(rows)} rows; {args.runs} bootstrap runs per design and row")

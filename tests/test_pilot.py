@@ -5,7 +5,7 @@ from fractions import Fraction
 
 import pytest
 
-from bilevel_tune.planning import pilot as P
+from bilevel_tune.planning import pilot_designs
 from bilevel_tune.report.pilot import PilotError, read_pilot
 from bilevel_tune.study_data.definition import load_study
 
@@ -14,38 +14,38 @@ from .study_helpers import REPO
 RESULTS = REPO / "docs" / "results"
 
 
-def _row(effect: float, run_sd: float, eval_sd: float, decided: str = "B better") -> P.PilotRow:
-    c = P.Components(effect, run_sd**2, eval_sd**2, 12)
-    return P.PilotRow("r", decided, 0.01, 0.005, {("best-so-far", Fraction(1)): c})
+def _row(effect: float, run_sd: float, eval_sd: float, decided: str = "B better") -> pilot_designs.PilotRow:
+    c = pilot_designs.Components(effect, run_sd**2, eval_sd**2, 12)
+    return pilot_designs.PilotRow("r", decided, 0.01, 0.005, {("best-so-far", Fraction(1)): c})
 
 
-CELLS = [P.Cell(1000, 3600.0, 3.0), P.Cell(4800, 2400.0, 3.0)]
+CELLS = [pilot_designs.Cell(1000, 3600.0, 3.0), pilot_designs.Cell(4800, 2400.0, 3.0)]
 
 
 def test_a_large_effect_is_decided_early_and_no_effect_at_about_the_rows_level():
-    sure = P.evaluate([_row(0.05, 0.002, 0.004)], CELLS, "best-so-far", Fraction(1), 3, 2, 12, None)
+    sure = pilot_designs.evaluate([_row(0.05, 0.002, 0.004)], CELLS, "best-so-far", Fraction(1), 3, 2, 12, None)
     assert sure.power == (1.0,) and sure.expected_seeds <= 6 and sure.decides  # O'Brien–Fleming: no early look is cheap
-    none = P.evaluate([_row(0.0, 0.01, 0.01)], CELLS, "best-so-far", Fraction(1), 3, 2, 12, None)
+    none = pilot_designs.evaluate([_row(0.0, 0.01, 0.01)], CELLS, "best-so-far", Fraction(1), 3, 2, 12, None)
     assert none.power[0] <= 0.02 and not none.decides and none.expected_seeds > 11.9  # its level: ~1 % of paths cross
 
 
 def test_more_final_seeds_buy_power_where_the_re_evaluation_is_the_noise():
     row = _row(0.006, 0.001, 0.012)
-    few, many = (P.evaluate([row], CELLS, "best-so-far", Fraction(1), k, 2, 8, None).power[0] for k in (3, 16))
+    few, many = (pilot_designs.evaluate([row], CELLS, "best-so-far", Fraction(1), k, 2, 8, None).power[0] for k in (3, 16))
     assert many > few + 0.3
 
 
 def test_an_equivalence_row_is_planned_by_its_repeated_intervals_inside_the_margin():
     row = _row(0.0, 0.002, 0.004, decided="equivalent")
-    inside = P.evaluate([row], CELLS, "best-so-far", Fraction(1), 3, 2, 12, 0.01)
+    inside = pilot_designs.evaluate([row], CELLS, "best-so-far", Fraction(1), 3, 2, 12, 0.01)
     assert inside.decides
-    assert P.evaluate([row], CELLS, "best-so-far", Fraction(1), 3, 2, 12, None).power == (0.0,)  # no margin: no claim
+    assert pilot_designs.evaluate([row], CELLS, "best-so-far", Fraction(1), 3, 2, 12, None).power == (0.0,)  # no margin: no claim
 
 
 def test_a_design_costs_its_cells_evaluations_and_final_retrainings_per_seed():
-    assert P.trainings(CELLS, 6, Fraction(1), 3) == 6 * (1000 + 4800 + 2 * 2 * 3)
-    assert P.trainings(CELLS, 6, Fraction(1, 4), 8) == 6 * (250 + 1200 + 2 * 2 * 8)
-    assert P.seconds(CELLS, 2, Fraction(1, 2), 4) == 2 * (1800 + 1200 + 2 * 4 * 3.0)
+    assert pilot_designs.trainings(CELLS, 6, Fraction(1), 3) == 6 * (1000 + 4800 + 2 * 2 * 3)
+    assert pilot_designs.trainings(CELLS, 6, Fraction(1, 4), 8) == 6 * (250 + 1200 + 2 * 2 * 8)
+    assert pilot_designs.seconds(CELLS, 2, Fraction(1, 2), 4) == 2 * (1800 + 1200 + 2 * 4 * 3.0)
 
 
 def test_a_folder_that_is_no_pilot_for_the_study_is_one_line():

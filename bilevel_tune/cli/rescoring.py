@@ -32,7 +32,7 @@ from bilevel_tune.cli.options import UsageError
 from bilevel_tune.cli.reevaluation import COMPLETE, learner_config, log_session
 from bilevel_tune.core import metrics as M
 from bilevel_tune.inner.contract import Seeds
-from bilevel_tune.study_data import final_scores as S
+from bilevel_tune.study_data import final_scores
 from bilevel_tune.study_data.learners import own_learner
 from bilevel_tune.study_data.run_folder import Cell, trial_name
 
@@ -103,7 +103,7 @@ class TrialRun:
 
 def trial_runs(study, trials: pd.DataFrame, generations: pd.DataFrame) -> list[TrialRun]:
     """Every finished ES trial of the run, matched to its cell by name (never by row order)."""
-    by_name = {S.trial_of_folder(n): row for n, row in zip(trials["trial"], trials.to_dict("records")) if isinstance(n, str)}
+    by_name = {final_scores.trial_of_folder(n): row for n, row in zip(trials["trial"], trials.to_dict("records")) if isinstance(n, str)}
     out = []
     for cell in study.trial_cells():
         if cell.scan:
@@ -162,7 +162,7 @@ def final_seed_tasks(study, runs: Sequence[TrialRun], n: int, finals: pd.DataFra
     out = []
     for run in runs:
         seeds = Seeds(run.cell.seed, study.budget.eval_episodes, n).final
-        missing = tuple(s for s in seeds if any((run.name, r, s) not in have for r in S.RULES))
+        missing = tuple(s for s in seeds if any((run.name, r, s) not in have for r in final_scores.RULES))
         if missing:
             out.append(Task(run, None, None, missing))
     return out
@@ -176,7 +176,7 @@ def anytime_tasks(study, runs: Sequence[TrialRun], budgets: Sequence[Budget], an
         for run in runs:
             e = b.evaluations(run.budget)
             seeds = Seeds(run.cell.seed, study.budget.eval_episodes, study.budget.final_eval_seeds).final
-            missing = tuple(s for s in seeds if any((run.name, e, r, s) not in have for r in S.RULES))
+            missing = tuple(s for s in seeds if any((run.name, e, r, s) not in have for r in final_scores.RULES))
             if missing:
                 out.append(Task(run, b, e, missing))
     return out
@@ -192,11 +192,11 @@ def run_step(
 
     run_dir = Path(run_dir)
     runs = trial_runs(study, tables.trials, tables.generations)
-    finals = S.finals_of(run_dir, S.recorded_by_trial(run_dir), tables.heldout)
+    finals = tables.finals  # the records', the re-scorings' and the held-out step's own, seed by seed
     tasks = final_seed_tasks(study, runs, final_seeds, finals) if final_seeds else []
     copied = 0
     if budgets:
-        anytime = S.read_table(run_dir / S.ANYTIME_CSV, S.ANYTIME_COLUMNS)
+        anytime = final_scores.read_table(run_dir / final_scores.ANYTIME_CSV, final_scores.ANYTIME_COLUMNS)
         later = anytime_tasks(study, runs, budgets, anytime)
         copied, later = _copy_final(run_dir, later, finals)
         tasks += later
@@ -242,14 +242,14 @@ def _append(run_dir: Path, task: Task, scores, finals: pd.DataFrame) -> None:
     if task.evaluations is not None:
         rows = [
             (task.run.name, task.evaluations, rules, seed, value, task.budget.text)
-            for seed, values in zip(task.seeds, scores) for rules, value in zip(S.RULES, values)
+            for seed, values in zip(task.seeds, scores) for rules, value in zip(final_scores.RULES, values)
         ]  # fmt: skip
-        S.append_rows(run_dir / S.ANYTIME_CSV, S.ANYTIME_COLUMNS, rows)
+        final_scores.append_rows(run_dir / final_scores.ANYTIME_CSV, final_scores.ANYTIME_COLUMNS, rows)
         return
     held = {(r.rules, int(r.final_seed)): r.value for r in finals[finals["trial"] == task.run.name].itertuples()}
     rows = []
     for seed, values in zip(task.seeds, scores):
-        for rules, value in zip(S.RULES, values):
+        for rules, value in zip(final_scores.RULES, values):
             if (rules, seed) in held:
                 if held[(rules, seed)] != value:
                     raise RuntimeError(
@@ -258,7 +258,7 @@ def _append(run_dir: Path, task: Task, scores, finals: pd.DataFrame) -> None:
                     )
                 continue
             rows.append((task.run.name, rules, seed, value))
-    S.append_rows(run_dir / S.FINALS_CSV, S.FINALS_COLUMNS, rows)
+    final_scores.append_rows(run_dir / final_scores.FINALS_CSV, final_scores.FINALS_COLUMNS, rows)
 
 
 def _copy_final(run_dir: Path, tasks: list[Task], finals: pd.DataFrame) -> tuple[int, list[Task]]:
@@ -268,11 +268,11 @@ def _copy_final(run_dir: Path, tasks: list[Task], finals: pd.DataFrame) -> tuple
     for task in tasks:
         mine = finals[finals["trial"] == task.run.name]
         held = {(r.rules, int(r.final_seed)): r.value for r in mine.itertuples()}
-        if task.evaluations < task.run.budget or not all((r, s) in held for r in S.RULES for s in task.seeds):
+        if task.evaluations < task.run.budget or not all((r, s) in held for r in final_scores.RULES for s in task.seeds):
             left.append(task)
             continue
-        rows = [(task.run.name, task.evaluations, r, s, held[(r, s)], task.budget.text) for s in task.seeds for r in S.RULES]
-        S.append_rows(run_dir / S.ANYTIME_CSV, S.ANYTIME_COLUMNS, rows)
+        rows = [(task.run.name, task.evaluations, r, s, held[(r, s)], task.budget.text) for s in task.seeds for r in final_scores.RULES]
+        final_scores.append_rows(run_dir / final_scores.ANYTIME_CSV, final_scores.ANYTIME_COLUMNS, rows)
         copied += 1
     return copied, left
 

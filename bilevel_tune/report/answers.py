@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from bilevel_tune.report.columns import BEST, score_column
-from bilevel_tune.study_data import final_scores as S
+from bilevel_tune.study_data import final_scores
 from bilevel_tune.study_data.run_folder import group_of, trial_name
 from bilevel_tune.verdicts import decide, effects
 from bilevel_tune.verdicts import family as F
@@ -250,7 +250,7 @@ def rows_by_cell(study, trials: pd.DataFrame) -> dict[tuple, pd.Series]:
         extra = tuple(str(row.get(k)) for k in extra_keys)
         index[(str(row.get("population")), str(row.get("optimize_params")), str(row.get("seed")), extra)] = row
         if isinstance(row.get("trial"), str):  # a table without the cell's columns: its trials' names
-            by_name[row["trial"]] = by_name[S.trial_of_folder(row["trial"])] = row
+            by_name[row["trial"]] = by_name[final_scores.trial_of_folder(row["trial"])] = row
     out = {}
     for c in study.cells():
         found = index.get(

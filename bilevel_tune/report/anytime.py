@@ -18,7 +18,7 @@ import pandas as pd
 
 from bilevel_tune.report.answers import Answers, answers
 from bilevel_tune.report.columns import score_column
-from bilevel_tune.study_data import final_scores as S
+from bilevel_tune.study_data import final_scores
 from bilevel_tune.verdicts import decide
 
 
@@ -125,7 +125,7 @@ def needed_section(study, trials: pd.DataFrame, anytime: pd.DataFrame, run: Answ
     """The run's answers at each budget anytime.csv holds for every finished trial; None without any."""
     if anytime is None or anytime.empty or run.decisions is None:
         return None
-    names = trials["trial"].map(lambda n: S.trial_of_folder(n) if isinstance(n, str) else None)
+    names = trials["trial"].map(lambda n: final_scores.trial_of_folder(n) if isinstance(n, str) else None)
     k = study.budget.final_eval_seeds
     best = anytime[anytime["rules"] == study.decide.score]  # the rules the study's score reads
     found = []

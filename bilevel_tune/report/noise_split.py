@@ -2,7 +2,7 @@
 re-evaluation adds (`verdicts.noise`), read from finals.csv (`study_data.final_scores`), beside the t each score
 would give — the best-so-far rules' (the decisions') and the search mean's.
 
-A planner reads it (`planning.pilot`): a large re-evaluation share is cheap to shrink with more final seeds, a
+A planner reads it (`planning.pilot_designs`): a large re-evaluation share is cheap to shrink with more final seeds, a
 large run share only with more run seeds.
 """
 
@@ -15,15 +15,15 @@ import numpy as np
 import pandas as pd
 
 from bilevel_tune.report.answers import Answers
-from bilevel_tune.study_data import final_scores as S
+from bilevel_tune.study_data import final_scores
 from bilevel_tune.study_data.run_folder import trial_name
 from bilevel_tune.verdicts import family as F
 from bilevel_tune.verdicts import noise
 
-EVAL_COST = len(S.RULES)  # trainings a final seed costs a trial: each rule set it scores
+EVAL_COST = len(final_scores.RULES)  # trainings a final seed costs a trial: each rule set it scores
 
 
-def final_scores_by_group(study, finals: pd.DataFrame, rules: str = S.BEST_RULES) -> dict[tuple, dict[int, dict[int, float]]]:
+def final_scores_by_group(study, finals: pd.DataFrame, rules: str = final_scores.BEST_RULES) -> dict[tuple, dict[int, dict[int, float]]]:
     """{group: {run seed: {final seed: objective}}} of one rule set's rows, trials matched to cells by name."""
     cells = {trial_name(study, c): c for c in study.cells() if not c.scan}
     out: dict[tuple, dict[int, dict[int, float]]] = {}
@@ -99,13 +99,13 @@ def noise_section(study, found: Answers, finals: pd.DataFrame) -> NoiseSection |
     if finals is None or finals.empty or found.decisions is None:
         return None
     k = study.budget.final_eval_seeds
-    best = final_scores_by_group(study, finals, S.BEST_RULES)
-    mean = final_scores_by_group(study, finals, S.MEAN_RULES)
+    best = final_scores_by_group(study, finals, final_scores.BEST_RULES)
+    mean = final_scores_by_group(study, finals, final_scores.MEAN_RULES)
     at_k = {name: recorded_scores(scores, study, k) for name, scores in (("best", best), ("mean", mean))}
     rows = []
     for answer in found.rows:
         h = answer.hypothesis
-        split = noise.split(h, best if study.decide.score == S.BEST_RULES else mean, k)
+        split = noise.split(h, best if study.decide.score == final_scores.BEST_RULES else mean, k)
         if split is None:
             continue
         cost = float(np.nanmean(answer.evaluations)) if np.isfinite(answer.evaluations).any() else float("nan")

@@ -1,5 +1,5 @@
 """A finished run read as a pilot: its decided rows' effects and noise at each score and budget it was scored at
-(finals.csv, anytime.csv), its cells' costs, and the designs the planner compares (`planning.pilot`), printed by
+(finals.csv, anytime.csv), its cells' costs, and the designs the planner compares (`planning.pilot_designs`), printed by
 `python -m bilevel_tune.study STUDY --dry-run --pilot RUN_DIR`.
 """
 
@@ -12,12 +12,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bilevel_tune.planning import pilot as P
+from bilevel_tune.planning import pilot_designs
 from bilevel_tune.planning.plan import hms
 from bilevel_tune.report import run_summary, tables
 from bilevel_tune.report.columns import SummaryError
 from bilevel_tune.report.noise_split import final_scores_by_group
-from bilevel_tune.study_data import final_scores as S
+from bilevel_tune.study_data import final_scores
 from bilevel_tune.verdicts import decide, noise
 
 DECIDED = (decide.A_BETTER, decide.B_BETTER, decide.EQUIVALENT, decide.NO_DIFFERENCE)
@@ -57,11 +57,11 @@ def scored_at(summary: run_summary.Summary) -> dict[tuple[str, Fraction], dict]:
     """{(score, budget fraction): {group: {run seed: {final seed: objective}}}}: the whole budget from finals.csv,
     each fraction of it from anytime.csv."""
     study, t = summary.study, summary.tables
-    scored = {(rules, Fraction(1)): final_scores_by_group(study, t.finals, rules) for rules in S.RULES}
+    scored = {(rules, Fraction(1)): final_scores_by_group(study, t.finals, rules) for rules in final_scores.RULES}
     if not t.anytime.empty:
         for asked, rows in t.anytime.groupby("asked", sort=False):
             if "/" in str(asked):  # a fraction of each trial's budget: a design's budget
-                for rules in S.RULES:
+                for rules in final_scores.RULES:
                     scored[(rules, Fraction(str(asked)))] = final_scores_by_group(study, rows, rules)
     return scored
 
@@ -77,7 +77,7 @@ def contrasts(hypothesis, scores: dict) -> dict[int, np.ndarray]:
     return out
 
 
-def pilot_rows(summary: run_summary.Summary) -> list[P.PilotRow]:
+def pilot_rows(summary: run_summary.Summary) -> list[pilot_designs.PilotRow]:
     """The pilot's decided rows, each with its components at every (score, budget) it was scored at."""
     study = summary.study
     scored = scored_at(summary)
@@ -90,25 +90,25 @@ def pilot_rows(summary: run_summary.Summary) -> list[P.PilotRow]:
         for key, scores in scored.items():
             split = noise.split(answer.hypothesis, scores, study.budget.final_eval_seeds)
             if split is not None and split.run_seeds >= 2:
-                at[key] = P.Components(split.effect, split.run_var, split.eval_var, split.run_seeds)
-        out.append(P.PilotRow(answer.hypothesis.key, d.decision, d.level, d.margin_level, at))
+                at[key] = pilot_designs.Components(split.effect, split.run_var, split.eval_var, split.run_seeds)
+        out.append(pilot_designs.PilotRow(answer.hypothesis.key, d.decision, d.level, d.margin_level, at))
     return out
 
 
-def pilot_cells(summary: run_summary.Summary) -> list[P.Cell]:
+def pilot_cells(summary: run_summary.Summary) -> list[pilot_designs.Cell]:
     """One per group of the grid: its evaluations at the whole budget, its mean seconds here."""
     study, trials, gens = summary.study, summary.trials, summary.tables.generations
     elapsed = gens.groupby("trial")["elapsed_s"].max() if not gens.empty else pd.Series(dtype=float)
-    names = trials["trial"].map(lambda n: S.trial_of_folder(n) if isinstance(n, str) else None)
+    names = trials["trial"].map(lambda n: final_scores.trial_of_folder(n) if isinstance(n, str) else None)
     k = max(study.budget.final_eval_seeds, 1)
     out = []
     for group in dict.fromkeys(c.group for c in study.cells()):
         cells = [c for c in study.cells() if c.group == group]
         mine = trials[names.isin({_name(study, c) for c in cells})]
         wall = mine["wall_s"].to_numpy(float)
-        spent = np.array([elapsed.get(S.trial_of_folder(n), np.nan) for n in mine["trial"]])
+        spent = np.array([elapsed.get(final_scores.trial_of_folder(n), np.nan) for n in mine["trial"]])
         final = np.nanmean(wall - spent) if len(wall) else np.nan
-        out.append(P.Cell(cells[0].generations * cells[0].population, float(np.nanmean(spent)), float(final) / k))
+        out.append(pilot_designs.Cell(cells[0].generations * cells[0].population, float(np.nanmean(spent)), float(final) / k))
     return out
 
 
@@ -122,7 +122,7 @@ def pilot_spend(summary: run_summary.Summary) -> tuple[int, int, float]:
     """(evaluations, final retrainings, trial-seconds) the pilot's finished ES trials spent."""
     done = summary.trials[summary.trials["status"].isin(("complete", "stopped"))]
     evaluations = int(done["evaluations"].sum())
-    finals = len(done) * summary.study.budget.final_eval_seeds * P.RULES_SCORED
+    finals = len(done) * summary.study.budget.final_eval_seeds * pilot_designs.RULES_SCORED
     return evaluations, finals, float(done["wall_s"].sum())
 
 
@@ -136,7 +136,7 @@ def plan_lines(study, run_dir: Path) -> list[str]:
     cells = pilot_cells(pilot)
     evaluations, finals, secs = pilot_spend(pilot)
     margin = study.decide.margin
-    found = P.designs(rows, cells, margin)
+    found = pilot_designs.designs(rows, cells, margin)
     lines = [
         f"pilot {run_dir}: {len(rows)} decided row(s) to plan for; it spent {evaluations:,} evaluations + {finals:,} "
         f"final retrainings = {evaluations + finals:,} farm trainings, {secs / 3600:.1f} trial-hours",
@@ -152,14 +152,14 @@ def plan_lines(study, run_dir: Path) -> list[str]:
     own = _own_design(study, rows, cells, margin)
     deciding = [d for d in found if d.decides]
     lines += [
-        f"designs reaching power {P.TARGET:g} at the pilot's effects on every row: {len(deciding)} of {len(found)} "
-        f"compared (score × budget × final seeds {list(P.FINAL_SEEDS)} × seeds per stage {list(P.SEEDS_PER_STAGE)} "
-        f"and at most ≤ {P.MOST_SEEDS}); the 10 cheapest, by expected farm trainings:",
+        f"designs reaching power {pilot_designs.TARGET:g} at the pilot's effects on every row: {len(deciding)} of {len(found)} "
+        f"compared (score × budget × final seeds {list(pilot_designs.FINAL_SEEDS)} × seeds per stage {list(pilot_designs.SEEDS_PER_STAGE)} "
+        f"and at most ≤ {pilot_designs.MOST_SEEDS}); the 10 cheapest, by expected farm trainings:",
         *_design_table(deciding[:10], evaluations + finals),
         "the study's own design, on the pilot's noise:",
         *_design_table([own] if own else [], evaluations + finals),
     ]
-    best, cpus = P.cheapest(found), os.cpu_count() or 1
+    best, cpus = pilot_designs.cheapest(found), os.cpu_count() or 1
     if best is None:
         lines.append("no design compared reaches the target power on every row: the pilot's effects need more seeds")
         return lines
@@ -174,14 +174,14 @@ def plan_lines(study, run_dir: Path) -> list[str]:
     return lines
 
 
-def _own_design(study, rows, cells, margin) -> P.Design | None:
+def _own_design(study, rows, cells, margin) -> pilot_designs.Design | None:
     d = study.decide
     score = d.score
-    return P.evaluate(rows, cells, score, Fraction(1), study.budget.final_eval_seeds, d.seeds_per_stage,
+    return pilot_designs.evaluate(rows, cells, score, Fraction(1), study.budget.final_eval_seeds, d.seeds_per_stage,
                       d.max_seeds, margin)  # fmt: skip
 
 
-def _describe(d: P.Design) -> str:
+def _describe(d: pilot_designs.Design) -> str:
     return (
         f"score {d.score}, budget {d.budget} of the study's, {d.final_seeds} final seeds, {d.seeds_per_stage} seeds "
         f"a stage, {d.max_seeds} at most"
@@ -206,7 +206,7 @@ def _design_table(found, pilot_trainings: int) -> list[str]:
     return out
 
 
-def study_lines(study, d: P.Design) -> list[str]:
+def study_lines(study, d: pilot_designs.Design) -> list[str]:
     """The design as lines to paste into the study file."""
     generations = {str(c.population): int(c.generations * d.budget) for c in study.cells()}
     table = ", ".join(f'"{p}" = {g}' for p, g in sorted(generations.items(), key=lambda kv: int(kv[0])))

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from bilevel_tune.core import metrics as M
 from bilevel_tune.report import landscape
 from bilevel_tune.report.columns import SummaryError
 from bilevel_tune.report.records import generation_table, load_run, trial_table
@@ -72,11 +73,12 @@ def read(run_dir: Path) -> RunTables:
         run_dir / HELDOUT_CSV).is_file() else pd.DataFrame()  # fmt: skip
     anytime = final_scores.read_table(run_dir / final_scores.ANYTIME_CSV, final_scores.ANYTIME_COLUMNS)
     if has_records(run_dir):
-        finals = final_scores.finals_of(run_dir, final_scores.recorded_by_trial(run_dir), heldout)
-        return dataclasses.replace(
-            from_records(run_dir), heldout=heldout, finals=finals, anytime=anytime, record=_record(run_dir))
+        tables = from_records(run_dir)  # its finals so far: the records' seed by seed
+        recorded = tables.finals.itertuples(index=False, name=None)
+        finals = final_scores.merged(recorded, _written(run_dir), final_scores.heldout_rows(heldout))
+        return dataclasses.replace(tables, heldout=heldout, finals=finals, anytime=anytime, record=_record(run_dir))
     if (run_dir / TRIALS_CSV).is_file() and (run_dir / GENERATIONS_CSV).is_file() and (run_dir / STUDY_FILE).is_file():
-        finals = final_scores.finals_of(run_dir, {}, heldout)
+        finals = final_scores.merged(_written(run_dir), final_scores.heldout_rows(heldout))
         return dataclasses.replace(
             from_shipped(run_dir), heldout=heldout, finals=finals, anytime=anytime, record=_record(run_dir))
     if not run_dir.is_dir():
@@ -86,6 +88,11 @@ def read(run_dir: Path) -> RunTables:
         f"{TRIALS_CSV}, {GENERATIONS_CSV}): give a run folder made by python -m bilevel_tune.study, or one under "
         "docs/results/"
     )
+
+
+def _written(run_dir: Path):
+    written = final_scores.read_table(run_dir / final_scores.FINALS_CSV, final_scores.FINALS_COLUMNS)
+    return written.itertuples(index=False, name=None)
 
 
 def _record(run_dir: Path) -> dict:
@@ -98,7 +105,10 @@ def from_records(run_dir: Path) -> RunTables:
         raise SummaryError(f"{run_dir} holds no trial records yet ({GENERATIONS_FILE}); nothing to summarise")
     scans = landscape.scan_table(study, trials)
     table = landscape.add_regret(trial_table(study, trials), landscape.scan_bests(scans, study))
-    return RunTables(study, table, generation_table(study, trials), scans, shipped=False)
+    by_seed = {final_scores.trial_of_folder(t.name): t.final[M.FINAL_BY_SEED] for t in trials.values()
+               if t.final and t.final.get(M.FINAL_BY_SEED)}  # fmt: skip
+    finals = final_scores.merged(final_scores.recorded_rows(by_seed))
+    return RunTables(study, table, generation_table(study, trials), scans, shipped=False, finals=finals)
 
 
 def from_shipped(run_dir: Path) -> RunTables:

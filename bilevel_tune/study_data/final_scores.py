@@ -9,7 +9,8 @@ an earlier moment), the tables that say where a contrast's noise is and what an 
 `1000`), `evaluations` what it came to for the trial. `trial` is the trial's name (`trial_name`: the
 cell, not a session's folder), so rows join by cell, never by order.
 
-finals.csv gathers three sources, the first holding a (trial, rules, final seed) kept: the trials' records
+finals.csv gathers three sources (`report.tables` reads them, `merged` joins them), the first holding a
+(trial, rules, final seed) kept: the trials' records
 (`final_by_seed`, written by every trial since it existed), rows a `--reevaluate --final-seeds N` step appended
 (the seeds after the recorded ones), and — for a folder from before — heldout.csv's own-learner rows (the
 best-so-far rules retrained on the recorded final seeds: bit-identical to the trial's own re-evaluation, as the
@@ -25,9 +26,6 @@ from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 import pandas as pd
-
-from bilevel_tune.core import metrics as M
-from bilevel_tune.study_data.run_folder import trial_records
 
 FINALS_CSV = "finals.csv"
 ANYTIME_CSV = "anytime.csv"
@@ -63,11 +61,12 @@ def read_table(path: Path, columns: Sequence[str]) -> pd.DataFrame:
 
 
 def recorded_rows(by_trial: Mapping[str, Mapping]) -> list[tuple]:
-    """finals.csv's rows from the trials' final records: {trial name: its `final_by_seed`}."""
+    """finals.csv's rows from the trials' final records: {trial name: its `final_by_seed`}; a retraining that
+    failed (recorded as null) has no row."""
     rows = []
     for trial, by_seed in by_trial.items():
         for rules, key in zip(RULES, ("best", "mean")):
-            rows += [(trial, rules, int(s), float(v)) for s, v in zip(by_seed["seeds"], by_seed[key])]
+            rows += [(trial, rules, int(s), float(v)) for s, v in zip(by_seed["seeds"], by_seed[key]) if v is not None]
     return rows
 
 
@@ -87,22 +86,6 @@ def merged(*sources: Iterable[tuple]) -> pd.DataFrame:
         for trial, rules, seed, value in rows:
             seen.setdefault((str(trial), str(rules), int(seed)), float(value))
     return pd.DataFrame([(*k, v) for k, v in seen.items()], columns=list(FINALS_COLUMNS))
-
-
-def finals_of(run_dir: Path, by_trial: Mapping[str, Mapping], heldout: pd.DataFrame) -> pd.DataFrame:
-    """Every final score a run holds, seed by seed: its records', its finals.csv's, its held-out step's own."""
-    written = read_table(Path(run_dir) / FINALS_CSV, FINALS_COLUMNS)
-    return merged(recorded_rows(by_trial), written.itertuples(index=False, name=None), heldout_rows(heldout))
-
-
-def recorded_by_trial(run_dir: Path) -> dict[str, Mapping]:
-    """{trial name: its final record's seed-by-seed scores} for the trials of a run folder whose records keep them."""
-    out = {}
-    for folder, (_, final) in trial_records(run_dir).items():
-        by_seed = (final or {}).get(M.FINAL_BY_SEED)
-        if by_seed:
-            out[trial_of_folder(folder)] = by_seed
-    return out
 
 
 def trial_of_folder(folder: str) -> str:

@@ -27,7 +27,7 @@ import numpy as np
 
 from bilevel_tune.verdicts import sequential
 
-PATHS = 20_000  # simulated seed sequences per design and row (power's standard error ≤ 0.004)
+PATHS = 10_000  # simulated seed sequences per design and row (power's standard error ≤ 0.005)
 TARGET = 0.8
 SEEDS_PER_STAGE = (2, 3, 4)
 MOST_SEEDS = 24
