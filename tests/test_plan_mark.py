@@ -61,12 +61,11 @@ def test_the_shipped_campaign_runs_carry_the_changes_their_records_show():
 def test_a_shipped_folder_whose_tables_are_shuffled_answers_the_same(tmp_path):
     from bilevel_tune.report.summary import main
 
-    copy, shuffled = tmp_path / "as-shipped", tmp_path / "shuffled"
-    for folder in (copy, shuffled):
-        shutil.copytree(REPO / "docs" / "results" / "weekend-analytic", folder)
+    shipped, shuffled = REPO / "docs" / "results" / "weekend-analytic", tmp_path / "shuffled"
+    shutil.copytree(shipped, shuffled)
     for name, kwargs in (("trials.csv", {}), ("generations.csv.gz", {"compression": "gzip"})):
         table = pd.read_csv(shuffled / name)
         table.sample(frac=1, random_state=7).to_csv(shuffled / name, index=False, **kwargs)
-    assert main([str(copy), "--no-plots"]) == 0 and main([str(shuffled), "--no-plots"]) == 0
-    answers = pd.read_csv(shuffled / "answers.csv")
-    assert answers.equals(pd.read_csv(copy / "answers.csv")) and (answers["decision"] == "equivalent").all()
+    assert main([str(shuffled), "--no-plots"]) == 0
+    answers = pd.read_csv(shuffled / "answers.csv")  # the shipped folder rebuilds byte for byte (test_shipped)
+    assert answers.equals(pd.read_csv(shipped / "answers.csv")) and (answers["decision"] == "equivalent").all()

@@ -96,7 +96,7 @@ def test_a_quick_run_re_scored_on_more_final_seeds_and_at_half_its_budget(ray_cl
 
     from .study_helpers import study_args
 
-    assert main(study_args(tmp_path, "--quick", name="q", inner="analytic", wandb="disabled")) == 0
+    assert main(study_args(tmp_path, "--quick", name="q", inner="analytic", wandb="disabled", seed=42)) == 0
     run = tmp_path / "q"
     finals = pd.read_csv(run / "finals.csv")
     trials = pd.read_csv(run / "trials.csv")
@@ -111,7 +111,8 @@ def test_a_quick_run_re_scored_on_more_final_seeds_and_at_half_its_budget(ray_cl
 
     for bad, said in ((["--final-seeds", "1"], "--final-seeds 1 is below the 2 final seeds the run recorded"),
                       (["--at-evaluations", "4"], "4 evaluations is beyond trial"),
-                      (["--at-evaluations", "1/8"], "less than one generation of trial")):  # fmt: skip
+                      (["--at-evaluations", "1/8"], "less than one generation of trial"),
+                      (["--at-evaluations", "x"], "is neither an integer nor a fraction")):  # fmt: skip
         assert main(["--reevaluate", str(run), *bad]) == 2
         assert said in capsys.readouterr().err
     with run_lock.held(run, fresh=False):
@@ -123,7 +124,7 @@ def test_a_quick_run_re_scored_on_more_final_seeds_and_at_half_its_budget(ray_cl
     assert main(again) == 0
     out = capsys.readouterr().out
     # seeds 3 and 4 of each trial, then each trial at half its budget; at its whole budget, copied from finals.csv
-    assert "re-scoring: 16 job(s), 32 final seed(s) × 2 rule sets, on " in out and "8 incumbent(s) at a whole" in out
+    assert "re-scoring: 8 job(s), 16 final seed(s) × 2 rule sets, on " in out and "4 incumbent(s) at a whole" in out
     finals = pd.read_csv(run / "finals.csv")
     assert len(finals) == len(trials) * 2 * 4 and not finals.duplicated(["trial", "rules", "final_seed"]).any()
     assert main(again) == 0  # resumed: every job ran, nothing is left
@@ -136,7 +137,19 @@ def test_a_quick_run_re_scored_on_more_final_seeds_and_at_half_its_budget(ray_cl
     assert "## What the answers needed" in summary and "**Exploratory**: the budgets were read after the run." in summary
     assert "Equal-budget rows" not in summary  # quick: no count every trial reached, so no equal-budget row
     assert "## Where the noise is" in summary
-    verdicts = json.loads((run / "verdicts.json").read_text())
+    verdicts = json.loads((run / "verdicts.json").read_text())  # one run seed: the run's variance is not known
     assert {r["final_seeds"] for r in verdicts["noise"]} == {4} and verdicts["needed"]["exploratory"]
+    assert all(r["eval_var"] > 0 and r["run_var"] is None for r in verdicts["noise"])
     assert [e.get("rescoring") for e in json.loads((run / "study.json").read_text())["reevaluations"]][-1] == {
         "final_seeds": 4, "at_evaluations": ["1/2", "1/1"]}
+
+
+def test_a_budget_below_one_generation_of_a_trial_is_refused():
+    from bilevel_tune.cli.rescoring import check_budgets
+
+    small, large = _trial(population=1, generations=8), _trial(population=16, generations=8)
+    check_budgets(parse_budgets("1/8,1/1"), [small, large])  # a generation of 16 at least, within both budgets
+    with pytest.raises(UsageError, match="less than one generation of trial t \\(population 16\\); allowed: 16 or more"):
+        check_budgets(parse_budgets("1/16"), [small, large])
+    with pytest.raises(UsageError, match="9 evaluations is beyond trial t's budget of 8"):
+        check_budgets(parse_budgets("9"), [small, large])

@@ -6,8 +6,7 @@ the row's effect μ and its variance components — what the runs found, σ²_ru
 re-evaluation, σ²_eval (`verdicts.noise`). A **design** is: seeds per stage and at most, final seeds k, a budget
 fraction b and a score. Under it a row's per-seed contrast is d ~ N(μ, σ²_run + σ²_eval / k), decided by the
 run's own group-sequential paired t at the row's level (`verdicts.sequential`); its power is the share of
-simulated seed sequences that cross a look's boundary — the calibration's own seeded null paths, shifted by the
-standardised effect. An equivalence row's power is the share whose repeated intervals fall inside ±margin.
+simulated seed sequences — seeded normal paths, shifted by the standardised effect — that cross a look's boundary. An equivalence row's power is the share whose repeated intervals fall inside ±margin.
 
 Cost, in farm trainings: every cell of the grid runs its seeds, each seed b × its evaluations, plus k final seeds ×
 the rule sets scored (2). The expected count runs each cell until the last row is decided (the stage where every
@@ -28,6 +27,7 @@ import numpy as np
 from bilevel_tune.verdicts import sequential
 
 PATHS = 10_000  # simulated seed sequences per design and row (power's standard error ≤ 0.005)
+PATHS_SEED = 20261206
 TARGET = 0.8
 SEEDS_PER_STAGE = (2, 3, 4)
 MOST_SEEDS = 24
@@ -96,10 +96,14 @@ def seconds(cells: Sequence[Cell], seeds: float, budget: Fraction, final_seeds: 
 
 @functools.lru_cache(maxsize=64)
 def _paths(n: int, looks: int) -> tuple[np.ndarray, np.ndarray]:
-    """Standard normal differences' running means and SDs, per path and look: the first PATHS of the
-    calibration's own seeded null paths."""
-    means, sds = sequential._null_paths(n, looks)
-    return means[:PATHS].copy(), sds[:PATHS].copy()
+    """Standard normal differences' running means and SDs (ddof 1), per path and look: PATHS seeded paths of the
+    planner's own, n more differences a look (the boundaries they are held to are the calibration's)."""
+    z = np.random.default_rng(np.random.SeedSequence([PATHS_SEED, n, looks])).standard_normal((PATHS, n * looks))
+    counts = n * np.arange(1, looks + 1)
+    sums, squares = np.cumsum(z, axis=1)[:, counts - 1], np.cumsum(z * z, axis=1)[:, counts - 1]
+    means = sums / counts
+    sds = np.sqrt(np.maximum(squares - counts * means**2, 0) / np.maximum(counts - 1, 1))
+    return means, sds
 
 
 def decided_by(row: PilotRow, c: Components, k: int, n: int, looks: int, margin: float | None,
