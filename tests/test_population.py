@@ -69,10 +69,18 @@ def test_learning_parity_at_the_weekend_world_and_network(ray_cluster):
     The weekend's world and network (5 farms, 150 days, (256, 256)): in tiny worlds 50 iterations teach
     too little to tell learning from noise. Two candidates, so the stacked update is exercised.
     """
-    from bilevel_tune.appo.equivalence import learning_parity
+    import ray
+
+    from bilevel_tune.appo.equivalence import learning_parity, parity_run
 
     rules = [Rules.at_unit({"min_demand_frac": u}, {"risk_penalty_scale": 1.0}) for u in (0.25, 0.75)]
-    report = learning_parity(InnerLoopConfig(), rules, seeds=(1, 2, 3), inner_iters=50)
+    remote = ray.remote(num_cpus=1)(parity_run)  # both CPUs busy
+
+    def on_ray(jobs):  # the per-agent loop's slower runs (listed last) first, so the two CPUs end together
+        refs = {i: remote.remote(*jobs[i]) for i in reversed(range(len(jobs)))}
+        return ray.get([refs[i] for i in range(len(jobs))])
+
+    report = learning_parity(InnerLoopConfig(), rules, seeds=(1, 2, 3), inner_iters=50, runs=on_ray)
     print(report.summary())
     assert report.before["appo"] == report.before["appo-multiagent"]  # K = 0: identical policies, identical seasons
     assert report.rises, report.summary()

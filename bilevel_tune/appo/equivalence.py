@@ -166,7 +166,8 @@ class ParityReport:
 
 
 def learning_parity(
-    config: InnerLoopConfig, rules: Sequence, seeds: Sequence[int], inner_iters: int = 50, eval_seeds=(100, 101)
+    config: InnerLoopConfig, rules: Sequence, seeds: Sequence[int], inner_iters: int = 50, eval_seeds=(100, 101),
+    runs=None,
 ) -> ParityReport:
     """Train both loops K iterations per seed at fixed rules; their evaluated score before and after.
 
@@ -177,28 +178,42 @@ def learning_parity(
     timing decides how stale the weights a season is sampled with are (the per-agent loop's slow update),
     and on Ray 2.53 which batches are applied at all. The population loop on Ray ≥ 2.54 scores the same
     either way.
+
+    `runs` carries out the (loop, seed) runs, each `parity_run`'s arguments: one after another in this process
+    by default, or e.g. as Ray tasks of one CPU each (a callable from the list of argument tuples to their
+    (before, after) pairs, in order).
     """
+    physical = [r.as_dict() if hasattr(r, "as_dict") else dict(r) for r in rules]
+    jobs = [(name, config, physical, seed, inner_iters, tuple(eval_seeds)) for name in PARITY_LOOPS for seed in seeds]
+    results = runs(jobs) if runs is not None else [parity_run(*job) for job in jobs]
+    before: dict[str, list[float]] = {name: [] for name in PARITY_LOOPS}
+    after: dict[str, list[float]] = {name: [] for name in PARITY_LOOPS}
+    for (name, *_), (first, last) in zip(jobs, results):
+        before[name].append(first)
+        after[name].append(last)
+    freeze = lambda d: {k: tuple(v) for k, v in d.items()}  # noqa: E731
+    return ParityReport(inner_iters, freeze(before), freeze(after))
+
+
+PARITY_LOOPS = ("appo", "appo-multiagent")
+
+
+def parity_run(name: str, config: InnerLoopConfig, physical: list, seed: int, inner_iters: int, eval_seeds) -> tuple:
+    """One loop, one seed: (its evaluated score untrained, after K iterations applied in lockstep)."""
     from bilevel_tune.appo.multiagent import MultiAgentPolicyLoop
     from bilevel_tune.appo.population import PopulationPolicyLoop
 
-    physical = [r.as_dict() if hasattr(r, "as_dict") else dict(r) for r in rules]
     score = lambda outcome: outcome.objective  # noqa: E731 - fresh water's econ 1, sus 0: its mean reward, bit for bit
-    before, after = {}, {}
-    for name, loop_class in (("appo", PopulationPolicyLoop), ("appo-multiagent", MultiAgentPolicyLoop)):
-        before[name], after[name] = [], []
-        for seed in seeds:
-            loop = loop_class(config)
-            try:
-                loop.reset(physical, seed, range(len(rules)))
-                before[name].append(float(np.mean([score(o) for o in loop.evaluate(eval_seeds)])))
-                for _ in range(inner_iters):
-                    loop.train()
-                    drain_learner(loop.algo)  # in lockstep: see the docstring
-                after[name].append(float(np.mean([score(o) for o in loop.evaluate(eval_seeds)])))
-            finally:
-                loop.stop()
-    freeze = lambda d: {k: tuple(v) for k, v in d.items()}  # noqa: E731
-    return ParityReport(inner_iters, freeze(before), freeze(after))
+    loop = {"appo": PopulationPolicyLoop, "appo-multiagent": MultiAgentPolicyLoop}[name](config)
+    try:
+        loop.reset(physical, seed, range(len(physical)))
+        first = float(np.mean([score(o) for o in loop.evaluate(list(eval_seeds))]))
+        for _ in range(inner_iters):
+            loop.train()
+            drain_learner(loop.algo)  # in lockstep: see learning_parity
+        return first, float(np.mean([score(o) for o in loop.evaluate(list(eval_seeds))]))
+    finally:
+        loop.stop()
 
 
 def _compare(population, reference, kinds, kind, j: int, norm: float, grad_clip: float, lr: float) -> CandidateCheck:
