@@ -21,9 +21,10 @@ from pathlib import Path
 import numpy as np
 
 from bilevel_tune.planning import pilot_designs
-from bilevel_tune.report.pilot import contrasts, pilot_cells, pilot_rows, read_pilot, scored_at
+from bilevel_tune.report.pilot import pilot_cells, pilot_rows, read_pilot, scored_at
 from bilevel_tune.study_data.definition import load_study
 from bilevel_tune.verdicts import decide, sequential
+from bilevel_tune.verdicts.noise import contrasts
 
 
 def resampled(per_seed: dict[int, np.ndarray], design: pilot_designs.Design, row: pilot_designs.PilotRow, margin, runs: int, rng,

@@ -66,17 +66,6 @@ def scored_at(summary: run_summary.Summary) -> dict[tuple[str, Fraction], dict]:
     return scored
 
 
-def contrasts(hypothesis, scores: dict) -> dict[int, np.ndarray]:
-    """{run seed: the contrast on each final seed every group of the hypothesis holds}."""
-    groups = [g for g, w in hypothesis.contrast if w]
-    seeds = set.intersection(*(set(scores.get(g, {})) for g in groups)) if groups else set()
-    out = {}
-    for s in sorted(seeds):
-        finals = sorted(set.intersection(*(set(scores[g][s]) for g in groups)))
-        out[s] = np.array([sum(w * scores[g][s][j] for g, w in hypothesis.contrast) for j in finals])
-    return out
-
-
 def pilot_rows(summary: run_summary.Summary) -> list[pilot_designs.PilotRow]:
     """The pilot's decided rows, each with its components at every (score, budget) it was scored at."""
     study = summary.study

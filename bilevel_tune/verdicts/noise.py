@@ -61,21 +61,29 @@ def split(hypothesis, scores: Scores, recorded: int) -> NoiseSplit | None:
     """The hypothesis's noise split over the run seeds all its groups hold; None where fewer than two final seeds
     are shared (nothing to split)."""
     groups = F.groups(hypothesis)
-    seeds = sorted(set.intersection(*(set(scores.get(g, {})) for g in groups)))
-    per_seed = {}
-    for s in seeds:
-        finals = sorted(set.intersection(*(set(scores[g][s]) for g in groups)))
-        if len(finals) >= 2:
-            per_seed[s] = finals
+    per_seed = {s: f for s, f in shared_finals(hypothesis, scores).items() if len(f) >= 2}
     if not per_seed:
         return None
     k_all = min(len(f) for f in per_seed.values())
-    d = {s: np.array([sum(w * scores[g][s][j] for g, w in hypothesis.contrast) for j in f]) for s, f in per_seed.items()}
+    d = contrasts(hypothesis, scores, per_seed)
     eval_var = float(np.mean([np.var(v, ddof=1) for v in d.values()]))
     means = np.array([v[:k_all].mean() for v in d.values()])  # each run seed on its first K final seeds
     run_var = max(float(np.var(means, ddof=1)) - eval_var / k_all, 0.0) if len(means) >= 2 else float("nan")
     correlation = _correlation(groups, scores, per_seed)
     return NoiseSplit(len(per_seed), float(means.mean()), k_all, recorded, run_var, eval_var, correlation)
+
+
+def shared_finals(hypothesis, scores: Scores) -> dict[int, list[int]]:
+    """{run seed: the final seeds every group of the hypothesis holds at it}, over the run seeds they all hold."""
+    groups = F.groups(hypothesis)
+    seeds = sorted(set.intersection(*(set(scores.get(g, {})) for g in groups))) if groups else []
+    return {s: sorted(set.intersection(*(set(scores[g][s]) for g in groups))) for s in seeds}
+
+
+def contrasts(hypothesis, scores: Scores, finals: Mapping[int, list[int]] | None = None) -> dict[int, np.ndarray]:
+    """{run seed: the contrast d(s, j) on each of its shared final seeds j}."""
+    finals = shared_finals(hypothesis, scores) if finals is None else finals
+    return {s: np.array([sum(w * scores[g][s][j] for g, w in hypothesis.contrast) for j in f]) for s, f in finals.items()}
 
 
 def _correlation(groups, scores: Scores, per_seed: Mapping[int, list[int]]) -> float:
