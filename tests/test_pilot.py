@@ -68,3 +68,26 @@ def test_the_weekend_planned_from_its_shipped_pilot(capsys):
     assert "cheapest: score " in out and "as study-file lines:" in out and "final_eval_seeds = " in out
     assert main(["weekend", "--pilot", str(RESULTS / "weekend-appo")]) == 2
     assert "--pilot plans a run: give it with --dry-run" in capsys.readouterr().err
+
+
+def test_a_study_with_rows_at_equal_evaluations_is_planned_in_its_own_family():
+    """weekend-confirm adds the population main effect at equal evaluations to the pilot's family: four primary rows
+    (α / 4, halved between each row's two claims), the new row read at b × population 1's evaluations and planned
+    for the answer its pilot effect points to, and population 16's re-scoring at the smaller budget paid for."""
+    from bilevel_tune.report.pilot import pilot_cells, planned_rows
+
+    study = load_study("weekend-confirm")
+    pilot = read_pilot(study, RESULTS / "weekend-appo")
+    rows = {r.key: r for r in planned_rows(study, pilot)}
+    assert len(rows) == 7  # the pilot's 6 decided rows, and the one at equal evaluations
+    equal = rows["population 16 vs population 1, over mechanisms, at equal evaluations"]
+    quarter = equal.at[("best-so-far", Fraction(1, 4))]  # 250 evaluations each: +0.0020, under half the margin
+    assert quarter.effect == pytest.approx(0.0020, abs=5e-5)
+    assert equal.planned(quarter) == pilot_designs.Planned("equivalent", pytest.approx(2 * 0.05 / 4 / 2))
+    whole = equal.at[("best-so-far", Fraction(1))]  # 1,000 each: population 16 ahead
+    assert equal.planned(whole).decided == "B better"
+    main = rows["population 16 vs population 1, over mechanisms"]
+    assert main.planned(main.at[("best-so-far", Fraction(1))]).level == pytest.approx(0.05 / 4 / 2)
+    simple = rows["2-D vs 1-D at population 1"]  # gated: half its main effect's share, the first sibling shown
+    assert simple.planned(simple.at[("best-so-far", Fraction(1))]).level == pytest.approx(0.05 / 4 / 2 / 2, rel=1e-5)  # ε-edges
+    assert sorted(c.rescorings for c in pilot_cells(pilot, study)) == [0, 0, 1, 1]

@@ -154,6 +154,11 @@ class DecideSettings(_Checked):
         "lies inside ±margin is decided equivalent (paired test only)", low=0, open_low=True,
         unset="no equivalence answers: better, or undecided", inner=False,
     )  # fmt: skip
+    equal_budget: tuple[str, ...] = knob(
+        (), "factors whose levels run different evaluations (population, through [budget] generations) also compared "
+        "at equal evaluations: each run of a larger level re-scores its incumbent at the smaller level's evaluations in "
+        "its final re-evaluation, and those rows join the family (paired test only)", words=True, inner=False,
+    )  # fmt: skip
     margin_from: int = knob(
         1, "the first look the margin decides at: a margin declared on a resumed run (--declare-margin) applies from "
         "its next look", low=1, inner=False,
@@ -169,6 +174,11 @@ class DecideSettings(_Checked):
         if self.max_seeds % self.seeds_per_stage:
             raise StudyError(
                 f"[decide] max_seeds={self.max_seeds} must be a multiple of seeds_per_stage={self.seeds_per_stage}"
+            )
+        if self.equal_budget and self.test != "paired":
+            raise StudyError(
+                f"[decide] equal_budget={list(self.equal_budget)} adds rows to the paired test's family; "
+                f"test={self.test!r} has none: set decide.test=paired, or drop equal_budget"
             )
         if self.beta and self.test != "adastop":
             raise StudyError(

@@ -32,7 +32,7 @@ from bilevel_tune.cli.options import UsageError
 from bilevel_tune.cli.reevaluation import COMPLETE, learner_config, log_session
 from bilevel_tune.core import metrics as M
 from bilevel_tune.inner.contract import Seeds
-from bilevel_tune.study_data import final_scores
+from bilevel_tune.study_data import final_scores, incumbents
 from bilevel_tune.study_data.learners import own_learner
 from bilevel_tune.study_data.run_folder import Cell, trial_name
 
@@ -89,16 +89,9 @@ class TrialRun:
 
     def incumbent(self, evaluations: int) -> tuple[dict[str, float], dict[str, float]]:
         """(the best-so-far rules, the search mean's) after `evaluations`: at the last generation at or before it."""
-        rows = self.generations[self.generations["evaluations"] <= evaluations]
         if evaluations >= self.budget:
             return self.best, self.mean
-        last = rows.iloc[-1]
-        reached = rows["generation_best"].to_numpy(dtype=float) == float(last["best_so_far"])
-        where = rows.iloc[int(np.argmax(reached))] if reached.any() else rows.loc[rows["generation_best"].idxmax()]
-        params = self.cell.optimize_params
-        best = {**self.fixed, **{p: float(where[f"generation_best/{p}"]) for p in params}}
-        mean = {**self.fixed, **{p: float(last[f"{M.MEAN_RULE}{p}"]) for p in params}}
-        return best, mean
+        return incumbents.incumbent(self.generations, evaluations, self.cell.optimize_params, self.fixed)
 
 
 def trial_runs(study, trials: pd.DataFrame, generations: pd.DataFrame) -> list[TrialRun]:

@@ -70,9 +70,10 @@ def resolve_run(options: RunOptions) -> tuple[Study, Path, Path]:
 
 def _check_stages(study: Study, options: RunOptions) -> Study:
     """A study run in stages starts from its grid's seeds (as many as a stage adds), and compares factors it has."""
-    from bilevel_tune.verdicts.family import check_compare
+    from bilevel_tune.verdicts.family import check_compare, check_equal_budget
 
     check_compare(study)
+    check_equal_budget(study)
     if options.until_decided:
         check_stageable(study)
     return study

@@ -88,3 +88,7 @@ FINAL_MEAN_STD = FINAL + "mean_std"
 FINAL_SEEDS = FINAL + "seeds"
 # … and seed by seed, on the final record only (not a Tune metric): {"seeds": [...], "best": [...], "mean": [...]}
 FINAL_BY_SEED = "final_by_seed"
+# … and at each smaller budget the run is also compared at ([decide] equal_budget), on the final record only:
+# {"<E>": {"evaluations": what its incumbent had spent, "generation": its last generation, "best_objective": its best
+# so far then, "final/best": …, "final/mean": … (the means), "best": [...], "mean": [...] (seed by seed)}}
+FINAL_AT_EVALUATIONS = "final_at_evaluations"

@@ -43,9 +43,19 @@ class Components:
     run_var: float
     eval_var: float
     run_seeds: int
+    decided: str | None = None  # the answer planned for here, where it is not the row's (a row the pilot did not decide)
+    level: float | None = None  # the planned claim's test level in the planned study's family (as `Planned.level`)
 
     def sd(self, k: int) -> float:
         return float(np.sqrt(self.run_var + self.eval_var / k))
+
+
+@dataclass(frozen=True)
+class Planned:
+    """What a row is planned to show at one score and budget: its answer, and the level its claim is tested at."""
+
+    decided: str
+    level: float  # the sequential test's level: a differs claim's share of α, twice an equivalence claim's (TOST)
 
 
 @dataclass(frozen=True)
@@ -56,6 +66,13 @@ class PilotRow:
     margin_level: float  # its equivalence claim's share
     at: dict[tuple[str, Fraction], Components]  # (score, budget fraction) → components
 
+    def planned(self, c: Components) -> Planned:
+        """The answer and level a design is simulated against at these components: theirs where given, else the
+        row's (the pilot's decision and share)."""
+        decided = c.decided or self.decided
+        level = c.level if c.level is not None else (2 * self.margin_level if decided == "equivalent" else self.level)
+        return Planned(decided, level)
+
 
 @dataclass(frozen=True)
 class Cell:
@@ -64,6 +81,7 @@ class Cell:
     evaluations: int
     seconds: float  # a whole-budget run's seconds, final re-evaluation aside
     seconds_per_final_seed: float
+    rescorings: int = 0  # smaller budgets its final re-evaluation also scores its incumbent at ([decide] equal_budget)
 
 
 @dataclass(frozen=True)
@@ -87,11 +105,12 @@ class Design:
 
 def trainings(cells: Sequence[Cell], seeds: float, budget: Fraction, final_seeds: int) -> float:
     """Farm trainings of a grid whose every cell runs `seeds` seeds at this budget and final seeds."""
-    return float(seeds * sum(budget * c.evaluations + RULES_SCORED * final_seeds for c in cells))
+    return float(seeds * sum(budget * c.evaluations + RULES_SCORED * final_seeds * (1 + c.rescorings) for c in cells))
 
 
 def seconds(cells: Sequence[Cell], seeds: float, budget: Fraction, final_seeds: int) -> float:
-    return seeds * sum(float(budget) * c.seconds + final_seeds * c.seconds_per_final_seed for c in cells)
+    return seeds * sum(float(budget) * c.seconds + final_seeds * (1 + c.rescorings) * c.seconds_per_final_seed
+                       for c in cells)  # fmt: skip
 
 
 @functools.lru_cache(maxsize=64)
@@ -112,15 +131,18 @@ def decided_by(row: PilotRow, c: Components, k: int, n: int, looks: int, margin:
     means, sds = _paths(n, looks)
     sd = c.sd(k)
     counts = n * np.arange(1, looks + 1)
-    if row.decided == "equivalent":
+    planned = row.planned(c)
+    if planned.level <= 0:
+        return np.full(PATHS, looks + 1)  # a claim never given a share of α is never shown
+    if planned.decided == "equivalent":
         if margin is None or sd <= 0:
             return np.full(PATHS, looks + 1)
-        levels = sequential.t_levels(n, looks, 2 * row.margin_level)
+        levels = sequential.t_levels(n, looks, planned.level)
         critical = np.array(levels.critical)
         mu = (c.effect if effect is None else effect) / sd
         inside = np.abs(means + mu) + critical * sds / np.sqrt(counts) < margin / sd
     else:
-        levels = sequential.t_levels(n, looks, row.level)
+        levels = sequential.t_levels(n, looks, planned.level)
         mu = (c.effect if effect is None else effect) / sd if sd > 0 else np.inf
         with np.errstate(invalid="ignore", divide="ignore"):
             inside = np.abs(means + mu) * np.sqrt(counts) / sds >= np.array(levels.critical)
@@ -138,7 +160,8 @@ def evaluate(rows: Sequence[PilotRow], cells: Sequence[Cell], score: str, budget
     power = tuple(float(np.mean(f <= looks)) for f in firsts)
     at_margin = tuple(
         float(np.mean(decided_by(r, r.at[(score, budget)], k, n, looks, margin, effect=margin) <= looks))
-        if margin is not None and r.decided != "equivalent" and min(power) >= TARGET else float("nan")
+        if margin is not None and r.planned(r.at[(score, budget)]).decided != "equivalent" and min(power) >= TARGET
+        else float("nan")
         for r in rows
     )  # fmt: skip  # only where the design decides: the figure a reader weighs it by
     last = np.minimum(np.max(np.stack(firsts), axis=0), looks)  # the stage by which every row is decided

@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bilevel_tune.report.columns import BEST, score_column
+from bilevel_tune.report.columns import BEST, FINAL, FINAL_MEAN, at_budget, score_column
 from bilevel_tune.study_data import final_scores
-from bilevel_tune.study_data.run_folder import group_of, trial_name
+from bilevel_tune.study_data.run_folder import group_of, key_at_evaluations, trial_name
 from bilevel_tune.verdicts import decide, effects
 from bilevel_tune.verdicts import family as F
 
@@ -262,6 +262,20 @@ def rows_by_cell(study, trials: pd.DataFrame) -> dict[tuple, pd.Series]:
     return out
 
 
+def at_smaller_budgets(study, rows: dict[tuple, pd.Series]) -> dict[tuple, pd.Series]:
+    """The rows by cell key and, under `key_at_evaluations`, each run's row at every smaller budget it was compared
+    at (`[decide] equal_budget`): its final scores, evaluations and best so far then (its wall time then unknown)."""
+    out = dict(rows)
+    for key, row in rows.items():
+        for e in study.equal_evaluations(key[0]):
+            then = row.copy()
+            for column in (FINAL, FINAL_MEAN, "evaluations", BEST):
+                then[column] = row.get(at_budget(column, e), np.nan)
+            then["wall_s"] = np.nan
+            out[key_at_evaluations(key, e)] = then
+    return out
+
+
 def _value(value):
     return ",".join(map(str, value)) if isinstance(value, tuple) else value
 
@@ -269,7 +283,7 @@ def _value(value):
 def answers(study, trials: pd.DataFrame) -> Answers:
     """The study's hypotheses decided on the trials table (rows matched to cells by `rows_by_cell`)."""
     rows_of = rows_by_cell(study, trials)
-    by_key = {key: row for key, row in rows_of.items() if row.get("status") in COMPLETE}
+    by_key = at_smaller_budgets(study, {key: row for key, row in rows_of.items() if row.get("status") in COMPLETE})
     score = score_column(study)
     finals = {key: float(row[score]) if pd.notna(row.get(score)) else float("nan") for key, row in by_key.items()}
     names = {key: row["trial"] for key, row in rows_of.items() if isinstance(row.get("trial"), str)}
@@ -338,11 +352,10 @@ def _mean(rows: list[pd.Series], column: str) -> float:
 def finals_by_group(study, trials: pd.DataFrame) -> dict[tuple, dict[int, float]]:
     """Each group's final re-evaluations, by seed (rows matched to cells by `rows_by_cell`)."""
     by_group: dict[tuple, dict[int, float]] = {}
-    rows_of, score = rows_by_cell(study, trials), score_column(study)
-    for cell in study.cells():
-        row = rows_of.get(cell.key)
-        if row is not None and pd.notna(row.get(score)):
-            by_group.setdefault(cell.group, {})[cell.seed] = float(row[score])
+    rows_of, score = at_smaller_budgets(study, rows_by_cell(study, trials)), score_column(study)
+    for key, row in rows_of.items():
+        if pd.notna(row.get(score)):
+            by_group.setdefault(group_of(key), {})[key[2]] = float(row[score])
     return by_group
 
 

@@ -10,6 +10,7 @@ after the run, not planned before it (a study plans an equal-budget row before l
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,7 +41,7 @@ class Needed:
         """Every row the run decided reads the same here (its decision and whether it is within the margin)."""
         ours = {r.hypothesis.key: r.decision for r in at.answers.rows}
         for r in self.run.rows:
-            if r.decision.outcome in (decide.OPEN, decide.UNDECIDED):
+            if r.decision.outcome in (decide.OPEN, decide.UNDECIDED) or _planned_at(r):
                 continue
             there = ours.get(r.hypothesis.key)
             if there is None or (there.decision, there.within_margin) != (r.decision.decision, r.decision.within_margin):
@@ -105,6 +106,17 @@ class Needed:
         }
 
 
+def _planned_at(row) -> bool:
+    """A row the study planned at equal evaluations (`[decide] equal_budget`): decided by the run itself."""
+    return getattr(row.hypothesis, "at", None) is not None
+
+
+def _unplanned(found: Answers) -> Answers:
+    """The answers at a budget read after the run, less the rows planned at equal evaluations (whose budget is the
+    run's own, not this one)."""
+    return dataclasses.replace(found, rows=tuple(r for r in found.rows if not _planned_at(r)))
+
+
 def _budget_label(b: AtBudget) -> str:
     if b.equal:
         return f"{b.evaluations[0]:,} evaluations each"
@@ -140,7 +152,7 @@ def needed_section(study, trials: pd.DataFrame, anytime: pd.DataFrame, run: Answ
         at["evaluations"] = names.map(evaluations)
         distinct = tuple(sorted({int(e) for e in evaluations}))
         total = int(at["evaluations"].dropna().sum())
-        found.append(AtBudget(str(asked), distinct, total, answers(study, at), len(distinct) == 1))
+        found.append(AtBudget(str(asked), distinct, total, _unplanned(answers(study, at)), len(distinct) == 1))
     found.sort(key=lambda b: b.total)
     return Needed(run, tuple(found)) if found else None
 

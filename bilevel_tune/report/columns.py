@@ -9,10 +9,16 @@ from __future__ import annotations
 import pandas as pd
 
 from bilevel_tune.base.sections import SummarySettings
+from bilevel_tune.study_data.incumbents import GENERATION_BEST  # noqa: F401 - a column the summary reads
 from bilevel_tune.study_data.settings import is_setting_key
 
 BEST, FINAL = "best_objective", "final_objective"  # the two values verdicts are judged on
 FINAL_MEAN = "final_mean_objective"  # the final search mean's rules re-evaluated: a study's score when it says so
+
+
+def at_budget(column: str, evaluations: int) -> str:
+    """A column read at a smaller budget a run was also compared at (`[decide] equal_budget`): final_objective@250."""
+    return f"{column}@{int(evaluations)}"
 
 
 def score_column(study) -> str:
@@ -24,7 +30,6 @@ OPTIMIZER = "optimizer"  # the outer optimiser a trial ran (es, cma, bo, random)
 # 2-D) when each dimensionality has one set of searched rules, else `mechanism`, the set itself (2-D vs 2-D floor+risk).
 BASE_FACTORS = ("population", "dims")
 BOUND_BY = "bound_by/"  # bound_by/<rule>: the best candidate's upper bound with that rule at its best (its Assessment)
-GENERATION_BEST = "generation_best/"  # generation_best/<rule>: the generation's best candidate, physical
 SEARCH_VS_GRID = "search_vs_grid"
 # a bare table's: the campaign's ceiling (a study's is its world's, `Study.ceiling`), and [summary] tol's default
 DEFAULT_CEILING, DEFAULT_TOL = 0.25, SummarySettings().tol

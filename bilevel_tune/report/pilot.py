@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from fractions import Fraction
 from pathlib import Path
@@ -18,7 +19,8 @@ from bilevel_tune.report import run_summary, tables
 from bilevel_tune.report.columns import SummaryError
 from bilevel_tune.report.noise_split import final_scores_by_group
 from bilevel_tune.study_data import final_scores
-from bilevel_tune.verdicts import decide, noise
+from bilevel_tune.study_data.run_folder import at_evaluations
+from bilevel_tune.verdicts import decide, family, noise
 
 DECIDED = (decide.A_BETTER, decide.B_BETTER, decide.EQUIVALENT, decide.NO_DIFFERENCE)
 
@@ -84,8 +86,88 @@ def pilot_rows(summary: run_summary.Summary) -> list[pilot_designs.PilotRow]:
     return out
 
 
-def pilot_cells(summary: run_summary.Summary) -> list[pilot_designs.Cell]:
-    """One per group of the grid: its evaluations at the whole budget, its mean seconds here."""
+def planned_rows(study, pilot: run_summary.Summary) -> list[pilot_designs.PilotRow]:
+    """The rows a design is planned for: each row of this study's family the pilot decided, and each main effect the
+    study plans at equal evaluations (`[decide] equal_budget`), at every (score, budget) the pilot was scored at.
+
+    Each carries, per (score, budget), the answer planned — the pilot's; for a row at equal evaluations, which the
+    pilot did not decide, the one its effect there points to: equivalent where it is under half the margin, else the
+    side it favours — and the level that claim is tested at in this study's family, once the other planned claims
+    before it in the family's order are shown (`planned_levels`). A row at equal evaluations at a budget fraction b
+    reads the larger population's incumbent at b × the smaller one's evaluations (anytime.csv's rows at that count:
+    `--reevaluate PILOT --at-evaluations` them first)."""
+    base = pilot.study
+    fam = family.family(dataclasses.replace(study, budget=base.budget))  # the family as the pilot's budgets make it
+    decided = {r.hypothesis.key: r.decision.decision for r in pilot.answers.rows if r.decision.outcome in DECIDED}
+    planned = [h for h in fam.hypotheses if (h.key in decided) or (getattr(h, "at", None) and h.kind == family.MAIN)]
+    k, margin = base.budget.final_eval_seeds, study.decide.margin
+    at: dict[int, dict] = {fam.index(h): {} for h in planned}
+    for (score, budget), scores in scored_at(pilot).items():
+        claims = {}
+        for h in planned:
+            row, read = h, scores
+            if getattr(h, "at", None):
+                evaluations = max(1, round(budget * h.at))
+                row, read = family.read_at(h, evaluations), {**scores, **_incumbents_at(pilot, score, evaluations)}
+            split = noise.split(row, read, k)
+            if split is None or split.run_seeds < 2:
+                continue
+            j = fam.index(h)
+            claims[j] = decided.get(h.key) or _pointed_to(split.effect, margin)
+            at[j][(score, budget)] = pilot_designs.Components(split.effect, split.run_var, split.eval_var, split.run_seeds,
+                                                              claims[j])  # fmt: skip
+        levels = planned_levels(fam, claims, study.decide.alpha, margin)
+        for j, level in levels.items():
+            at[j][(score, budget)] = dataclasses.replace(at[j][(score, budget)], level=level)
+    return [
+        pilot_designs.PilotRow(_planned_key(h), decided.get(h.key, "at equal evaluations"), 0.0, 0.0, at[fam.index(h)])
+        for h in planned if at[fam.index(h)]
+    ]  # fmt: skip
+
+
+def _planned_key(h) -> str:
+    return h.key.split(family.equal_label(h.at))[0] + ", at equal evaluations" if getattr(h, "at", None) else h.key
+
+
+def _pointed_to(effect: float, margin: float | None) -> str:
+    if margin is not None and abs(effect) < margin / 2:
+        return decide.EQUIVALENT
+    return decide.B_BETTER if effect > 0 else decide.A_BETTER
+
+
+def _incumbents_at(pilot: run_summary.Summary, score: str, evaluations: int) -> dict:
+    """The pilot's runs' incumbents at this many evaluations (anytime.csv), for the groups whose runs spent more: by
+    `at_evaluations` group, run seed and final seed."""
+    anytime = pilot.tables.anytime
+    if anytime.empty:
+        return {}
+    rows = anytime[anytime["evaluations"].astype(int) == evaluations]
+    found = final_scores_by_group(pilot.study, rows, score)
+    return {at_evaluations(g, evaluations): v for g, v in found.items() if pilot.study.evaluations_of(g[0]) > evaluations}
+
+
+def planned_levels(fam: family.Family, claims: dict[int, str], alpha: float, margin: float | None) -> dict[int, float]:
+    """Each planned claim's test level in the family's graph: the claims shown in the family's order (differs
+    before equivalent), each at its share when the ones before it have passed theirs on, as the run's own
+    procedure shows them (`decide`); an equivalence claim's level doubled (its two one-sided tests). A claim that
+    never receives a share has level 0."""
+    m = len(fam.hypotheses)
+    graph = fam.graph.with_equivalence() if margin is not None else fam.graph
+    nodes = {j: (m + j if d == decide.EQUIVALENT and margin is not None else j) for j, d in claims.items()}
+    levels: dict[int, float] = {}
+    while True:
+        waiting = sorted((node, j) for j, node in nodes.items() if j not in levels and graph.level(node, alpha) > 0)
+        if not waiting:
+            break
+        node, j = waiting[0]
+        levels[j] = graph.level(node, alpha) * (2 if node >= m else 1)
+        graph = graph.reject(node)
+    return {j: levels.get(j, 0.0) for j in claims}
+
+
+def pilot_cells(summary: run_summary.Summary, planned=None) -> list[pilot_designs.Cell]:
+    """One per group of the grid: its evaluations at the whole budget, its mean seconds here, and the smaller
+    budgets the `planned` study re-scores its runs at."""
     study, trials, gens = summary.study, summary.trials, summary.tables.generations
     elapsed = gens.groupby("trial")["elapsed_s"].max() if not gens.empty else pd.Series(dtype=float)
     names = trials["trial"].map(lambda n: final_scores.trial_of_folder(n) if isinstance(n, str) else None)
@@ -97,7 +179,9 @@ def pilot_cells(summary: run_summary.Summary) -> list[pilot_designs.Cell]:
         wall = mine["wall_s"].to_numpy(float)
         spent = np.array([elapsed.get(final_scores.trial_of_folder(n), np.nan) for n in mine["trial"]])
         final = np.nanmean(wall - spent) if len(wall) else np.nan
-        out.append(pilot_designs.Cell(cells[0].generations * cells[0].population, float(np.nanmean(spent)), float(final) / k))
+        rescorings = len(planned.equal_evaluations(group[0])) if planned is not None else 0
+        out.append(pilot_designs.Cell(cells[0].generations * cells[0].population, float(np.nanmean(spent)),
+                                      float(final) / k, rescorings))  # fmt: skip
     return out
 
 
@@ -119,26 +203,28 @@ def plan_lines(study, run_dir: Path) -> list[str]:
     """The planner's report: the pilot's rows, its spend, the designs that decide (cheapest first), the study's
     own design beside them, and the cheapest as study-file lines."""
     pilot = read_pilot(study, run_dir)
-    rows = [r for r in pilot_rows(pilot) if r.key in {h.key for h in decide.hypotheses_of(study)}]
+    rows = planned_rows(study, pilot)
     if not rows:
         raise PilotError(f"--pilot {run_dir}: it decided none of this study's rows; nothing to plan for")
-    cells = pilot_cells(pilot)
+    cells = pilot_cells(pilot, study)
     evaluations, finals, secs = pilot_spend(pilot)
     margin = study.decide.margin
     found = pilot_designs.designs(rows, cells, margin)
     lines = [
         f"pilot {run_dir}: {len(rows)} decided row(s) to plan for; it spent {evaluations:,} evaluations + {finals:,} "
         f"final retrainings = {evaluations + finals:,} farm trainings, {secs / 3600:.1f} trial-hours",
-        "  each row at its pilot's effect (score, budget → B − A, SD between runs, SD of one re-evaluation, run seeds):",
+        "  each row at its pilot's effect (score, budget → B − A, SD between runs, SD of one re-evaluation, run seeds; "
+        "the answer planned for, at its level in this study's family):",
     ]
     for r in rows:
-        lines.append(f"    {r.key} ({r.decided}, α {r.level:.3g}):")
+        lines.append(f"    {r.key}:")
         for (score, budget), c in sorted(r.at.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+            planned = r.planned(c)
             lines.append(
                 f"      {score}, {budget} of the budget: {c.effect:+.4f}, {np.sqrt(c.run_var):.4f}, "
-                f"{np.sqrt(c.eval_var):.4f} ({c.run_seeds})"
+                f"{np.sqrt(c.eval_var):.4f} ({c.run_seeds}) → {planned.decided}, α {planned.level:.3g}"
             )
-    own = _own_design(study, rows, cells, margin)
+    own = _own_design(study, pilot.study, rows, cells, margin)
     deciding = [d for d in found if d.decides]
     lines += [
         f"designs reaching power {pilot_designs.TARGET:g} at the pilot's effects on every row: {len(deciding)} of {len(found)} "
@@ -158,21 +244,25 @@ def plan_lines(study, run_dir: Path) -> list[str]:
         f"{best.most_trainings:,.0f} at most; ~{hms(best.expected_seconds)} of trial time at the pilot's pace, "
         f"~{hms(best.expected_seconds / cpus)} of wall on this machine's {cpus} CPUs",
         "as study-file lines:",
-        *[f"  {line}" for line in study_lines(study, best)],
+        *[f"  {line}" for line in study_lines(pilot.study, best)],
     ]
     return lines
 
 
-def _own_design(study, rows, cells, margin) -> pilot_designs.Design | None:
+def _own_design(study, pilot_study, rows, cells, margin) -> pilot_designs.Design | None:
+    """The study's own design on the pilot's noise; None where its budget is no one fraction of the pilot's that
+    the pilot was scored at."""
+    fractions = {Fraction(study.evaluations_of(p), pilot_study.evaluations_of(p)) for p in study.populations}
+    if len(fractions) != 1:
+        return None
     d = study.decide
-    score = d.score
-    return pilot_designs.evaluate(rows, cells, score, Fraction(1), study.budget.final_eval_seeds, d.seeds_per_stage,
-                      d.max_seeds, margin)  # fmt: skip
+    return pilot_designs.evaluate(rows, cells, d.score, fractions.pop(), study.budget.final_eval_seeds,
+                                  d.seeds_per_stage, d.max_seeds, margin)  # fmt: skip
 
 
 def _describe(d: pilot_designs.Design) -> str:
     return (
-        f"score {d.score}, budget {d.budget} of the study's, {d.final_seeds} final seeds, {d.seeds_per_stage} seeds "
+        f"score {d.score}, budget {d.budget} of the pilot's, {d.final_seeds} final seeds, {d.seeds_per_stage} seeds "
         f"a stage, {d.max_seeds} at most"
     )
 
@@ -196,7 +286,8 @@ def _design_table(found, pilot_trainings: int) -> list[str]:
 
 
 def study_lines(study, d: pilot_designs.Design) -> list[str]:
-    """The design as lines to paste into the study file."""
+    """The design as lines to paste into the study file (`study`: the pilot's, whose budget the design's is a
+    fraction of)."""
     generations = {str(c.population): int(c.generations * d.budget) for c in study.cells()}
     table = ", ".join(f'"{p}" = {g}' for p, g in sorted(generations.items(), key=lambda kv: int(kv[0])))
     return [

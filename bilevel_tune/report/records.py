@@ -13,8 +13,9 @@ import numpy as np
 import pandas as pd
 
 from bilevel_tune.core import metrics as M
-from bilevel_tune.report.columns import BEST, BOUND_BY, FINAL, GENERATION_BEST, MECHANISM, OPTIMIZER, SummaryError
+from bilevel_tune.report.columns import BEST, BOUND_BY, FINAL, FINAL_MEAN, MECHANISM, OPTIMIZER, SummaryError, at_budget
 from bilevel_tune.study_data.definition import Study
+from bilevel_tune.study_data.incumbents import generation_rows
 from bilevel_tune.study_data.run_folder import (
     STUDY_FILE,
     Cell,
@@ -84,7 +85,7 @@ def _trial_row(study: Study, cell: Cell, trial: TrialRecords | None) -> dict[str
         "final_sigma": num(last[M.SIGMA]),
         FINAL: num(final.get(M.FINAL_BEST)),
         "final_objective_std": num(final.get(M.FINAL_BEST_STD)),
-        "final_mean_objective": num(final.get(M.FINAL_MEAN)),
+        FINAL_MEAN: num(final.get(M.FINAL_MEAN)),
         "gen0_objective": num(gens[0][M.OBJECTIVE]),
         "median_sec_per_gen": float(np.median([g[M.SEC_PER_GEN] for g in gens])),
         "evaluations": len(gens) * cell.population,  # inner-loop evaluations: generations × population
@@ -99,7 +100,20 @@ def _trial_row(study: Study, cell: Cell, trial: TrialRecords | None) -> dict[str
         **{f"diag_{k}": num(best.get(k)) for k in _diagnostic_keys(best, study.table.summary_diagnostics)},
         **{BOUND_BY + rule: num(value) for rule, value in (best.get("bound_by_rule") or {}).items()},
         **{k: v for k, v in last.items() if k.startswith((M.BEST_RULE, M.MEAN_RULE))},
+        **_at_smaller_budgets(final),
     }
+
+
+def _at_smaller_budgets(final: dict) -> dict[str, float]:
+    """Its incumbent at each smaller budget it was compared at (`[decide] equal_budget`): the final scores, what it
+    had spent and its best so far then, as columns `<column>@<E>`."""
+    out = {}
+    for e, scored in (final.get(M.FINAL_AT_EVALUATIONS) or {}).items():
+        out[at_budget(FINAL, e)] = num(scored.get(M.FINAL_BEST))
+        out[at_budget(FINAL_MEAN, e)] = num(scored.get(M.FINAL_MEAN))
+        out[at_budget("evaluations", e)] = int(scored["evaluations"])
+        out[at_budget(BEST, e)] = num(scored.get(M.BEST_OBJECTIVE))
+    return out
 
 
 def optimizer_of(study: Study, cell: Cell) -> str:
@@ -174,32 +188,5 @@ def generation_table(study: Study, trials: dict[tuple, TrialRecords]) -> pd.Data
             **{key: _cell_value(value) for key, value in cell.extra},
             OPTIMIZER: optimizer_of(study, cell),
         }
-        elapsed = 0.0
-        for g in t.generations:
-            elapsed += num(g[M.SEC_PER_GEN])
-            rows.append(
-                {
-                    **head,
-                    "generation": int(g[M.GENERATION]),
-                    "best_so_far": num(g[M.BEST_OBJECTIVE]),
-                    "generation_best": num(g[M.OBJECTIVE]),
-                    "mean": num(g.get(M.OBJECTIVE_MEAN)),
-                    "std": num(g.get(M.OBJECTIVE_STD)),
-                    "sigma": num(g.get(M.SIGMA)),
-                    "sec": num(g[M.SEC_PER_GEN]),
-                    "elapsed_s": elapsed,
-                    "evaluations": (int(g[M.GENERATION]) + 1) * cell.population,
-                    **{M.MEAN_RULE + p: num(g.get(M.MEAN_RULE + p)) for p in cell.optimize_params},
-                    **_generation_best(g, cell.optimize_params, specs),
-                }
-            )
+        rows += [{**head, **row} for row in generation_rows(t.generations, cell.population, cell.optimize_params, specs)]
     return pd.DataFrame(rows)
-
-
-def _generation_best(g: dict[str, Any], params: tuple[str, ...], specs) -> dict[str, float]:
-    objectives = np.array([num(o[M.OBJECTIVE]) for o in g[M.OUTCOMES]])
-    k = int(np.nanargmax(objectives)) if np.isfinite(objectives).any() else 0
-    u = np.atleast_2d(np.array(g[M.CANDIDATES], dtype=float))[k]
-    return {GENERATION_BEST + p: specs[p].to_physical(u[j]) for j, p in enumerate(params)}
-
-

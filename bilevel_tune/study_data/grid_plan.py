@@ -1,9 +1,10 @@
 """A study's grid and stage plan: the trials a study expands into — its cells, stage by stage, and its scans — and
-its budget as run against the study file's. No settings are read here but the grid's own and the budget.
+its budget as run against the study file's. No settings are read here but the grid's own, the budget and
+`[decide] equal_budget` (the smaller budgets a cell is also scored at).
 
 `GridPlan` is mixed into `definition.Study` (a study is its definition and its plan: `study.cells()`); it reads the
 study's grid fields — `populations`, `optimize_params`, `seeds`, `axes` (the further axes), `stages`, `scan`,
-`budget`, `budget_name` and `full_budget` — and, for the further axes' values, its settings (`settings`, `outer`);
+`budget`, `budget_name`, `full_budget` and `decide` — and, for the further axes' values, its settings (`settings`, `outer`);
 nothing else. No loops, no Ray.
 """
 
@@ -85,6 +86,18 @@ class GridPlan:
             for extra in self._extras()
             if added is None or (p, params, extra) in added
         ]
+
+    def evaluations_of(self, population: int) -> int:
+        """A run's inner-loop evaluations at this population: its generations × its population."""
+        return self.budget.generations_for(population) * population
+
+    def equal_evaluations(self, population: int) -> tuple[int, ...]:
+        """The smaller budgets a run at this population is also scored at ([decide] equal_budget = ["population"]):
+        each other population's evaluations that are fewer than its own, smallest first."""
+        if "population" not in self.decide.equal_budget:
+            return ()
+        mine = self.evaluations_of(population)
+        return tuple(sorted({e for p in self.populations if (e := self.evaluations_of(p)) < mine}))
 
     def stage_seeds(self, stage: int) -> tuple[int, ...]:
         return self.seeds if stage == 1 else self.stages[stage - 2].seeds

@@ -93,6 +93,30 @@ def group_of(key: tuple) -> tuple:
     return (key[0], key[1], key[3])
 
 
+# A group's runs read at fewer evaluations than they ran ([decide] equal_budget): the group (or cell key) with this
+# entry added to its further axes' values — a key no setting has (settings' keys are section.name), so no real
+# group is ever one of these.
+AT_EVALUATIONS = "at evaluations"
+
+
+def at_evaluations(group: tuple, evaluations: int) -> tuple:
+    """The group read at `evaluations`: its runs' incumbents after that many evaluations."""
+    population, params, extra = group
+    return (population, params, extra + ((AT_EVALUATIONS, int(evaluations)),))
+
+
+def key_at_evaluations(key: tuple, evaluations: int) -> tuple:
+    """A cell key read at `evaluations` (`at_evaluations` of its group, with its seed)."""
+    population, params, seed, extra = key
+    return (population, params, seed, extra + ((AT_EVALUATIONS, int(evaluations)),))
+
+
+def real_group(group: tuple) -> tuple:
+    """The grid's group a group read at some evaluations is one of (itself for a grid group)."""
+    population, params, extra = group
+    return (population, params, tuple((k, v) for k, v in extra if k != AT_EVALUATIONS))
+
+
 @dataclass(frozen=True)
 class Stage:
     """Seeds added to a study after its grid's, each to the cells of some groups (`Cell.group`): the comparisons

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
+import pandas as pd
 from ray import tune
 
 from bilevel_tune.core import metrics as M
@@ -31,7 +32,9 @@ from bilevel_tune.core import outer, scan
 from bilevel_tune.inner import GenerationResult, ShardedInnerLoop
 from bilevel_tune.inner.contract import Seeds  # noqa: F401 - the trial's seeds, also read through this module
 from bilevel_tune.runtime import ray_compat
+from bilevel_tune.study_data import incumbents
 from bilevel_tune.study_data.definition import Study
+from bilevel_tune.study_data.incumbents import generation_rows
 from bilevel_tune.study_data.run_folder import (
     GENERATIONS_FILE,
     KIND_FINAL,
@@ -258,6 +261,7 @@ def run_search(study: Study, cell: Cell, seeds: Seeds, record: TrialRecord, inne
     if not final:
         start = time.perf_counter()
         found = final_reevaluation(study, params, state, seeds, inner)
+        found |= equal_budget_reevaluation(study, cell, record, seeds, inner) if found else {}
         record.final({**found, M.SEC_FINAL: time.perf_counter() - start})
         final = _finals(found)
     report({M.OBJECTIVE: final.get(M.FINAL_BEST), M.BEST_OBJECTIVE: state.best_objective, **final},
@@ -345,3 +349,30 @@ def final_reevaluation(
         out[std_key] = float(np.nanstd(values[:, j], ddof=1)) if finite.sum() > 1 else 0.0
     out[M.FINAL_SEEDS] = len(seeds.final)
     return out
+
+
+def equal_budget_reevaluation(study: Study, cell: Cell, record: TrialRecord, seeds: Seeds, inner: ShardedInnerLoop) -> dict:
+    """At each smaller budget its study also compares this run at (`[decide] equal_budget`): its incumbent then —
+    read off its own records as `--reevaluate --at-evaluations` reads a run's table (`study_data.incumbents`) —
+    retrained on the same final seeds, as a block of its own (candidate indices 0 and 1, as the final rules)."""
+    budgets = study.equal_evaluations(cell.population)
+    if not budgets or not seeds.final:
+        return {}
+    generations, _ = read_records(record.path)
+    rows = pd.DataFrame(generation_rows(generations, cell.population, cell.optimize_params, study.rule_specs_by_name))
+    out = {}
+    for evaluations in budgets:
+        rules = incumbents.incumbent(rows, evaluations, cell.optimize_params, dict(study.fixed_rules))
+        values = np.array([inner.run(list(rules), seed, [seed]).objectives for seed in seeds.final], dtype=float)
+        then = incumbents.last_row(rows, evaluations)
+        out[str(evaluations)] = {
+            "evaluations": int(then["evaluations"]), "generation": int(then["generation"]),
+            M.BEST_OBJECTIVE: float(then["best_so_far"]),
+            M.FINAL_BEST: _nanmean(values[:, 0]), M.FINAL_MEAN: _nanmean(values[:, 1]),
+            "best": values[:, 0].tolist(), "mean": values[:, 1].tolist(),
+        }  # fmt: skip
+    return {M.FINAL_AT_EVALUATIONS: out}
+
+
+def _nanmean(values: np.ndarray) -> float:
+    return float(np.nanmean(values)) if np.isfinite(values).any() else float("nan")

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from bilevel_tune.core import metrics as M
-from bilevel_tune.study_data.run_folder import Cell, is_scan, num, trial_records
+from bilevel_tune.study_data.run_folder import Cell, is_scan, key_at_evaluations, num, trial_records
 from bilevel_tune.verdicts import family as F
 from bilevel_tune.verdicts import sequential
 from bilevel_tune.verdicts.adastop import decide_adastop, describe_adastop_plan
@@ -217,10 +217,13 @@ def describe(decisions: Decisions) -> list[str]:
 
 def finals(run_dir, score: str = "best-so-far") -> dict[tuple, float]:
     """Every finished ES trial's final re-evaluated objective, by cell key (NaN where it has none): the best-so-far
-    rules', or with `score` "search mean" the final search mean's (`[decide] score`)."""
+    rules', or with `score` "search mean" the final search mean's (`[decide] score`); and its incumbent's at each
+    smaller budget it was re-scored at, by `key_at_evaluations`."""
     key_of_score = M.FINAL_MEAN if score == "search mean" else M.FINAL_BEST
     out = {}
     for _, (_, final) in trial_records(run_dir).items():
         if final is not None and not is_scan(key := Cell.key_of(final)):
             out[key] = num(final.get(key_of_score))
+            for evaluations, scored in (final.get(M.FINAL_AT_EVALUATIONS) or {}).items():  # [decide] equal_budget
+                out[key_at_evaluations(key, int(evaluations))] = num(scored.get(key_of_score))
     return out

@@ -13,7 +13,12 @@ seed's own level cancels:
   factors' levels, when there are several;
 * an **interaction** (`Interaction`) of two factors' level pairs: how much
   the first's a → b differs between the second's two levels, averaged over
-  the rest ((b, f) − (a, f) − (b, e) + (a, e)).
+  the rest ((b, f) − (a, f) − (b, e) + (a, e));
+* a main effect or simple comparison **at equal evaluations** (`at` set, `[decide] equal_budget`): the same
+  contrast with the larger level's runs read at the smaller level's evaluations — their incumbents then, which
+  each such trial re-scores in its final re-evaluation (`run_folder.at_evaluations` names those scores' groups).
+  Planned before look 1, these rows are decided like any other: their main effect is primary, its simple
+  comparisons gated behind it.
 
 One α covers them all (docs/verdicts.md): main effects and interactions
 share it equally; a rejected main effect passes its share to its simple
@@ -28,6 +33,7 @@ are the primary hypotheses. Plain data; no test here.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from bilevel_tune.base.knobs import StudyError
+from bilevel_tune.study_data.run_folder import AT_EVALUATIONS, at_evaluations, real_group
 from bilevel_tune.study_data.settings import plain
 from bilevel_tune.verdicts.graph import EPSILON, Graph
 
@@ -63,6 +70,29 @@ def check_compare(study) -> None:
             raise StudyError(
                 f"[decide] compare: {name!r} is not a factor of this study; it varies: {', '.join(allowed) or 'none'}"
             )
+
+
+def check_equal_budget(study) -> None:
+    """`[decide] equal_budget` names population, in a study that compares populations whose runs' evaluations differ."""
+    for name in study.decide.equal_budget:
+        if name != POPULATION:
+            raise StudyError(
+                f"[decide] equal_budget: {name!r} does not change a run's evaluations; allowed: population (its levels' "
+                "evaluations differ through [budget] generations)"
+            )
+        if POPULATION not in compared(study) or len({study.evaluations_of(p) for p in study.populations}) < 2:
+            raise StudyError(
+                "[decide] equal_budget: population's levels run the same evaluations here (or population is not "
+                "compared): there is no smaller budget to compare them at; drop equal_budget"
+            )
+        for p in study.populations:
+            for fewer in study.equal_evaluations(p):
+                if fewer < p:
+                    raise StudyError(
+                        f"[decide] equal_budget: population {p}'s first generation spends {p} evaluations, more than "
+                        f"the {fewer} a smaller population's whole budget spends: no incumbent of population {p} is that "
+                        "young; give the smaller population more generations ([budget] generations)"
+                    )
 
 
 def level_of(group: tuple, factor: str) -> Any:
@@ -103,6 +133,7 @@ class Comparison:
     a: tuple
     b: tuple
     mechanisms: Any = field(default=None, compare=False, repr=False)  # its world's names (`Study.mechanisms`)
+    at: int | None = None  # read at equal evaluations, this many each ([decide] equal_budget): B's runs' incumbents then
     kind = SIMPLE
 
     @property
@@ -122,15 +153,15 @@ class Comparison:
         population, params, extra = self.a
         parts = [] if self.factor == POPULATION else [f"population {population}"]
         parts += [] if self.factor == MECHANISM else [self.mechanisms.label(params)]
-        parts += [shown(key, value, self.mechanisms) for key, value in extra if key != self.factor]
+        parts += [shown(key, value, self.mechanisms) for key, value in extra if key not in (self.factor, AT_EVALUATIONS)]
         return ", ".join(parts)
 
     @property
     def key(self) -> str:
-        """One line naming it: 'population 16 vs 1 at 2-D'."""
+        """One line naming it: 'population 16 vs 1 at 2-D' (', at equal evaluations (250 each)' read so)."""
         a, b = self.levels()
         where = self.matched()
-        return f"{b} vs {a}" + (f" at {where}" if where else "")
+        return f"{b} vs {a}" + (f" at {where}" if where else "") + equal_label(self.at)
 
 
 @dataclass(frozen=True)
@@ -143,6 +174,7 @@ class MainEffect:
     contrast: tuple[tuple[tuple, float], ...]
     over: tuple[str, ...]  # the other factors it averages over
     mechanisms: Any = field(default=None, compare=False, repr=False)
+    at: int | None = None  # read at equal evaluations, this many each ([decide] equal_budget)
     kind = MAIN
 
     def levels(self) -> tuple[str, str]:
@@ -151,7 +183,12 @@ class MainEffect:
     @property
     def key(self) -> str:
         a, b = self.levels()
-        return f"{b} vs {a}, over {' and '.join(self.over)}"
+        return f"{b} vs {a}, over {' and '.join(self.over)}" + equal_label(self.at)
+
+
+def equal_label(evaluations: int | None) -> str:
+    """What a row read at equal evaluations adds to its name ('' for a row read at each run's own budget)."""
+    return "" if evaluations is None else f", at equal evaluations ({evaluations:,} each)"
 
 
 @dataclass(frozen=True)
@@ -225,6 +262,9 @@ def family(study, factorial: bool = True) -> Family:
     if factorial:
         mains = [m for f in wanted for m in _main_effects(study, f, varied)]
         interactions = [i for f, g in itertools.combinations(wanted, 2) for i in _interactions(study, f, g, varied)]
+        equal = set(study.decide.equal_budget)
+        mains += [e for m in mains if m.factor in equal and (e := at_equal_evaluations(study, m)) is not None]
+        simples += [e for c in simples if c.factor in equal and (e := at_equal_evaluations(study, c)) is not None]
     gated = {id(s) for s in simples if any(_parent(m, s) for m in mains)}
     hypotheses = (*mains, *interactions, *simples)
     primary = [h for h in hypotheses if h.kind != SIMPLE or id(h) not in gated]
@@ -255,6 +295,39 @@ def family(study, factorial: bool = True) -> Family:
         else:
             share(s, [], primary)
     return Family(hypotheses, Graph.of(weights, edges))
+
+
+def at_equal_evaluations(study, hypothesis):
+    """A main effect or simple comparison of population read at equal evaluations: every group whose runs evaluate
+    more than the fewer of its two levels read at that many (`at_evaluations`: those runs' incumbents then, each
+    re-scored by its own trial's final re-evaluation); None where both levels run as many already."""
+    if isinstance(hypothesis, Comparison):
+        levels = (hypothesis.a[0], hypothesis.b[0])
+    else:
+        levels = (hypothesis.a, hypothesis.b)
+    budgets = [study.evaluations_of(p) for p in levels]
+    if budgets[0] == budgets[1]:
+        return None
+    fewer = min(budgets)
+
+    def read(group):
+        return group if study.evaluations_of(group[0]) <= fewer else at_evaluations(group, fewer)
+
+    if isinstance(hypothesis, Comparison):
+        return dataclasses.replace(hypothesis, a=read(hypothesis.a), b=read(hypothesis.b), at=fewer)
+    return dataclasses.replace(hypothesis, contrast=tuple((read(g), w) for g, w in hypothesis.contrast), at=fewer)
+
+
+def read_at(hypothesis, evaluations: int):
+    """A row at equal evaluations read at another count each (a pilot's incumbents at a fraction of its budget):
+    the groups it reads at fewer evaluations than they ran, read at `evaluations` instead."""
+
+    def read(group):
+        return at_evaluations(real_group(group), evaluations) if group != real_group(group) else group
+
+    if isinstance(hypothesis, Comparison):
+        return dataclasses.replace(hypothesis, a=read(hypothesis.a), b=read(hypothesis.b), at=evaluations)
+    return dataclasses.replace(hypothesis, contrast=tuple((read(g), w) for g, w in hypothesis.contrast), at=evaluations)
 
 
 def _main_effects(study, factor: str, varied: list[str]) -> list[MainEffect]:
@@ -303,4 +376,4 @@ def _same_levels(h, other) -> bool:
             return level_of(x.a, x.factor), level_of(x.b, x.factor)
         return x.a, x.b
 
-    return h.factor == other.factor and pair(h) == pair(other)
+    return h.factor == other.factor and pair(h) == pair(other) and h.at == other.at

@@ -14,7 +14,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from bilevel_tune.base.knobs import StudyError
-from bilevel_tune.study_data.run_folder import trial_name
+from bilevel_tune.study_data.run_folder import group_of, key_at_evaluations, real_group, trial_name
 from bilevel_tune.verdicts import family as F
 
 A_BETTER, B_BETTER = "A better", "B better"  # for an interaction: B − A below or above 0
@@ -64,8 +64,9 @@ class Decisions:
 
     @property
     def open_groups(self) -> set[tuple]:
-        """The groups of the hypotheses still open: the cells the next stage adds seeds to."""
-        return {g for d in self.decisions if d.outcome == OPEN for g in F.groups(d.hypothesis)}
+        """The groups of the hypotheses still open: the cells the next stage adds seeds to (a row at equal evaluations
+        adds them to the grid's groups it reads)."""
+        return {real_group(g) for d in self.decisions if d.outcome == OPEN for g in F.groups(d.hypothesis)}
 
     @property
     def finished(self) -> bool:
@@ -93,7 +94,11 @@ def plan_of(study) -> tuple[int, int]:
 
 @dataclass
 class Replay:
-    """The looks taken so far: each group's scores by seed, and the stages whose cells were all scored."""
+    """The looks taken so far: each group's scores by seed, and the stages whose cells were all scored.
+
+    `finals` holds a cell's score at its own budget under its key, and at each smaller budget it was re-scored at
+    under `key_at_evaluations` (`[decide] equal_budget`); a score at a smaller budget that is missing or failed
+    leaves its rows' seeds unheld (not followed), never the look unfinished."""
 
     study: Any
     finals: Mapping[tuple, float]
@@ -118,6 +123,10 @@ class Replay:
                     "its comparisons cannot be decided"
                 )
             self.scores.setdefault(cell.group, {})[cell.seed] = float(value)
+            for evaluations in self.study.equal_evaluations(cell.population):
+                key = key_at_evaluations(cell.key, evaluations)
+                if np.isfinite(self.finals.get(key, np.nan)):
+                    self.scores.setdefault(group_of(key), {})[cell.seed] = float(self.finals[key])
         self.looks = stage
         return True
 
