@@ -91,12 +91,17 @@ def test_one_final_seed_splits_nothing():
 
 @pytest.mark.ray
 def test_a_quick_run_re_scored_on_more_final_seeds_and_at_half_its_budget(ray_cluster, tmp_path, capsys):
+    """The confirmatory weekend's quick budget, one seed (population 1: 32 generations; 16: 3, whose second is 32
+    evaluations): population 16's trials also re-score their incumbent at 32 evaluations in their own final
+    re-evaluation (`[decide] equal_budget`), and a later `--at-evaluations 32` scores the same rules to the last bit."""
     from bilevel_tune.cli.main import main
     from bilevel_tune.study_data import run_lock
+    from bilevel_tune.study_data.run_folder import read_records
 
     from .study_helpers import study_args
 
-    assert main(study_args(tmp_path, "--quick", name="q", inner="analytic", wandb="disabled", seed=42)) == 0
+    args = study_args(tmp_path, "--quick", study="weekend-confirm", name="q", inner="analytic", wandb="disabled", seed=42)
+    assert main(args) == 0
     run = tmp_path / "q"
     finals = pd.read_csv(run / "finals.csv")
     trials = pd.read_csv(run / "trials.csv")
@@ -106,11 +111,21 @@ def test_a_quick_run_re_scored_on_more_final_seeds_and_at_half_its_budget(ray_cl
     assert np.allclose(names.map(by_trial), trials["final_objective"], rtol=0, atol=1e-15)
     answers = pd.read_csv(run / "answers.csv")
     assert answers["confirmatory"].all()
+    equal = answers[answers["comparison"].str.endswith(", at equal evaluations (32 each)")]  # planned: in the family
+    assert len(equal) == 3 and set(equal["evaluations per run A / B"]) == {"32 / 32"}
+    larger = trials["population"] == 16
+    assert (trials.loc[larger, "evaluations@32"] == 32).all() and trials.loc[~larger, "evaluations@32"].isna().all()
+    recorded = {}
+    for path in run.glob("*/generations.jsonl"):
+        _, final = read_records(path)
+        if final.get("final_at_evaluations"):
+            recorded[path.parent.name.rsplit("_", 2)[0]] = final["final_at_evaluations"]["32"]
+    assert len(recorded) == larger.sum()
     assert "**Confirmatory**: its decision plan (fingerprint " in (run / "summary.md").read_text()
     capsys.readouterr()
 
     for bad, said in ((["--final-seeds", "1"], "--final-seeds 1 is below the 2 final seeds the run recorded"),
-                      (["--at-evaluations", "4"], "4 evaluations is beyond trial"),
+                      (["--at-evaluations", "33"], "33 evaluations is beyond trial"),
                       (["--at-evaluations", "1/8"], "less than one generation of trial"),
                       (["--at-evaluations", "x"], "is neither an integer nor a fraction")):  # fmt: skip
         assert main(["--reevaluate", str(run), *bad]) == 2
@@ -120,28 +135,37 @@ def test_a_quick_run_re_scored_on_more_final_seeds_and_at_half_its_budget(ray_cl
     assert "the run is still running (a session holds it" in capsys.readouterr().err
     assert not (run / "anytime.csv").exists()
 
-    again = ["--reevaluate", str(run), "--final-seeds", "4", "--at-evaluations", "1/2,1/1", "--wandb", "disabled"]
+    again = ["--reevaluate", str(run), "--final-seeds", "4", "--at-evaluations", "1/2,1/1,32", "--wandb", "disabled"]
     assert main(again) == 0
     out = capsys.readouterr().out
-    # seeds 3 and 4 of each trial, then each trial at half its budget; at its whole budget, copied from finals.csv
-    assert "re-scoring: 8 job(s), 16 final seed(s) × 2 rule sets, on " in out and "4 incumbent(s) at a whole" in out
+    # seeds 3 and 4 of each trial, then each trial at half its budget, and population 16's at 32 evaluations; at a
+    # whole budget (population 1's at 32 too), copied from finals.csv
+    assert "re-scoring: 10 job(s), 20 final seed(s) × 2 rule sets, on " in out and "6 incumbent(s) at a whole" in out
     finals = pd.read_csv(run / "finals.csv")
     assert len(finals) == len(trials) * 2 * 4 and not finals.duplicated(["trial", "rules", "final_seed"]).any()
     assert main(again) == 0  # resumed: every job ran, nothing is left
     assert "re-scoring: 0 job(s)" in capsys.readouterr().out
     anytime = pd.read_csv(run / "anytime.csv")
-    assert len(anytime) == len(trials) * 2 * 2 * 2  # trials × budgets × rule sets × recorded final seeds
+    assert len(anytime) == len(trials) * 3 * 2 * 2  # trials × budgets × rule sets × recorded final seeds
+    for name, scored in recorded.items():  # the trial's own re-scoring at 32 evaluations, reproduced bit for bit
+        mine = anytime[(anytime["trial"] == name) & (anytime["evaluations"] == 32)].sort_values("final_seed")
+        for rules, key in (("best-so-far", "best"), ("search mean", "mean")):
+            assert mine[mine["rules"] == rules]["value"].tolist() == scored[key]
     whole = anytime[(anytime["asked"] == "1/1") & (anytime["rules"] == "best-so-far")].groupby("trial")["value"].mean()
     assert np.allclose(names.map(whole), trials["final_objective"], rtol=0, atol=1e-15)  # copied from finals.csv
     summary = (run / "summary.md").read_text()
     assert "## What the answers needed" in summary and "**Exploratory**: the budgets were read after the run." in summary
-    assert "Equal-budget rows" not in summary  # quick: no count every trial reached, so no equal-budget row
+    # read after the run at 32 evaluations each, the planned rows' scores again: the same answers
+    assert "Equal-budget rows" in summary and "at equal evaluations (32 evaluations each): " in summary
     assert "## Where the noise is" in summary
     verdicts = json.loads((run / "verdicts.json").read_text())  # one run seed: the run's variance is not known
     assert {r["final_seeds"] for r in verdicts["noise"]} == {4} and verdicts["needed"]["exploratory"]
+    planned = {c["comparison"]: c["effect"] for c in verdicts["answers"]["comparisons"]}
+    read_after = [r for r in verdicts["needed"]["rows"] if r["comparison"].endswith("(32 each)")]
+    assert len(read_after) == 3 and all(r["B − A [95 % CI]"] == f"{planned[r['comparison']]:+.4f}" for r in read_after)
     assert all(r["eval_var"] > 0 and r["run_var"] is None for r in verdicts["noise"])
     assert [e.get("rescoring") for e in json.loads((run / "study.json").read_text())["reevaluations"]][-1] == {
-        "final_seeds": 4, "at_evaluations": ["1/2", "1/1"]}
+        "final_seeds": 4, "at_evaluations": ["1/2", "1/1", "32"]}
 
 
 def test_a_budget_below_one_generation_of_a_trial_is_refused():
