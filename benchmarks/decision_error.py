@@ -49,8 +49,7 @@ import pandas as pd
 from bilevel_tune.base.sections import DecideSettings
 from bilevel_tune.study_data.definition import load_study
 from bilevel_tune.study_data.stages import drawn_seeds, extended_plan, next_stage, with_stage
-from bilevel_tune.verdicts import decide
-from bilevel_tune.verdicts import family as F
+from bilevel_tune.verdicts import decide, family
 from bilevel_tune.verdicts.adastop import AdaStopLooks
 
 SEED_SD, RUN_SD = 0.010, 0.003
@@ -142,8 +141,8 @@ def simulate(model: str, plan: int, studies: int, null: bool, base_seed: int, ad
             decisions, ended = run_staged(study, scores)
             shown = rejected(decisions)
             out[test]["any"] += bool(shown)
-            out[test]["simple"] += sum(d.hypothesis.kind == F.SIMPLE for d in shown)
-            out[test]["main"] += sum(d.hypothesis.kind == F.MAIN for d in shown)
+            out[test]["simple"] += sum(d.hypothesis.kind == family.SIMPLE for d in shown)
+            out[test]["main"] += sum(d.hypothesis.kind == family.MAIN for d in shown)
             out[test]["seeds"] += len(ended.all_seeds)
     for test in out:
         n = counts[test]
@@ -203,7 +202,7 @@ def simulate_margin(model: str, plan: int, studies: int, setting: str, base_seed
     cell_means = margin_settings(groups, means)[setting]
     two_way, three_way = weekend("paired", plan), weekend("paired", plan, MARGIN)
     three_way = dataclasses.replace(three_way, decide=dataclasses.replace(three_way.decide, margin_from=declared_before))
-    truth = {h.key: sum(w * cell_means[groups.index(g)] for g, w in h.contrast) for h in F.family(two_way).hypotheses}
+    truth = {h.key: sum(w * cell_means[groups.index(g)] for g, w in h.contrast) for h in family.family(two_way).hypotheses}
     rng = np.random.default_rng([base_seed, MODELS.index(model), plan, list(margin_settings(groups, means)).index(setting)])
     seeds = two_way.seeds + drawn_seeds(two_way)
     out = {"direction_error": 0, "equivalence_error": 0, "decided": 0, "equivalent": 0, "seeds": 0.0,

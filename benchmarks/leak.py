@@ -21,7 +21,7 @@ import time
 import numpy as np
 import ray
 
-from bilevel_tune.core import metrics as M
+from bilevel_tune.core import metrics
 from bilevel_tune.inner import InnerLoopConfig, Shard
 from bilevel_tune.runtime import ray_init
 from bilevel_tune.worlds.fresh_water import Rules, WorldConfig
@@ -30,17 +30,17 @@ from bilevel_tune.worlds.fresh_water import Rules, WorldConfig
 def leak_summary(seconds: list[float], censuses: list[dict]) -> dict:
     decile = max(1, len(seconds) // 10)
     censuses = [c.as_metrics() if hasattr(c, "as_metrics") else c for c in censuses]
-    rss = [c[M.RSS_MB] for c in censuses]
+    rss = [c[metrics.RSS_MB] for c in censuses]
     return {
         "generations": len(seconds),
         "sgen_first": round(float(np.median(seconds[:decile])), 4),
         "sgen_last": round(float(np.median(seconds[-decile:])), 4),
         "sgen_ratio": round(float(np.median(seconds[-decile:]) / np.median(seconds[:decile])), 3),
-        "threads_delta": censuses[-1][M.THREADS_OS] - censuses[0][M.THREADS_OS],
+        "threads_delta": censuses[-1][metrics.THREADS_OS] - censuses[0][metrics.THREADS_OS],
         # the same, less gRPC's self-scaling pools (they come and go whatever our code does)
-        "threads_delta_own": (censuses[-1][M.THREADS_OS] - censuses[-1][M.THREADS_GRPC])
-        - (censuses[0][M.THREADS_OS] - censuses[0][M.THREADS_GRPC]),
-        "learner_threads_max": max(c[M.LEARNER_THREADS] for c in censuses),
+        "threads_delta_own": (censuses[-1][metrics.THREADS_OS] - censuses[-1][metrics.THREADS_GRPC])
+        - (censuses[0][metrics.THREADS_OS] - censuses[0][metrics.THREADS_GRPC]),
+        "learner_threads_max": max(c[metrics.LEARNER_THREADS] for c in censuses),
         "rss_growth": round(float(np.median(rss[-decile:]) / np.median(rss[:decile]) - 1), 4),
     }
 

@@ -27,8 +27,7 @@ import time
 import numpy as np
 
 from bilevel_tune.cli.runner import RunOptions, run_study
-from bilevel_tune.core import es
-from bilevel_tune.core import metrics as M
+from bilevel_tune.core import es, metrics
 from bilevel_tune.inner import InnerLoopConfig, ShardedInnerLoop
 from bilevel_tune.runtime import ray_init
 from bilevel_tune.study_data.definition import load_study
@@ -49,8 +48,8 @@ def generations_per_hour(shards: int, generations: int, inner_iters: int) -> tup
         if outcome.exit_code:
             sys.exit(f"the S={shards} study failed: {outcome.last_line}")
         ((rows, final),) = trial_records(outcome.run_dir).values()
-    seconds = [r[M.SEC_PER_GEN] for r in rows]
-    assert {r[M.SHARDS] for r in rows} == {shards}
+    seconds = [r[metrics.SEC_PER_GEN] for r in rows]
+    assert {r[metrics.SHARDS] for r in rows} == {shards}
     return 3600 / float(np.median(seconds[1:])), 3600 * len(seconds) / sum(seconds)
 
 

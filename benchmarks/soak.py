@@ -16,7 +16,7 @@ import sys
 from leak import leak_summary  # benchmarks/ is on sys.path when run as a script
 from tiny_study import run_tiny_study, tiny_study_toml
 
-from bilevel_tune.core import metrics as M
+from bilevel_tune.core import metrics
 
 
 def main(argv=None):
@@ -29,11 +29,11 @@ def main(argv=None):
         "--wandb",
         "disabled",
     )
-    seconds = [r[M.SEC_PER_GEN] for r in rows]
-    censuses = [{k: r[k] for k in M.CENSUS_KEYS} for r in rows]
+    seconds = [r[metrics.SEC_PER_GEN] for r in rows]
+    censuses = [{k: r[k] for k in metrics.CENSUS_KEYS} for r in rows]
     for r in rows[:: max(1, len(rows) // 20)]:
         print(
-            f"gen {r[M.GENERATION]:4d}  {r[M.SEC_PER_GEN]:.3f} s  threads_os {r[M.THREADS_OS]:3d}  learner_threads {r[M.LEARNER_THREADS]:3d}  rss {r[M.RSS_MB]:.1f} MB"
+            f"gen {r[metrics.GENERATION]:4d}  {r[metrics.SEC_PER_GEN]:.3f} s  threads_os {r[metrics.THREADS_OS]:3d}  learner_threads {r[metrics.LEARNER_THREADS]:3d}  rss {r[metrics.RSS_MB]:.1f} MB"
         )
     print(json.dumps({"soak": "tune+appo", **leak_summary(seconds, censuses)}))
     return 0

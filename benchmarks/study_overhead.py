@@ -17,7 +17,7 @@ import sys
 
 from tiny_study import run_tiny_study, tiny_study_toml
 
-from bilevel_tune.core import metrics as M
+from bilevel_tune.core import metrics
 
 
 def main(argv=None):
@@ -34,11 +34,11 @@ def main(argv=None):
         args.wandb,
     )
     wall = float(list(csv.DictReader(io.StringIO(progress)))[-1]["time_total_s"])
-    inner = sum(r[M.SEC_TRAIN] + r[M.SEC_EVALUATE] for r in rows)
-    reset = sum(r[M.SEC_RESET] for r in rows)
+    inner = sum(r[metrics.SEC_TRAIN] + r[metrics.SEC_EVALUATE] for r in rows)
+    reset = sum(r[metrics.SEC_RESET] for r in rows)
     steady = rows[1:] or rows  # generation 0 also pays the actor's start and RLlib's first build
-    steady_gen = sum(r[M.SEC_PER_GEN] for r in steady) / len(steady)
-    steady_inner = sum(r[M.SEC_TRAIN] + r[M.SEC_EVALUATE] for r in steady) / len(steady)
+    steady_gen = sum(r[metrics.SEC_PER_GEN] for r in steady) / len(steady)
+    steady_inner = sum(r[metrics.SEC_TRAIN] + r[metrics.SEC_EVALUATE] for r in steady) / len(steady)
     print(
         f"trial wall {wall:.1f} s over {len(rows)} generations at K={args.inner_iters}: train+evaluate {inner:.1f} s, reset {reset:.1f} s"
     )

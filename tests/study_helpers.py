@@ -9,7 +9,7 @@ import threading
 import time
 from pathlib import Path
 
-from bilevel_tune.core import metrics as M
+from bilevel_tune.core import metrics
 from bilevel_tune.study_data.run_folder import trial_records  # noqa: F401 - tests import it from here
 
 REPO = Path(__file__).resolve().parent.parent
@@ -81,8 +81,8 @@ def kill_inner_actor_after(
             return gens[-1] if len(gens) >= generations else None
 
         row = wait_for(recorded, timeout=timeout, interval=0.05)
-        killed["pid"] = row[M.PID]
-        os.kill(row[M.PID], signal.SIGKILL)
+        killed["pid"] = row[metrics.PID]
+        os.kill(row[metrics.PID], signal.SIGKILL)
 
     thread = threading.Thread(target=watch_and_kill, daemon=True)
     thread.start()

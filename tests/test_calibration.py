@@ -109,7 +109,7 @@ def test_the_appo_probe_measures_real_shards(store):
 
 
 def test_trial_figures_recover_the_overhead_that_makes_the_schedule_last_as_long_as_the_fit():
-    from bilevel_tune.core import metrics as M
+    from bilevel_tune.core import metrics
     from bilevel_tune.planning.plan import CostModel, make_plan
 
     study = load_study("weekend").with_overrides(
@@ -119,8 +119,8 @@ def test_trial_figures_recover_the_overhead_that_makes_the_schedule_last_as_long
     plan = make_plan(cells, study.budget, 2, CostModel.by_work("test"), cpus_per_trial=1)
 
     def records(cell, seconds, final_s):
-        rows = [{**cell.as_config(), M.GENERATION: g, M.SEC_PER_GEN: s} for g, s in enumerate(seconds)]
-        return rows, {M.SEC_FINAL: final_s}
+        rows = [{**cell.as_config(), metrics.GENERATION: g, metrics.SEC_PER_GEN: s} for g, s in enumerate(seconds)]
+        return rows, {metrics.SEC_FINAL: final_s}
 
     # generation 0 starts the shards (4 s more than steady); reports add 0.5 s a generation
     trials = [

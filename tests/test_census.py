@@ -8,7 +8,7 @@ import numpy as np
 import psutil
 import pytest
 
-from bilevel_tune.core import metrics as M
+from bilevel_tune.core import metrics
 from bilevel_tune.inner.census import Census, return_free_memory, take_census
 
 
@@ -39,4 +39,4 @@ def test_the_census_tells_what_the_resident_memory_is():
     assert (trial.rss_anon_mb, trial.rss_shmem_mb) == (2 * after.rss_anon_mb, 2 * after.rss_shmem_mb)
     elsewhere = dataclasses.replace(after, rss_anon_mb=-1.0, rss_shmem_mb=-1.0)  # a shard on another OS
     assert (Census.total([after, elsewhere]).rss_anon_mb, Census.total([after, elsewhere]).rss_shmem_mb) == (-1, -1)
-    assert {M.RSS_ANON_MB, M.RSS_SHMEM_MB} <= set(after.as_metrics())
+    assert {metrics.RSS_ANON_MB, metrics.RSS_SHMEM_MB} <= set(after.as_metrics())

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bilevel_tune.core import metrics as M
+from bilevel_tune.core import metrics
 from bilevel_tune.study_data.run_folder import STUDY_FILE
 
 from .local_cluster import WORKER_IP, LocalCluster, can_make_nodes
@@ -48,7 +48,7 @@ def tmp_path():
 
 
 def nodes_of(rows) -> set[str]:
-    return {shard[M.NODE] for row in rows for shard in row[M.SHARD_DETAIL]}
+    return {shard[metrics.NODE] for row in rows for shard in row[metrics.SHARD_DETAIL]}
 
 
 def run(args, timeout=600):
@@ -70,7 +70,7 @@ def test_trials_run_on_both_nodes_and_the_run_folder_is_complete(cluster, tmp_pa
     records = trial_records(run_dir)
     assert len(records) == 4 and all(final is not None for _, final in records.values())
     assert len(set().union(*(nodes_of(rows) for rows, _ in records.values()))) == 2, "trials on both nodes"
-    addresses = {shard[M.NODE_IP] for rows, _ in records.values() for row in rows for shard in row[M.SHARD_DETAIL]}
+    addresses = {shard[metrics.NODE_IP] for rows, _ in records.values() for row in rows for shard in row[metrics.SHARD_DETAIL]}
     assert WORKER_IP in addresses and len(addresses) == 2, f"each shard records its node's address: {addresses}"
     assert all(list((run_dir / name).glob("checkpoint_*")) for name in records)
     assert (run_dir / "summary.md").is_file()
@@ -99,7 +99,7 @@ def test_a_lost_worker_node_costs_a_retry_from_the_checkpoint_and_no_generation(
     assert proc.returncode == 0, out[-3000:]
     records = trial_records(tmp_path / "run")
     for rows, final in records.values():
-        assert [r[M.GENERATION] for r in rows] == list(range(generations)) and final is not None
+        assert [r[metrics.GENERATION] for r in rows] == list(range(generations)) and final is not None
     moved = [
         rows for rows, _ in records.values() if cluster.worker_node_id in nodes_of(rows) and len(nodes_of(rows)) == 2
     ]
@@ -143,7 +143,7 @@ def test_a_trial_that_no_longer_fits_stops_the_study_in_one_line_and_resume_repl
     out, _ = done.communicate(timeout=600)
     assert done.returncode == 0, out[-3000:]
     ((rows, final),) = trial_records(tmp_path / "run").values()
-    assert [r[M.GENERATION] for r in rows] == list(range(GENERATIONS_TO_REPLAN)) and final is not None
-    assert rows[0][M.SHARDS] == 3 and rows[-1][M.SHARDS] == 1, (
+    assert [r[metrics.GENERATION] for r in rows] == list(range(GENERATIONS_TO_REPLAN)) and final is not None
+    assert rows[0][metrics.SHARDS] == 3 and rows[-1][metrics.SHARDS] == 1, (
         "the resumed trial runs with the shards it was re-planned to"
     )

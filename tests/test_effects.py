@@ -70,11 +70,11 @@ def test_a_paired_test_content_with_the_seeds_that_ran_says_so_beside_an_undecid
 
 
 def test_the_seeds_equivalence_needs_grow_as_the_difference_nears_the_margin_and_none_past_it():
-    from bilevel_tune.verdicts import effects as E
+    from bilevel_tune.verdicts import effects
 
-    needs = [E.equivalence_seeds_needed(mean, 0.003, 0.005, 0.01) for mean in (0.0, 0.004, 0.007)]
+    needs = [effects.equivalence_seeds_needed(mean, 0.003, 0.005, 0.01) for mean in (0.0, 0.004, 0.007)]
     assert needs[0] < needs[1] < needs[2] and needs[0] >= 2
-    assert E.equivalence_seeds_needed(0.01, 0.003, 0.005, 0.01) is None  # at the margin: never shown inside
-    assert E.equivalence_power(0.0, 0.003, needs[0], 0.005, 0.01) >= E.POWER > E.equivalence_power(
+    assert effects.equivalence_seeds_needed(0.01, 0.003, 0.005, 0.01) is None  # at the margin: never shown inside
+    assert effects.equivalence_power(0.0, 0.003, needs[0], 0.005, 0.01) >= effects.POWER > effects.equivalence_power(
         0.0, 0.003, needs[0] - 1, 0.005, 0.01
     )

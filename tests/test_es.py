@@ -5,8 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from bilevel_tune.core import es
-from bilevel_tune.core import metrics as M
+from bilevel_tune.core import es, metrics
 
 TARGET = np.array([0.3, 0.7])
 
@@ -37,13 +36,13 @@ def test_population_16_reaches_the_optimum_well_inside_300_generations():
 def test_one_plus_one_never_lowers_best_and_accepts_only_strict_improvements():
     state = es.init(es.ESConfig(population=1), dim=2, seed=7)
     state, history = run(state, 200)
-    bests = [m[M.BEST_OBJECTIVE] for m in history]
+    bests = [m[metrics.BEST_OBJECTIVE] for m in history]
     assert bests == sorted(bests)
-    assert history[0][M.GEN_BEST_CANDIDATE] == pytest.approx([0.5, 0.5])  # generation 0 evaluates the mean
-    baseline = history[0][M.GEN_BEST_OBJECTIVE]
+    assert history[0][metrics.GEN_BEST_CANDIDATE] == pytest.approx([0.5, 0.5])  # generation 0 evaluates the mean
+    baseline = history[0][metrics.GEN_BEST_OBJECTIVE]
     for m in history[1:]:
-        assert m[M.ACCEPTED] == (m[M.GEN_BEST_OBJECTIVE] > baseline)
-        baseline = max(baseline, m[M.GEN_BEST_OBJECTIVE])
+        assert m[metrics.ACCEPTED] == (m[metrics.GEN_BEST_OBJECTIVE] > baseline)
+        baseline = max(baseline, m[metrics.GEN_BEST_OBJECTIVE])
     assert np.linalg.norm(state.mean - TARGET) < 0.05
 
 
@@ -52,7 +51,7 @@ def test_one_plus_one_rejects_a_tie():
     state, _ = es.tell(state, es.ask(state), [1.0])
     mean_before, sigma_before = state.mean_logit, state.sigma
     state, m = es.tell(state, es.ask(state), [1.0])
-    assert m[M.ACCEPTED] is False and state.mean_logit == mean_before
+    assert m[metrics.ACCEPTED] is False and state.mean_logit == mean_before
     assert state.sigma == pytest.approx(sigma_before * es.ESConfig().sigma_factor)
 
 
@@ -60,8 +59,8 @@ def test_one_plus_one_success_widens_sigma():
     state = es.init(es.ESConfig(population=1), dim=1, seed=0)
     state, _ = es.tell(state, es.ask(state), [0.0])
     state, m = es.tell(state, es.ask(state), [1.0])
-    assert m[M.ACCEPTED] and state.sigma == pytest.approx(0.15 / es.ESConfig().sigma_factor)
-    assert state.mean == pytest.approx(m[M.BEST_CANDIDATE])
+    assert m[metrics.ACCEPTED] and state.sigma == pytest.approx(0.15 / es.ESConfig().sigma_factor)
+    assert state.mean == pytest.approx(m[metrics.BEST_CANDIDATE])
 
 
 @pytest.mark.parametrize("scale,shift", [(3.0, -2.0), (0.001, 100.0), (250.0, 0.0)])
@@ -96,8 +95,8 @@ def test_failed_candidates_rank_worst_and_never_become_best():
     state = es.init(es.ESConfig(population=4), dim=1, seed=0)
     candidates = es.ask(state)
     new, m = es.tell(state, candidates, [np.nan, 0.5, np.inf, 0.2])
-    assert m[M.FAILED] == 2 and new.failed_total == 2
-    assert m[M.BEST_OBJECTIVE] == 0.5 and m[M.BEST_CANDIDATE] == pytest.approx(candidates[1])
+    assert m[metrics.FAILED] == 2 and new.failed_total == 2
+    assert m[metrics.BEST_OBJECTIVE] == 0.5 and m[metrics.BEST_CANDIDATE] == pytest.approx(candidates[1])
     same, _ = es.tell(state, candidates, [0.2, 0.5, 0.2, 0.2])  # failures take the worst finite value
     assert same.mean_logit == new.mean_logit
 
@@ -106,13 +105,13 @@ def test_an_all_failed_generation_changes_nothing_but_the_counter():
     state = es.init(es.ESConfig(population=4), dim=2, seed=0)
     state, _ = run(state, 3)
     new, m = es.tell(state, es.ask(state), [np.nan] * 4)
-    assert m[M.ALL_FAILED] and m[M.FAILED] == 4
+    assert m[metrics.ALL_FAILED] and m[metrics.FAILED] == 4
     assert (new.mean_logit, new.sigma, new.best_objective) == (state.mean_logit, state.sigma, state.best_objective)
     assert new.generation == state.generation + 1
     one = es.init(es.ESConfig(population=1), dim=1, seed=0)
     one, m = es.tell(one, es.ask(one), [np.nan])  # generation 0 failed: baseline stays −∞
     one, m = es.tell(one, es.ask(one), [-5.0])
-    assert m[M.ACCEPTED] and m[M.BEST_OBJECTIVE] == -5.0
+    assert m[metrics.ACCEPTED] and m[metrics.BEST_OBJECTIVE] == -5.0
 
 
 def test_sigma_adapts_on_the_population_mean():
@@ -132,7 +131,7 @@ def test_gradient_norm_is_clipped():
     cfg = es.ESConfig(population=2, lr=1.0, grad_clip=0.5, sigma_min=0.01, sigma=0.01)
     state = es.init(cfg, dim=1, seed=0)
     new, m = es.tell(state, es.ask(state), [0.0, 1.0])
-    assert m[M.GRAD_NORM] > 0.5
+    assert m[metrics.GRAD_NORM] > 0.5
     assert abs(new.mean_logit[0] - state.mean_logit[0]) == pytest.approx(0.5)
 
 

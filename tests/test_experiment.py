@@ -102,15 +102,21 @@ def test_a_restore_whose_checkpoint_is_gone_takes_the_newest_complete_one_after_
     from ray import tune
 
     from bilevel_tune.tune_edge.restoring import newest_if_gone
+    from bilevel_tune.tune_edge.trainable import LEGACY_STATE_FILES, STATE_FILE, read_state
 
-    for index, files in ((4, ["es_state.json"]), (5, ["es_state.json"]), (6, [])):  # 6: cut short by a kill
+    markers = (STATE_FILE, *LEGACY_STATE_FILES)
+    # 4: written by a release before the optimiser-neutral name; 5: today's; 6: cut short by a kill
+    for index, files in ((4, ["es_state.json"]), (5, [STATE_FILE]), (6, [])):
         (tmp_path / f"checkpoint_{index:06d}").mkdir()
         for name in files:
             (tmp_path / f"checkpoint_{index:06d}" / name).write_text("{}")
     named = lambda i: tune.Checkpoint(str(tmp_path / f"checkpoint_{i:06d}"))  # noqa: E731
 
-    assert newest_if_gone(named(4), "es_state.json").path == named(4).path, "a checkpoint still there is Tune's"
+    assert newest_if_gone(named(4), markers).path == named(4).path, "a checkpoint still there is Tune's"
     with caplog.at_level("WARNING"):
-        assert newest_if_gone(named(3), "es_state.json").path == named(5).path
+        assert newest_if_gone(named(3), markers).path == named(5).path
     assert "checkpoint_000003 was deleted" in caplog.text and "restoring from checkpoint_000005" in caplog.text
-    assert newest_if_gone(named(7), "es_state.json").path == named(7).path, "nothing later: Tune says what is wrong"
+    assert newest_if_gone(named(7), markers).path == named(7).path, "nothing later: Tune says what is wrong"
+    with caplog.at_level("WARNING"):  # an older release's checkpoint alone: found by its own name
+        assert newest_if_gone(named(3), "es_state.json").path == named(4).path
+    assert read_state(tmp_path / "checkpoint_000004") == read_state(tmp_path / "checkpoint_000005") == {}

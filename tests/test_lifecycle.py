@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bilevel_tune.core import metrics as M
+from bilevel_tune.core import metrics
 from bilevel_tune.runtime.lifecycle import SCRATCH_PREFIX
 from bilevel_tune.study_data.definition import load_study
 from bilevel_tune.study_data.run_folder import TENSORBOARD_DIR, trial_name
@@ -79,8 +79,8 @@ def test_ctrl_c_exits_130_with_a_resume_command_that_resumes_with_its_new_sessio
     assert re.match(r"2 finished, 0 errored, 0 interrupted of 2 trials in [\d:]+; results: ", last_line(out))
     records = trial_records(tmp_path / "run")
     for rows, final in records.values():
-        assert [r[M.GENERATION] for r in rows] == list(range(generations)) and final is not None
-    interrupted = [name for name, (rows, _) in records.items() if {r[M.SHARDS] for r in rows} == {1, 2}]
+        assert [r[metrics.GENERATION] for r in rows] == list(range(generations)) and final is not None
+    interrupted = [name for name, (rows, _) in records.items() if {r[metrics.SHARDS] for r in rows} == {1, 2}]
     assert interrupted, "the trial that was interrupted must resume with two shards"
     ids = wandb_run_ids(tmp_path / "run" / interrupted[0])
     assert len(ids) >= 2 and len(set(ids)) == 1, f"a resumed trial continues its own W&B run: {ids}"
@@ -172,7 +172,7 @@ def test_a_second_ctrl_c_stops_at_once_loses_nothing_and_leaves_nothing_in_tmp(t
     assert proc.returncode == 130, out[-3000:]
     assert LAST_LINE.match(last_line(out)), last_line(out)
     ((rows, _),) = trial_records(tmp_path / "run").values()
-    assert [r[M.GENERATION] for r in rows] == list(range(len(rows))), "every recorded generation is whole"
+    assert [r[metrics.GENERATION] for r in rows] == list(range(len(rows))), "every recorded generation is whole"
     left = _tmp_entries() - before - RAYS_OWN
     assert left == set(), f"debris in /tmp: {sorted(left)}"
     assert not [p for p in Path("/tmp").glob(f"{SCRATCH_PREFIX}*") if p.name not in before]
@@ -201,10 +201,10 @@ def test_the_summary_reaches_wandb_and_tensorboard_reads_every_trials_curve_and_
     assert matched == {str(p) for p in run.glob("**/wandb/offline-run-*")}, "the sync command names every W&B run"
     for trial_dir in [p.parent for p in run.glob("*/generations.jsonl")]:
         rows = [json.loads(line) for line in (trial_dir / "generations.jsonl").read_text().splitlines()]
-        generations = [r for r in rows if r[M.KIND] == "generation"]
+        generations = [r for r in rows if r[metrics.KIND] == "generation"]
         board = run / TENSORBOARD_DIR / trial_name(load_study("weekend"), generations[0])
         logged = curve_points(tensorboard_run(board), "objective/this_generation")
-        assert logged == [(r[M.GENERATION], pytest.approx(r[M.OBJECTIVE], rel=1e-6)) for r in generations]
+        assert logged == [(r[metrics.GENERATION], pytest.approx(r[metrics.OBJECTIVE], rel=1e-6)) for r in generations]
 
 
 def test_scratch_folders_of_dead_runs_are_swept_and_live_ones_kept(tmp_path):

@@ -22,7 +22,7 @@ import psutil
 import pytest
 
 from bilevel_tune.cli.main import main
-from bilevel_tune.core import metrics as M
+from bilevel_tune.core import metrics
 from bilevel_tune.study_data.run_folder import TENSORBOARD_DIR
 from bilevel_tune.views import curves
 from bilevel_tune.views.live_view import LiveView, LiveViewError
@@ -39,20 +39,20 @@ from .study_helpers import (
 )
 
 REPORT = {
-    M.OBJECTIVE: 0.31,
-    M.BEST_OBJECTIVE: 0.33,
-    M.OBJECTIVE_MEAN: 0.2,
-    M.OBJECTIVE_STD: 0.05,
-    M.SIGMA: 0.3,
-    M.SEC_PER_GEN: 1.5,
-    M.THREADS_OS: 41,
-    M.RSS_MB: 512.0,
-    M.GENERATION: 4,
-    M.MEAN_RULE + "fixed_quota": 0.8,
-    M.BEST_RULE + "fixed_quota": 0.85,
-    f"{M.CANDIDATE}0/{M.OBJECTIVE}": 0.31,
-    f"{M.CANDIDATE}0/fixed_quota": 0.86,
-    f"{M.CANDIDATE}1/{M.OBJECTIVE}": float("nan"),  # a failed lake
+    metrics.OBJECTIVE: 0.31,
+    metrics.BEST_OBJECTIVE: 0.33,
+    metrics.OBJECTIVE_MEAN: 0.2,
+    metrics.OBJECTIVE_STD: 0.05,
+    metrics.SIGMA: 0.3,
+    metrics.SEC_PER_GEN: 1.5,
+    metrics.THREADS_OS: 41,
+    metrics.RSS_MB: 512.0,
+    metrics.GENERATION: 4,
+    metrics.MEAN_RULE + "fixed_quota": 0.8,
+    metrics.BEST_RULE + "fixed_quota": 0.85,
+    f"{metrics.CANDIDATE}0/{metrics.OBJECTIVE}": 0.31,
+    f"{metrics.CANDIDATE}0/fixed_quota": 0.86,
+    f"{metrics.CANDIDATE}1/{metrics.OBJECTIVE}": float("nan"),  # a failed lake
     "trial_id": "abc",  # Tune's own keys are not curves
     "done": False,
 }
@@ -76,13 +76,13 @@ def test_a_report_becomes_plainly_named_curves_with_rules_in_physical_units():
 
 def test_trial_curves_are_on_disk_when_the_report_returns_and_the_final_report_is_one_step_on(tmp_path):
     writers = curves.TrialCurveWriters(tmp_path)
-    writers.report("weekend_pop2_1d_seed1", {**REPORT, M.GENERATION: 0})
+    writers.report("weekend_pop2_1d_seed1", {**REPORT, metrics.GENERATION: 0})
     folder = tmp_path / TENSORBOARD_DIR / "weekend_pop2_1d_seed1"
     assert curve_points(tensorboard_run(folder), "objective/best_so_far") == [
         (0, pytest.approx(0.33))
     ]  # not closed yet
-    writers.report("weekend_pop2_1d_seed1", {**REPORT, M.GENERATION: 1, M.BEST_OBJECTIVE: 0.4})
-    writers.report("weekend_pop2_1d_seed1", {M.OBJECTIVE: 0.39, M.BEST_OBJECTIVE: 0.4, M.FINAL_BEST: 0.39})
+    writers.report("weekend_pop2_1d_seed1", {**REPORT, metrics.GENERATION: 1, metrics.BEST_OBJECTIVE: 0.4})
+    writers.report("weekend_pop2_1d_seed1", {metrics.OBJECTIVE: 0.39, metrics.BEST_OBJECTIVE: 0.4, metrics.FINAL_BEST: 0.39})
     writers.close()
     acc = tensorboard_run(folder)
     assert [s for s, _ in curve_points(acc, "objective/best_so_far")] == [0, 1]
@@ -107,7 +107,7 @@ def tiny_png(width: int, height: int) -> bytes:
 def test_a_resumed_trials_replayed_generation_replaces_the_earlier_sessions_point(tmp_path):
     first = curves.TrialCurveWriters(tmp_path)
     for g in range(3):
-        first.report("t", {**REPORT, M.GENERATION: g, M.OBJECTIVE: 0.1 * g})
+        first.report("t", {**REPORT, metrics.GENERATION: g, metrics.OBJECTIVE: 0.1 * g})
     first.close()
     # a resumed session is a later process, its event file a later second's: TensorBoard reads a run's files in name
     # order, and two of one second and one process are ordered by a counter compared as text (…9 after …10)
@@ -116,7 +116,7 @@ def test_a_resumed_trials_replayed_generation_replaces_the_earlier_sessions_poin
         time.sleep(0.05)
     resumed = curves.TrialCurveWriters(tmp_path)  # generation 2 was in flight: the next session runs it again
     for g in (2, 3):
-        resumed.report("t", {**REPORT, M.GENERATION: g, M.OBJECTIVE: 0.5 + g})
+        resumed.report("t", {**REPORT, metrics.GENERATION: g, metrics.OBJECTIVE: 0.5 + g})
     resumed.close()
     points = curve_points(tensorboard_run(tmp_path / TENSORBOARD_DIR / "t"), "objective/this_generation")
     assert points == [(0, 0.0), (1, pytest.approx(0.1)), (2, 2.5), (3, 3.5)]
@@ -176,12 +176,12 @@ def servers_of(pid: int) -> list[psutil.Process]:
 
 def test_the_server_answers_with_new_points_and_stops(tmp_path):
     writers = curves.TrialCurveWriters(tmp_path)
-    writers.report("t", {**REPORT, M.GENERATION: 0})
+    writers.report("t", {**REPORT, metrics.GENERATION: 0})
     with LiveView(tmp_path / TENSORBOARD_DIR) as view:
         url = view.wait_for_url()
         assert url.startswith("http://127.0.0.1:")
         assert wait_for(lambda: curve(url, "t", "objective/this_generation"), timeout=60) == [(0, pytest.approx(0.31))]
-        writers.report("t", {**REPORT, M.GENERATION: 1, M.OBJECTIVE: 0.35})
+        writers.report("t", {**REPORT, metrics.GENERATION: 1, metrics.OBJECTIVE: 0.35})
         points = wait_for(lambda: [p for p in curve(url, "t", "objective/this_generation") if p[0] == 1], timeout=60)
         assert points == [(1, pytest.approx(0.35))]
     assert refuses(url) and not view.serving
@@ -273,7 +273,7 @@ def test_a_dashboard_study_serves_each_trials_curves_while_it_runs_and_stops_ser
         assert proc.poll() is None and [step for step, _ in best] == [0]
         ((generations, _),) = trial_records(tmp_path / "run").values()
         (generation,) = generations
-        assert best[0][1] == pytest.approx(generation[M.BEST_OBJECTIVE], rel=1e-6)
+        assert best[0][1] == pytest.approx(generation[metrics.BEST_OBJECTIVE], rel=1e-6)
         tags = get_json(f"{url}data/plugin/scalars/tags")[TRIAL]
         assert {"objective/population_mean", "search/sigma", "runtime/threads", "runtime/rss_mb"} <= set(tags)
         assert {"rules/mean/fixed_quota"} <= set(tags) and not any(t.startswith("candidates/") for t in tags)

@@ -9,8 +9,7 @@ import pandas as pd
 import pytest
 
 from bilevel_tune.base.sections import BOSettings, CMASettings, ESSettings
-from bilevel_tune.core import es, outer
-from bilevel_tune.core import metrics as M
+from bilevel_tune.core import es, metrics, outer
 from bilevel_tune.report import optimizers as report
 from bilevel_tune.study_data.definition import Study, StudyError, load_study
 
@@ -30,8 +29,8 @@ def run(name, dim=2, seed=42, population=4, generations=None, objective=quadrati
     trajectory = []
     for _ in range(generations or GENERATIONS[name]):
         candidates = optimizer.ask(state)
-        state, metrics = optimizer.tell(state, candidates, objective(candidates))
-        trajectory.append((candidates, metrics))
+        state, told = optimizer.tell(state, candidates, objective(candidates))
+        trajectory.append((candidates, told))
     return state, trajectory
 
 
@@ -42,10 +41,10 @@ def test_each_optimiser_asks_in_the_box_the_same_for_the_same_seed_and_moves_tow
     other, _ = run(name, seed=7)
     assert all(np.array_equal(a, b) for (a, _), (b, _) in zip(trajectory, trajectory_again))
     assert state.best_candidate == again.best_candidate and other.best_candidate != state.best_candidate
-    for candidates, metrics in trajectory:
+    for candidates, told in trajectory:
         assert candidates.shape == (4, 2) and np.all((candidates >= 0) & (candidates <= 1))
-        assert set(metrics) >= {M.GENERATION, M.MEAN, M.BEST_OBJECTIVE, M.BEST_CANDIDATE, M.FAILED, M.ALL_FAILED}
-    bests = [m[M.BEST_OBJECTIVE] for _, m in trajectory]
+        assert set(told) >= {metrics.GENERATION, metrics.MEAN, metrics.BEST_OBJECTIVE, metrics.BEST_CANDIDATE, metrics.FAILED, metrics.ALL_FAILED}
+    bests = [m[metrics.BEST_OBJECTIVE] for _, m in trajectory]
     assert bests == sorted(bests) and bests[-1] > quadratic(np.full((1, 2), 0.5))[0]
     assert np.linalg.norm(np.asarray(state.incumbent) - TARGET) < 0.25
 
@@ -84,12 +83,12 @@ def test_a_failed_candidate_is_counted_ranks_worst_and_never_becomes_the_best(na
         return f
 
     state, trajectory = run(name, generations=6, objective=failing)
-    assert state.failed_total == 6 and all(m[M.FAILED] == 1 for _, m in trajectory)
+    assert state.failed_total == 6 and all(m[metrics.FAILED] == 1 for _, m in trajectory)
     assert all(not np.array_equal(state.best_candidate, c[0]) for c, _ in trajectory)
-    nothing, (_, metrics) = run(name, generations=1, objective=lambda c: np.full(len(c), np.nan))[0], run(
+    nothing, (_, told) = run(name, generations=1, objective=lambda c: np.full(len(c), np.nan))[0], run(
         name, generations=1, objective=lambda c: np.full(len(c), np.nan)
     )[1][0]
-    assert metrics[M.ALL_FAILED] and nothing.best_candidate is None and nothing.generation == 1
+    assert told[metrics.ALL_FAILED] and nothing.best_candidate is None and nothing.generation == 1
 
 
 def test_cma_searches_a_one_rule_mechanism():

@@ -13,8 +13,7 @@ from bilevel_tune.cli.options import UsageError
 from bilevel_tune.cli.rescoring import Budget, TrialRun, parse_budgets
 from bilevel_tune.study_data.definition import load_study
 from bilevel_tune.study_data.run_folder import Cell
-from bilevel_tune.verdicts import family as F
-from bilevel_tune.verdicts import noise
+from bilevel_tune.verdicts import family, noise
 
 WEEKEND = load_study("weekend")
 
@@ -73,7 +72,7 @@ def _scores(effect: float, run_sd: float, eval_sd: float, seeds: int, finals: in
 def test_the_noise_split_recovers_the_run_and_re_evaluation_variances_it_was_drawn_with():
     a, b, scores = _scores(0.01, run_sd=0.004, eval_sd=0.01, seeds=400, finals=16, shared=0.7,
                            rng=np.random.default_rng(3))  # fmt: skip
-    split = noise.split(F.Comparison("population", a, b), scores, recorded=3)
+    split = noise.split(family.Comparison("population", a, b), scores, recorded=3)
     eval_var = 2 * 0.01**2 * (1 - 0.7)  # the shared part cancels in B − A
     assert split.eval_var == pytest.approx(eval_var, rel=0.05)
     assert split.run_var == pytest.approx(0.004**2, rel=0.25)
@@ -86,7 +85,7 @@ def test_the_noise_split_recovers_the_run_and_re_evaluation_variances_it_was_dra
 
 def test_one_final_seed_splits_nothing():
     a, b, scores = _scores(0.0, 0.01, 0.01, seeds=4, finals=1, shared=0.5, rng=np.random.default_rng(0))
-    assert noise.split(F.Comparison("population", a, b), scores, recorded=1) is None
+    assert noise.split(family.Comparison("population", a, b), scores, recorded=1) is None
 
 
 @pytest.mark.ray

@@ -9,7 +9,7 @@ import pytest
 
 from bilevel_tune.cli import session_log
 from bilevel_tune.cli.options import RunOptions
-from bilevel_tune.core import metrics as M
+from bilevel_tune.core import metrics
 from bilevel_tune.planning.plan import CostModel, make_plan
 from bilevel_tune.report import run_record
 from bilevel_tune.study_data.definition import load_study
@@ -118,7 +118,7 @@ def test_a_plan_by_work_alone_has_no_eta_on_record(two_sessions, tmp_path):
     )
     trial = run_dir / "weekend_pop16_1d_seed42_00000_0"
     trial.mkdir()
-    line = {M.KIND: "generation", M.GENERATION: 0, M.SEC_PER_GEN: 2.0, M.RSS_MB: 600, M.THREADS_OS: 26}
+    line = {metrics.KIND: "generation", metrics.GENERATION: 0, metrics.SEC_PER_GEN: 2.0, metrics.RSS_MB: 600, metrics.THREADS_OS: 26}
     (trial / GENERATIONS_FILE).write_text(json.dumps(line) + "\n")
     (row,) = run_report().trial_figures(run_dir)
     assert row["trial"] == "weekend_pop16_1d_seed42" and row["planned_s"] is None, "units of work are no seconds"
@@ -132,8 +132,8 @@ def test_per_trial_figures_pace_census_and_rss_after_warm_up(two_sessions):
     lines = []
     for g in range(100):
         rss = 500 + 20 * min(g, 10) + (35 if g >= 90 else 0)  # warm-up to 700, then a +5 % step at the end
-        line = {M.KIND: "generation", M.GENERATION: g, M.SEC_PER_GEN: 2.0 if g < 50 else 3.0, M.RSS_MB: rss}
-        lines.append(json.dumps({**line, M.THREADS_OS: 26 if g else 27, M.SHARDS: 2}))
+        line = {metrics.KIND: "generation", metrics.GENERATION: g, metrics.SEC_PER_GEN: 2.0 if g < 50 else 3.0, metrics.RSS_MB: rss}
+        lines.append(json.dumps({**line, metrics.THREADS_OS: 26 if g else 27, metrics.SHARDS: 2}))
     (trial / GENERATIONS_FILE).write_text("\n".join(lines) + "\n")
     (row,) = run_report().trial_figures(run_dir)
     assert row["trial"] == "weekend_pop16_1d_seed42" and row["generations"] == 100 and not row["complete"]

@@ -13,8 +13,7 @@ import pandas as pd
 import pytest
 
 from bilevel_tune.cli.main import main
-from bilevel_tune.core import metrics as M
-from bilevel_tune.core import scan
+from bilevel_tune.core import metrics, scan
 from bilevel_tune.inner import InnerLoopConfig
 from bilevel_tune.inner.analytic import AnalyticLoop
 from bilevel_tune.report import landscape
@@ -168,8 +167,8 @@ def test_a_scan_whose_actor_dies_resumes_from_its_last_pass_and_changes_nothing(
     assert main(args) == 0
     killer.join(timeout=5)
     ((rows, final),) = [r for name, r in trial_records(tmp_path / "run").items() if name.startswith("weekend_scan")]
-    assert [r[M.GENERATION] for r in rows] == [0, 1, 2, 3] and final is not None  # evaluation + 3 final seeds
-    assert killed["pid"] in {r[M.PID] for r in rows} and len({r[M.PID] for r in rows}) == 2
+    assert [r[metrics.GENERATION] for r in rows] == [0, 1, 2, 3] and final is not None  # evaluation + 3 final seeds
+    assert killed["pid"] in {r[metrics.PID] for r in rows} and len({r[metrics.PID] for r in rows}) == 2
     study = load_study("weekend").with_overrides(
         populations=[1], optimize_params=["fixed_quota"], seeds=[3], outer_iters=1, inner="analytic", scan=4
     )
@@ -180,10 +179,10 @@ def test_a_scan_whose_actor_dies_resumes_from_its_last_pass_and_changes_nothing(
         rows, scan.passes(seeds.evaluation, seeds.final, seeds.generation(0))
     ):
         loop.reset(rules, generation_seed, range(4))
-        assert [o[M.OBJECTIVE] for o in row[M.OUTCOMES]] == [o.objective for o in loop.evaluate(eval_seeds)]
-    k = int(np.argmax([o[M.OBJECTIVE] for o in rows[0][M.OUTCOMES]]))
-    assert final[M.SCAN_BEST] == rows[0][M.OUTCOMES][k][M.OBJECTIVE]
-    assert final[M.FINAL_BEST] == pytest.approx(np.mean([r[M.OUTCOMES][k][M.OBJECTIVE] for r in rows[1:]]))
+        assert [o[metrics.OBJECTIVE] for o in row[metrics.OUTCOMES]] == [o.objective for o in loop.evaluate(eval_seeds)]
+    k = int(np.argmax([o[metrics.OBJECTIVE] for o in rows[0][metrics.OUTCOMES]]))
+    assert final[metrics.SCAN_BEST] == rows[0][metrics.OUTCOMES][k][metrics.OBJECTIVE]
+    assert final[metrics.FINAL_BEST] == pytest.approx(np.mean([r[metrics.OUTCOMES][k][metrics.OBJECTIVE] for r in rows[1:]]))
 
 
 # -- real APPO ------------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import pytest
 
 from bilevel_tune.cli.main import main
 from bilevel_tune.cli.staging import ARCHIVE_DIR
-from bilevel_tune.core import metrics as M
+from bilevel_tune.core import metrics
 from bilevel_tune.report.summary import summarise
 from bilevel_tune.verdicts import decide
 
@@ -28,7 +28,7 @@ def stages_of(run) -> list[dict]:
 
 def finals(run) -> dict[str, float]:
     return {
-        name.rsplit("_", 2)[0]: final[M.FINAL_BEST] for name, (_, final) in trial_records(run).items() if final
+        name.rsplit("_", 2)[0]: final[metrics.FINAL_BEST] for name, (_, final) in trial_records(run).items() if final
     }  # by trial name, less Tune's id
 
 
@@ -49,7 +49,7 @@ def test_a_two_seed_run_continues_in_stages_and_a_stage_survives_ctrl_c(ray_clus
     # the session options again: each stage's two trials at once, one CPU each, as in the unbroken run
     resume = ["weekend", "--resume", "--name", "run", "--results", str(tmp_path), "--until-decided", *SESSION]
     proc = study_process(resume)
-    stage_two = lambda: [g for g, _ in trial_records(run).values() if g and g[0][M.SEED] != 42]  # noqa: E731
+    stage_two = lambda: [g for g, _ in trial_records(run).values() if g and g[0][metrics.SEED] != 42]  # noqa: E731
     wait_for(lambda: any(len(g) >= 5 for g in stage_two()), timeout=240, interval=0.05)
     out = interrupt(proc, signal.SIGINT)
     assert proc.returncode == 130, out[-3000:]
@@ -60,7 +60,7 @@ def test_a_two_seed_run_continues_in_stages_and_a_stage_survives_ctrl_c(ray_clus
     assert main(resume) == 0  # in this process, on the session's Ray: a resume runs anywhere
     assert [s["stage"] for s in stages_of(run)] == [1, 2, 3]
     for name, (generations, final) in trial_records(run).items():  # every generation once, every trial to its end
-        assert final is not None and [g[M.GENERATION] for g in generations] == list(range(GENERATIONS)), name
+        assert final is not None and [g[metrics.GENERATION] for g in generations] == list(range(GENERATIONS)), name
         assert sorted(raw_generation_lines(run / name / "generations.jsonl"))[-1] == GENERATIONS - 1
     # the same seeds, the same scores, the same decisions as the unbroken run's, stage by stage
     assert finals(run) == finals(whole)

@@ -16,7 +16,7 @@ from bilevel_tune.cli import session_log, staging
 from bilevel_tune.cli.main import main
 from bilevel_tune.cli.options import RunOptions
 from bilevel_tune.cli.status import show_status
-from bilevel_tune.core import metrics as M
+from bilevel_tune.core import metrics
 from bilevel_tune.planning.plan import make_plan
 from bilevel_tune.study_data import run_lock
 from bilevel_tune.study_data.definition import load_study
@@ -33,11 +33,11 @@ def _write_trial(run_dir, study, cell, generations, pace, final=None):
     """A trial's records as the trial writes them: one line a generation, then its final line."""
     folder = run_dir / f"{trial_name(study, cell)}_abcde_{cell.seed:05d}"
     folder.mkdir(parents=True)
-    who = {M.POPULATION: cell.population, M.OPTIMIZE_PARAMS: list(cell.optimize_params), M.SEED: cell.seed}
+    who = {metrics.POPULATION: cell.population, metrics.OPTIMIZE_PARAMS: list(cell.optimize_params), metrics.SEED: cell.seed}
     for generation in range(generations):
-        append_record(folder / GENERATIONS_FILE, {M.KIND: "generation", M.GENERATION: generation, M.SEC_PER_GEN: pace, **who})
+        append_record(folder / GENERATIONS_FILE, {metrics.KIND: "generation", metrics.GENERATION: generation, metrics.SEC_PER_GEN: pace, **who})
     if final is not None:
-        append_record(folder / GENERATIONS_FILE, {M.KIND: KIND_FINAL, M.FINAL_BEST: final, **who})
+        append_record(folder / GENERATIONS_FILE, {metrics.KIND: KIND_FINAL, metrics.FINAL_BEST: final, **who})
 
 
 @pytest.fixture
@@ -143,9 +143,9 @@ def test_a_stage_whose_trials_all_finished_with_no_look_yet(run_in_stage_2):
         if not list(run_dir.glob(f"{trial_name(study, cell)}_*")):
             _write_trial(run_dir, study, cell, 1000, 3.0, final=0.42)
     under_way = study.stage_cells(2)[1]
-    who = {M.POPULATION: 1, M.OPTIMIZE_PARAMS: list(under_way.optimize_params), M.SEED: under_way.seed}
+    who = {metrics.POPULATION: 1, metrics.OPTIMIZE_PARAMS: list(under_way.optimize_params), metrics.SEED: under_way.seed}
     records = next(run_dir.glob(f"{trial_name(study, under_way)}_*")) / GENERATIONS_FILE
-    append_record(records, {M.KIND: KIND_FINAL, M.FINAL_BEST: 0.41, **who})  # it ends at once (a test's shortcut)
+    append_record(records, {metrics.KIND: KIND_FINAL, metrics.FINAL_BEST: 0.41, **who})  # it ends at once (a test's shortcut)
     lines = _lines(run_dir)
     assert lines[3] == "stage 2's trials: 4 of 4 finished, 0 under way, 0 not started"
     assert lines[-1].startswith("stage 2's trials have all finished, with no look recorded: a run without")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from bilevel_tune.cli.main import main
-from bilevel_tune.core import metrics as M
+from bilevel_tune.core import metrics
 
 from .study_helpers import kill_inner_actor_after, study_args, trial_records
 
@@ -19,13 +19,13 @@ def test_real_appo_study_two_cells_two_generations(ray_cluster, tmp_path, capsys
     records = trial_records(tmp_path / "run")
     assert len(records) == 2
     for generations, final in records.values():
-        assert [g[M.GENERATION] for g in generations] == [0, 1]
+        assert [g[metrics.GENERATION] for g in generations] == [0, 1]
         for g in generations:
             objectives = [o["objective"] for o in g["outcomes"]]
             assert len(objectives) == 2 and all(np.isfinite(objectives))
             assert all(o["objective"] <= o["upper_bound"] + 1e-12 for o in g["outcomes"])
-            assert g[M.LEARNER_THREADS] <= 1
-        assert np.isfinite(final[M.FINAL + "best"]) and final[M.FINAL + "seeds"] == 2
+            assert g[metrics.LEARNER_THREADS] <= 1
+        assert np.isfinite(final[metrics.FINAL + "best"]) and final[metrics.FINAL + "seeds"] == 2
     assert json.loads((tmp_path / "run" / "study.json").read_text())["study"]["inner"] == "appo"
     assert list((tmp_path / "run").glob("*/wandb/offline-run-*")), "W&B offline runs belong in the run folder"
     assert "2 finished, 0 errored, 0 interrupted of 2 trials" in capsys.readouterr().out
@@ -47,6 +47,6 @@ def test_a_killed_policy_actor_retries_from_the_checkpoint(ray_cluster, tmp_path
     assert main(args) == 0
     killer.join(timeout=5)
     ((rows, final),) = trial_records(tmp_path / "run").values()
-    assert [r[M.GENERATION] for r in rows] == list(range(generations)) and final is not None
-    pids = {r[M.PID] for r in rows}
+    assert [r[metrics.GENERATION] for r in rows] == list(range(generations)) and final is not None
+    pids = {r[metrics.PID] for r in rows}
     assert killed["pid"] in pids and len(pids) == 2

@@ -10,8 +10,7 @@ import pandas as pd
 import pytest
 
 from bilevel_tune.cli.main import main
-from bilevel_tune.core import metrics as M
-from bilevel_tune.core import outer
+from bilevel_tune.core import metrics, outer
 from bilevel_tune.inner import InnerLoopConfig
 from bilevel_tune.inner.analytic import AnalyticLoop
 from bilevel_tune.planning import calibration
@@ -44,8 +43,8 @@ def test_the_weekend_grid_runs_under_tune(ray_cluster, tmp_path, capsys, monkeyp
     records = trial_records(run)
     assert len(records) == 8
     for name, (generations, final) in records.items():
-        assert [g[M.GENERATION] for g in generations] == [0, 1, 2, 3], name
-        assert final is not None and np.isfinite(final[M.FINAL + "best"])
+        assert [g[metrics.GENERATION] for g in generations] == [0, 1, 2, 3], name
+        assert final is not None and np.isfinite(final[metrics.FINAL + "best"])
         trial_dir = run / name
         assert len(list(trial_dir.glob("checkpoint_*"))) >= 1
         assert (trial_dir / "progress.csv").read_text().count("\n") == 1 + 4 + 1  # header, 4 generations, final
@@ -95,7 +94,7 @@ def expected_trajectory(study, population, params, seed, generations):
         loop.reset(candidate_rules(study, params, candidates), seeds.generation(state.generation), range(population))
         objectives = [o.objective for o in loop.evaluate(seeds.evaluation)]
         state, m = optimizer.tell(state, candidates, objectives)
-        trajectory.append((m[M.BEST_OBJECTIVE], state.sigma, tuple(state.mean)))
+        trajectory.append((m[metrics.BEST_OBJECTIVE], state.sigma, tuple(state.mean)))
     return trajectory
 
 
@@ -113,9 +112,9 @@ def test_a_killed_actor_retries_from_the_checkpoint_and_changes_nothing(ray_clus
     assert main(args) == 0
     killer.join(timeout=5)
     ((name, (rows, final)),) = trial_records(tmp_path / "run").items()
-    assert [r[M.GENERATION] for r in rows] == list(range(generations))  # no gap, no duplicate after dedup
+    assert [r[metrics.GENERATION] for r in rows] == list(range(generations))  # no gap, no duplicate after dedup
     assert final is not None
-    pids = {r[M.PID] for r in rows}
+    pids = {r[metrics.PID] for r in rows}
     assert killed["pid"] in pids and len(pids) == 2, "the retry must run in a new actor"
     study = load_study("weekend").with_overrides(
         populations=[16],
@@ -126,7 +125,7 @@ def test_a_killed_actor_retries_from_the_checkpoint_and_changes_nothing(ray_clus
     )
     expected = expected_trajectory(study, 16, ("min_demand_frac", "fixed_quota"), 42, generations)
     actual = [
-        (r[M.BEST_OBJECTIVE], r[M.SIGMA], tuple(r[M.MEAN_RULE + p] for p in ("min_demand_frac", "fixed_quota")))
+        (r[metrics.BEST_OBJECTIVE], r[metrics.SIGMA], tuple(r[metrics.MEAN_RULE + p] for p in ("min_demand_frac", "fixed_quota")))
         for r in rows
     ]
     for (best_e, sigma_e, mean_u), (best_a, sigma_a, mean_phys) in zip(expected, actual):
@@ -149,13 +148,13 @@ def test_failed_candidates_rank_worst_and_an_all_failed_trial_stops_alone(ray_cl
     assert main(args) == 0
     by_population = {g[0]["population"]: (g, final) for g, final in trial_records(tmp_path / "run").values()}
     lonely, lonely_final = by_population[1]
-    assert len(lonely) == 3 and all(g[M.FAILED] == 1 for g in lonely)
+    assert len(lonely) == 3 and all(g[metrics.FAILED] == 1 for g in lonely)
     assert "every candidate failed in 3 generations in a row" in lonely_final["stop_reason"]
     pair, pair_final = by_population[2]
-    assert len(pair) == 6 and all(g[M.FAILED] == 1 for g in pair)  # candidate 0 fails every time, and is counted
+    assert len(pair) == 6 and all(g[metrics.FAILED] == 1 for g in pair)  # candidate 0 fails every time, and is counted
     assert all(g["outcomes"][0]["failed"] and g["outcomes"][0]["objective"] is None for g in pair)
     assert all(
-        g[M.BEST_OBJECTIVE] == max(h["outcomes"][1]["objective"] for h in pair[: i + 1]) for i, g in enumerate(pair)
+        g[metrics.BEST_OBJECTIVE] == max(h["outcomes"][1]["objective"] for h in pair[: i + 1]) for i, g in enumerate(pair)
     )
     assert pair_final is not None and "stop_reason" not in pair_final
     out = capsys.readouterr().out
@@ -208,7 +207,7 @@ def test_a_sigkilled_driver_resumes_from_the_newest_checkpoint_without_rerunning
     assert f"restoring from {newest}, nothing lost" in out, out[-3000:]
     assert (tmp_path / "run" / finished / "generations.jsonl").read_text() == lines_before, "a finished trial was rerun"
     for rows, final in trial_records(tmp_path / "run").values():
-        assert [g[M.GENERATION] for g in rows] == list(range(generations)) and final is not None
+        assert [g[metrics.GENERATION] for g in rows] == list(range(generations)) and final is not None
     killed, resumed_session = json.loads((tmp_path / "run" / "study.json").read_text())["sessions"]
     assert "wall_s" not in killed and "ended_utc" not in killed, "a SIGKILLed session writes no end"
     assert (resumed_session["exit_code"], resumed_session["finished"]) == (0, 2) and resumed_session["wall_s"] > 0
@@ -227,7 +226,7 @@ def test_an_unconfirmed_learner_stop_replaces_the_actor_every_generation(ray_clu
     )
     assert main(args) == 0
     ((rows, final),) = trial_records(tmp_path / "run").values()
-    assert len({r[M.PID] for r in rows}) == 2, "each generation must run in a fresh actor"
+    assert len({r[metrics.PID] for r in rows}) == 2, "each generation must run in a fresh actor"
     assert final is not None
 
 

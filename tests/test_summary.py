@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from bilevel_tune.core import metrics as M
+from bilevel_tune.core import metrics
 from bilevel_tune.report.records import nodes_used
 from bilevel_tune.report.summary import CEILING, FEW, NO_CEILING, NOISE, ROBUST, SummaryError, load_run, main, verdicts
 
@@ -100,11 +100,11 @@ def test_the_summary_cli_answers_help(capsys):
 
 
 def test_a_trials_status_says_whether_it_finished_stopped_or_may_still_be_running():
-    from bilevel_tune.core import metrics as M
+    from bilevel_tune.core import metrics
     from bilevel_tune.report.records import _status
 
-    assert _status({M.FINAL_BEST: 0.3}, recorded=5, budget=5) == "complete"
-    assert _status({M.STOP_REASON: "every candidate failed"}, recorded=3, budget=5) == "stopped"
+    assert _status({metrics.FINAL_BEST: 0.3}, recorded=5, budget=5) == "complete"
+    assert _status({metrics.STOP_REASON: "every candidate failed"}, recorded=3, budget=5) == "stopped"
     assert _status({}, recorded=3, budget=5) == "running or crashed"
     assert _status({}, recorded=5, budget=5) == "no final"  # every generation, but killed before its final line
 
@@ -170,12 +170,12 @@ def test_each_pair_of_three_mechanisms_names_its_levels_once_when_seeds_are_too_
 
 def test_a_trials_nodes_are_its_machines_not_its_sessions_node_ids():
     def gens(*shards_per_generation):
-        return [{M.SHARD_DETAIL: list(shards)} for shards in shards_per_generation]
+        return [{metrics.SHARD_DETAIL: list(shards)} for shards in shards_per_generation]
 
-    here, there = {M.NODE_IP: "10.0.0.1"}, {M.NODE_IP: "10.0.0.2"}
-    resumed = gens([{M.NODE: "a", **here}], [{M.NODE: "b", **here}], [{M.NODE: "c", **here}])  # three sessions
+    here, there = {metrics.NODE_IP: "10.0.0.1"}, {metrics.NODE_IP: "10.0.0.2"}
+    resumed = gens([{metrics.NODE: "a", **here}], [{metrics.NODE: "b", **here}], [{metrics.NODE: "c", **here}])  # three sessions
     assert nodes_used(resumed) == 1
-    spread = gens([{M.NODE: "a", **here}, {M.NODE: "d", **there}])  # one generation's shards on two machines
+    spread = gens([{metrics.NODE: "a", **here}, {metrics.NODE: "d", **there}])  # one generation's shards on two machines
     assert nodes_used(spread) == 2
-    older = gens([{M.NODE: "a"}], [{M.NODE: "b"}], [{M.NODE: "c"}, {M.NODE: "e"}])  # no addresses on record
+    older = gens([{metrics.NODE: "a"}], [{metrics.NODE: "b"}], [{metrics.NODE: "c"}, {metrics.NODE: "e"}])  # no addresses on record
     assert nodes_used(older) == 2 and nodes_used(gens([])) == 1 and nodes_used([]) == 1

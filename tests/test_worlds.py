@@ -16,8 +16,7 @@ from bilevel_tune.base.knobs import knob
 from bilevel_tune.worlds import BUILTIN_WORLDS, load_world
 from bilevel_tune.worlds.check import check_world
 from bilevel_tune.worlds.contract import RuleSpec, WorldError, play_seasons
-from bilevel_tune.worlds.fishery import Fishery, FisheryObjective, FisherySettings
-from bilevel_tune.worlds.fishery import stock as S
+from bilevel_tune.worlds.fishery import Fishery, FisheryObjective, FisherySettings, stock
 from bilevel_tune.worlds.fresh_water import Basin, Rules, WorldConfig, stack_days
 from bilevel_tune.worlds.fresh_water.objective import ObjectiveSettings, ObjectiveWeights, assess
 from bilevel_tune.worlds.fresh_water.world import FreshWater, myopic_best_response
@@ -163,12 +162,12 @@ def test_the_check_command_exits_2_with_one_line_on_a_broken_world(tmp_path):
 
 # -- the fishery is the model it claims to be ------------------------------------------------------------
 def test_logistic_growth_msy_and_the_rate_that_holds_it():
-    assert S.b_msy(5000.0, 1.0) == 2500.0 and S.msy(0.3, 5000.0, 1.0) == pytest.approx(375.0)
-    assert S.f_msy(0.3, 1.0) == pytest.approx(0.15)
-    assert S.growth(2500.0, 0.3, 5000.0, 1.0) == pytest.approx(375.0)  # growth peaks at MSY
+    assert stock.b_msy(5000.0, 1.0) == 2500.0 and stock.msy(0.3, 5000.0, 1.0) == pytest.approx(375.0)
+    assert stock.f_msy(0.3, 1.0) == pytest.approx(0.15)
+    assert stock.growth(2500.0, 0.3, 5000.0, 1.0) == pytest.approx(375.0)  # growth peaks at MSY
     # at B_msy, fishing F_msy·B_msy takes exactly the growth: the stock stays
-    assert S.next_stock(2500.0, 375.0, 0.0, 0.0, 0.3, 5000.0, 1.0, 0.02) == pytest.approx(2500.0)
-    assert S.next_stock(100.0, 1e6, 0.0, 0.0, 0.3, 5000.0, 1.0, 0.02) == 0.0  # never below zero
+    assert stock.next_stock(2500.0, 375.0, 0.0, 0.0, 0.3, 5000.0, 1.0, 0.02) == pytest.approx(2500.0)
+    assert stock.next_stock(100.0, 1e6, 0.0, 0.0, 0.3, 5000.0, 1.0, 0.02) == 0.0  # never below zero
 
 
 def test_catches_beyond_the_stock_are_cut_pro_rata_and_paid_as_landed():

@@ -1,10 +1,10 @@
-"""The study file's sections, each a frozen dataclass whose fields declare its settings (`declared.knob`).
+"""The study file's sections, each a frozen dataclass whose fields declare its settings (`knobs.knob`).
 
 The configs the code runs on are built from these, never re-declared:
-`inner.InnerLoopConfig` is the world (`world.basin.WorldConfig`, which
-declares [world]), [network], [appo] and [objective]; `es.ESConfig` is
+`inner.InnerLoopConfig` is the world (its config class, fresh water's
+`worlds.fresh_water.basin.WorldConfig`, declares [world]), [network], [appo] and [objective]; `es.ESConfig` is
 [es] plus the population; `Budget` is [budget] plus the generations.
-[rules] is declared by `world.rules.RULE_SPECS`. A `definition.Study`
+[rules] is declared by the world's rule specs (`worlds.fresh_water.rules.RULE_SPECS`). A `definition.Study`
 holds one instance of each, as run.
 """
 

@@ -28,7 +28,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from bilevel_tune.core import metrics as M
+from bilevel_tune.core import metrics
 from bilevel_tune.inner import InnerLoopConfig
 from bilevel_tune.inner.contract import Seeds
 from bilevel_tune.study_data.learners import Learner, learners_of
@@ -65,7 +65,7 @@ def trial_rules(study, trials) -> list[TrialRules]:
     """Every finished ES trial of the trials table (its rows are `study.cells()`, in order) with its rules."""
     out = []
     for cell, (_, row) in zip(study.cells(), trials.iloc[: len(study.cells())].iterrows()):
-        searched = {p: row.get(M.BEST_RULE + p) for p in cell.optimize_params}
+        searched = {p: row.get(metrics.BEST_RULE + p) for p in cell.optimize_params}
         if row.get("status") not in COMPLETE or any(v is None or not np.isfinite(v) for v in searched.values()):
             continue
         fixed = study.for_cell(cell).fixed_rules

@@ -30,7 +30,7 @@ import pandas as pd
 
 from bilevel_tune.cli.options import UsageError
 from bilevel_tune.cli.reevaluation import COMPLETE, learner_config, log_session
-from bilevel_tune.core import metrics as M
+from bilevel_tune.core import metrics
 from bilevel_tune.inner.contract import Seeds
 from bilevel_tune.study_data import final_scores, incumbents
 from bilevel_tune.study_data.learners import own_learner
@@ -106,8 +106,8 @@ def trial_runs(study, trials: pd.DataFrame, generations: pd.DataFrame) -> list[T
         if row is None or row.get("status") not in COMPLETE:
             continue
         params = cell.optimize_params
-        searched = {p: row.get(M.BEST_RULE + p) for p in params}
-        means = {p: row.get(M.MEAN_RULE + p) for p in params}
+        searched = {p: row.get(metrics.BEST_RULE + p) for p in params}
+        means = {p: row.get(metrics.MEAN_RULE + p) for p in params}
         if any(v is None or not np.isfinite(v) for v in (*searched.values(), *means.values())):
             continue
         fixed = dict(study.for_cell(cell).fixed_rules)

@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from bilevel_tune.cli.options import UsageError
 from bilevel_tune.cli.staging import STAGES
-from bilevel_tune.core import metrics as M
+from bilevel_tune.core import metrics
 from bilevel_tune.planning.plan import hms, simulate
 from bilevel_tune.study_data import run_lock
 from bilevel_tune.study_data.definition import Study
@@ -62,7 +62,7 @@ def trial_progress(run_dir: Path, name: str, generations: int) -> TrialProgress:
     records, final = [], None
     for path in sorted(run_dir.glob(f"{name}_*/{GENERATIONS_FILE}")):
         records, final = read_records(path)
-    paces = [r[M.SEC_PER_GEN] for r in records if r.get(M.SEC_PER_GEN)]
+    paces = [r[metrics.SEC_PER_GEN] for r in records if r.get(metrics.SEC_PER_GEN)]
     recent, typical = (statistics.median(p) if p else None for p in (paces[-RECENT:], paces))
     return TrialProgress(name, generations, len(records), final is not None, recent, typical)
 

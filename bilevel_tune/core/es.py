@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from bilevel_tune.base.sections import SHAPINGS, ESSettings
-from bilevel_tune.core import metrics as M
+from bilevel_tune.core import metrics
 from bilevel_tune.core.outer import OuterOptimizer, fill_failed, generation_metrics
 
 U_EPS = 1e-6
@@ -196,7 +196,7 @@ def _one_plus_one(state: ESState, f: np.ndarray) -> _Step:
     accepted = state.baseline is None or f[0] > state.baseline
     mu, baseline = (_candidate_logits(state)[0], float(f[0])) if accepted else (mu, state.baseline)
     sigma = _scaled_sigma(cfg, state.sigma, 1.0 / cfg.sigma_factor if accepted else cfg.sigma_factor)
-    return _Step(mu, sigma, baseline, {M.ACCEPTED: bool(accepted)})
+    return _Step(mu, sigma, baseline, {metrics.ACCEPTED: bool(accepted)})
 
 
 def _antithetic(state: ESState, f: np.ndarray) -> _Step:
@@ -216,7 +216,7 @@ def _antithetic(state: ESState, f: np.ndarray) -> _Step:
             sigma = _scaled_sigma(cfg, sigma, cfg.sigma_factor)
         elif current < state.baseline - margin:
             sigma = _scaled_sigma(cfg, sigma, 1.0 / cfg.sigma_factor)
-    return _Step(np.array(state.mean_logit) + cfg.lr * grad, sigma, current, {M.GRAD_NORM: norm})
+    return _Step(np.array(state.mean_logit) + cfg.lr * grad, sigma, current, {metrics.GRAD_NORM: norm})
 
 
 def tell(state: ESState, candidates, objectives) -> tuple[ESState, dict[str, Any]]:
@@ -243,8 +243,8 @@ def tell(state: ESState, candidates, objectives) -> tuple[ESState, dict[str, Any
         best_generation=state.generation if improved else state.best_generation,
         failed_total=state.failed_total + int((~finite).sum()),
     )
-    metrics = generation_metrics(state.generation, new_state, candidates, f, gen_best, new_state.sigma, step.metrics)
-    return new_state, metrics
+    reported = generation_metrics(state.generation, new_state, candidates, f, gen_best, new_state.sigma, step.metrics)
+    return new_state, reported
 
 
 def _checked(state: ESState, candidates, objectives) -> tuple[np.ndarray, np.ndarray]:

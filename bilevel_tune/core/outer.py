@@ -29,7 +29,7 @@ import numpy as np
 from bilevel_tune.base.knobs import StudyError
 from bilevel_tune.base.plugins import import_class
 from bilevel_tune.base.sections import OPTIMIZER_NAMES
-from bilevel_tune.core import metrics as M
+from bilevel_tune.core import metrics
 
 OPTIMIZERS = {
     "es": "bilevel_tune.core.es:EvolutionStrategy",
@@ -201,18 +201,18 @@ def generation_metrics(
     finite_f = f[np.isfinite(f)]
     nan = float("nan")
     return {
-        M.GENERATION: generation,
-        M.SIGMA: sigma,
-        M.MEAN: new.mean,
-        M.GEN_BEST_OBJECTIVE: float(f[gen_best]) if gen_best is not None else nan,
-        M.GEN_BEST_CANDIDATE: candidates[gen_best] if gen_best is not None else None,
-        M.OBJECTIVE_MEAN: float(finite_f.mean()) if finite_f.size else nan,
-        M.OBJECTIVE_STD: float(finite_f.std()) if finite_f.size else nan,
-        M.BEST_OBJECTIVE: new.best_objective if new.best_objective is not None else nan,
-        M.BEST_CANDIDATE: None if new.best_candidate is None else np.array(new.best_candidate),
-        M.BEST_GENERATION: new.best_generation if new.best_generation is not None else -1,
-        M.FAILED: int((~np.isfinite(f)).sum()),
-        M.ALL_FAILED: not finite_f.size,
+        metrics.GENERATION: generation,
+        metrics.SIGMA: sigma,
+        metrics.MEAN: new.mean,
+        metrics.GEN_BEST_OBJECTIVE: float(f[gen_best]) if gen_best is not None else nan,
+        metrics.GEN_BEST_CANDIDATE: candidates[gen_best] if gen_best is not None else None,
+        metrics.OBJECTIVE_MEAN: float(finite_f.mean()) if finite_f.size else nan,
+        metrics.OBJECTIVE_STD: float(finite_f.std()) if finite_f.size else nan,
+        metrics.BEST_OBJECTIVE: new.best_objective if new.best_objective is not None else nan,
+        metrics.BEST_CANDIDATE: None if new.best_candidate is None else np.array(new.best_candidate),
+        metrics.BEST_GENERATION: new.best_generation if new.best_generation is not None else -1,
+        metrics.FAILED: int((~np.isfinite(f)).sum()),
+        metrics.ALL_FAILED: not finite_f.size,
         **(extra or {}),
     }
 

@@ -20,7 +20,7 @@ import threading
 from dataclasses import dataclass
 from typing import Sequence
 
-from bilevel_tune.core import metrics as M
+from bilevel_tune.core import metrics
 
 # gRPC (inside Ray's core worker) grows and shrinks these pools on its own, whatever our code does.
 GRPC_THREAD_PREFIXES = ("grpc_global_tim", "event_engine", "timer_manager")
@@ -39,14 +39,14 @@ class Census:
 
     def as_metrics(self) -> dict[str, float]:
         return {
-            M.THREADS_PY: self.threads_py,
-            M.THREADS_OS: self.threads_os,
-            M.THREADS_GRPC: self.threads_grpc,
-            M.LEARNER_THREADS: self.learner_threads,
-            M.RSS_MB: self.rss_mb,
-            M.RSS_ANON_MB: self.rss_anon_mb,
-            M.RSS_SHMEM_MB: self.rss_shmem_mb,
-            M.PID: self.pid,
+            metrics.THREADS_PY: self.threads_py,
+            metrics.THREADS_OS: self.threads_os,
+            metrics.THREADS_GRPC: self.threads_grpc,
+            metrics.LEARNER_THREADS: self.learner_threads,
+            metrics.RSS_MB: self.rss_mb,
+            metrics.RSS_ANON_MB: self.rss_anon_mb,
+            metrics.RSS_SHMEM_MB: self.rss_shmem_mb,
+            metrics.PID: self.pid,
         }
 
     @staticmethod

@@ -13,7 +13,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from bilevel_tune.core import metrics as M
+from bilevel_tune.core import metrics
 from bilevel_tune.inner.census import Census, take_census
 from bilevel_tune.inner.contract import InnerLoopConfig, InnerLoopError, InnerLoopStopped, load_loop_class
 from bilevel_tune.worlds.contract import Assessment
@@ -60,13 +60,13 @@ class ShardReport:
     def detail(self) -> dict[str, Any]:
         """The shard's entry in a generation record."""
         return {
-            M.SHARD_FIRST: self.first,
-            M.SHARD_SIZE: len(self.outcomes),
-            M.NODE: self.node,
-            M.NODE_IP: self.node_ip,
-            M.SEC_RESET: self.sec_reset,
-            M.SEC_TRAIN: self.sec_train,
-            M.SEC_EVALUATE: self.sec_evaluate,
+            metrics.SHARD_FIRST: self.first,
+            metrics.SHARD_SIZE: len(self.outcomes),
+            metrics.NODE: self.node,
+            metrics.NODE_IP: self.node_ip,
+            metrics.SEC_RESET: self.sec_reset,
+            metrics.SEC_TRAIN: self.sec_train,
+            metrics.SEC_EVALUATE: self.sec_evaluate,
             **self.census.as_metrics(),
         }
 
@@ -162,9 +162,9 @@ class GenerationResult:
     def timing(self) -> dict[str, float]:
         """Each phase as long as its slowest shard took: the trial waits for all of them."""
         return {
-            M.SEC_RESET: max(s.sec_reset for s in self.shards),
-            M.SEC_TRAIN: max(s.sec_train for s in self.shards),
-            M.SEC_EVALUATE: max(s.sec_evaluate for s in self.shards),
+            metrics.SEC_RESET: max(s.sec_reset for s in self.shards),
+            metrics.SEC_TRAIN: max(s.sec_train for s in self.shards),
+            metrics.SEC_EVALUATE: max(s.sec_evaluate for s in self.shards),
         }
 
     def shard_detail(self) -> list[dict[str, Any]]:

@@ -301,7 +301,7 @@ def trial_figures(
     the trackers — is what each trial must add for the plan's schedule to last as long as the
     fit did. None when a trial left no record.
     """
-    from bilevel_tune.core import metrics as M
+    from bilevel_tune.core import metrics
     from bilevel_tune.planning.plan import simulate
     from bilevel_tune.study_data.run_folder import Cell
 
@@ -309,9 +309,9 @@ def trial_figures(
     for rows, final, total in trials:
         if not rows:
             return None
-        seconds = [r[M.SEC_PER_GEN] for r in rows]
+        seconds = [r[metrics.SEC_PER_GEN] for r in rows]
         steady = float(np.median(seconds[1:] or seconds))
-        report_s.append(max(total - sum(seconds) - float((final or {}).get(M.SEC_FINAL, 0.0)), 0.0) / len(rows))
+        report_s.append(max(total - sum(seconds) - float((final or {}).get(metrics.SEC_FINAL, 0.0)), 0.0) / len(rows))
         # generation 0 also starts the shards: that start belongs to the per-trial overhead
         by_key[Cell.key_of(rows[0])] = total - (seconds[0] - steady)
     shards = [t.shards for t in plan.trials]

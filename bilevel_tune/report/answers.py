@@ -20,11 +20,10 @@ import pandas as pd
 from bilevel_tune.report.columns import BEST, FINAL, FINAL_MEAN, at_budget, score_column
 from bilevel_tune.study_data import final_scores
 from bilevel_tune.study_data.run_folder import group_of, key_at_evaluations, trial_name
-from bilevel_tune.verdicts import decide, effects
-from bilevel_tune.verdicts import family as F
+from bilevel_tune.verdicts import decide, effects, family
 
 COMPLETE = ("complete", "stopped")  # a trial whose final record is written
-KINDS = {F.MAIN: "main effect", F.INTERACTION: "interaction", F.SIMPLE: "simple effect"}
+KINDS = {family.MAIN: "main effect", family.INTERACTION: "interaction", family.SIMPLE: "simple effect"}
 
 
 @dataclass(frozen=True)
@@ -47,7 +46,7 @@ class Answer:
         """The answer in words: who is better, or why nothing is decided and what would decide it."""
         h, outcome, e = self.hypothesis, self.decision.outcome, self.effect
         less = f", by less than {decisions.margin:g}" if self.decision.within_margin else ""
-        if h.kind == F.INTERACTION and outcome in (decide.A_BETTER, decide.B_BETTER):
+        if h.kind == family.INTERACTION and outcome in (decide.A_BETTER, decide.B_BETTER):
             return _interaction_words(h, outcome, decisions, by_key or {}) + less
         a, b = h.levels()
         need = _needed(e, self.decision.seeds, decisions.test)
@@ -70,7 +69,7 @@ class Answer:
     def short(self, decisions: decide.Decisions) -> str:
         """The answer in a few words (a figure's panel title)."""
         outcome = self.decision.outcome
-        if self.hypothesis.kind == F.INTERACTION and outcome in (decide.A_BETTER, decide.B_BETTER):
+        if self.hypothesis.kind == family.INTERACTION and outcome in (decide.A_BETTER, decide.B_BETTER):
             return "interaction shown"
         if outcome in (decide.A_BETTER, decide.B_BETTER, decide.NO_DIFFERENCE, decide.EQUIVALENT):
             return self.text(decisions).split(" (")[0].split(",")[0]
@@ -79,7 +78,7 @@ class Answer:
         return f"open after stage {decisions.looks} of {decisions.stages}"
 
 
-def _interaction_words(h: F.Interaction, outcome: str, decisions: decide.Decisions, by_key: dict) -> str:
+def _interaction_words(h: family.Interaction, outcome: str, decisions: decide.Decisions, by_key: dict) -> str:
     """A decided interaction in words: where the first factor's difference is larger, and what its comparisons at
     each of the second factor's two levels say ('2-D − 1-D is larger at population 1 than at population 16: 2-D
     better at population 1, not shown at population 16')."""
@@ -88,7 +87,7 @@ def _interaction_words(h: F.Interaction, outcome: str, decisions: decide.Decisio
     said = []
     for where in (larger, smaller):
         simple = next(
-            (r for key, r in by_key.items() if r.hypothesis.kind == F.SIMPLE and key == f"{b} vs {a} at {where}"), None
+            (r for key, r in by_key.items() if r.hypothesis.kind == family.SIMPLE and key == f"{b} vs {a} at {where}"), None
         )
         if simple is None:
             continue
@@ -153,7 +152,7 @@ class Answers:
             interval = f" [{e.low:+.4f}, {e.high:+.4f}]" if np.isfinite(e.low) else ""
             if r.decided_at is not None:
                 interval += f" at look {r.decided_at} ({r.decision.seeds} seeds)"
-            sides = r.hypothesis.kind != F.INTERACTION
+            sides = r.hypothesis.kind != family.INTERACTION
             row = {"comparison": r.hypothesis.key}
             if paired_test:
                 row["kind"] = KINDS[r.hypothesis.kind]
@@ -321,8 +320,8 @@ def _answer(study, decision: decide.Decision, by_key: dict[tuple, pd.Series], sc
     h = decision.hypothesis
     sides = [[g for g, w in h.contrast if w < 0], [g for g, w in h.contrast if w > 0]]
     runs = [[row for g in side for row in _side(by_key, g).values()] for side in sides]
-    cells = [np.array(list(scores.get(g, {}).values())) for g in F.groups(h)]
-    if h.kind == F.SIMPLE:
+    cells = [np.array(list(scores.get(g, {}).values())) for g in family.groups(h)]
+    if h.kind == family.SIMPLE:
         score = score_column(study)
         found = [{seed: float(row[score]) for seed, row in _side(by_key, g).items()} for g in (h.a, h.b)]
         effect = effects.effect(found[0], found[1], level)
@@ -365,7 +364,7 @@ def paired_table(study, trials: pd.DataFrame, found: Answers) -> pd.DataFrame:
     rows = []
     for answer in found.rows:
         c = answer.hypothesis
-        if c.kind != F.SIMPLE:
+        if c.kind != family.SIMPLE:
             continue
         a, b = by_group.get(c.a, {}), by_group.get(c.b, {})
         for seed in sorted(set(a) & set(b)):

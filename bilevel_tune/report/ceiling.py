@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bilevel_tune.core import metrics as M
+from bilevel_tune.core import metrics
 from bilevel_tune.report import landscape
 from bilevel_tune.report.columns import BEST, BOUND_BY, DEFAULT_CEILING, DEFAULT_TOL, MECHANISM, shown
 from bilevel_tune.study_data.run_folder import trial_name
@@ -44,7 +44,7 @@ def ceiling_verdict(
     if not cells:
         top = float(table[BEST].max()) if BEST in table and table[BEST].notna().any() else float("nan")
         sentence = f"ceiling: no cell's best sits at {ceiling:.4f} (± {tol:g}); the highest best is {top:.4f}."
-        if M.UPPER_BOUND in table and len(table) and table[M.UPPER_BOUND].isna().all():
+        if metrics.UPPER_BOUND in table and len(table) and table[metrics.UPPER_BOUND].isna().all():
             sentence += " No upper bound of the objective is known in this world: the rules scan is the ground truth."
         return {**result, "verdict": NO_CEILING, "sentence": sentence}
     parts = "; ".join(_ceiling_part(c) for c in cells)
@@ -60,7 +60,7 @@ def _ceiling_cell(
     cell[MECHANISM] = row.get(MECHANISM, f"{cell['dims']}-D")
     cell.update({k: row[k] for k in row.index if is_setting_key(k)})  # the further axes' values
     cell[BEST] = float(row[BEST])
-    for key in ("best_generation", M.UPPER_BOUND, *[k for k in row.index if str(k).startswith("diag_")]):
+    for key in ("best_generation", metrics.UPPER_BOUND, *[k for k in row.index if str(k).startswith("diag_")]):
         if key in row and pd.notna(row[key]):
             cell[key] = float(row[key])
     cell["capped_by"] = _capped_by(cell)
@@ -77,7 +77,7 @@ def _ceiling_cell(
 def cap_rules(row: pd.Series, tol: float) -> dict[str, float] | None:
     """The fixed rules whose range holds a value that lifts the best candidate's upper bound above it (by more
     than `tol`), each with the highest bound it reaches; None when the records have no `bound_by_rule`."""
-    bound = row.get(M.UPPER_BOUND)
+    bound = row.get(metrics.UPPER_BOUND)
     searched = str(row.get("optimize_params", "")).split(",")
     columns = [c for c in row.index if c.startswith(BOUND_BY) and pd.notna(row[c])]
     if not columns or bound is None or pd.isna(bound):
@@ -118,19 +118,19 @@ def _ceiling_part(c: dict[str, Any]) -> str:
     axes = "".join(f", {k} {shown(v)}" for k, v in c.items() if is_setting_key(k))
     where = f"population {c['population']}, {c[MECHANISM]}, seed {c['seed']}{axes}"
     when = f" from generation {int(c['best_generation'])}" if "best_generation" in c else ""
-    if M.UPPER_BOUND not in c:
+    if metrics.UPPER_BOUND not in c:
         return f"{where}{when}: no upper bound recorded — cannot tell rules from search"
     shown = [f"{k.removeprefix('diag_').replace('_', ' ')} {c[k]:.3f}" for k in c if k.startswith("diag_")]
     diag = f"; {', '.join(shown)}" if shown else ""
     verdict = "the rules cap the objective there" if c["capped_by"] == "rules" else "the search stopped below the bound"
     scan = f"; {c['scan']}" if "scan" in c else ""
-    return f"{where}{when}: upper bound {c[M.UPPER_BOUND]:.4f} — {verdict}{_cap_sentence(c)}{diag}{scan}"
+    return f"{where}{when}: upper bound {c[metrics.UPPER_BOUND]:.4f} — {verdict}{_cap_sentence(c)}{diag}{scan}"
 
 
 def _capped_by(cell: dict) -> str:
-    if M.UPPER_BOUND not in cell:
+    if metrics.UPPER_BOUND not in cell:
         return "unknown"
-    return "rules" if cell[M.UPPER_BOUND] - cell[BEST] <= BOUND_TOL else "search"
+    return "rules" if cell[metrics.UPPER_BOUND] - cell[BEST] <= BOUND_TOL else "search"
 
 
 
@@ -179,7 +179,7 @@ def ceiling_table(study, trials: pd.DataFrame, generations: pd.DataFrame, bests:
         best = row.get(BEST)
         if best is None or pd.isna(best) or abs(float(best) - ceiling) > band:
             continue
-        bound = row.get(M.UPPER_BOUND)
+        bound = row.get(metrics.UPPER_BOUND)
         capped = cap_rules(row, band)
         rows.append(
             {

@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from bilevel_tune.core import metrics as M
+from bilevel_tune.core import metrics
 from bilevel_tune.study_data.settings import plain
 
 EDGE_POINTS = 21  # a study without a scan measures "one grid spacing" as a 21-point scan's
@@ -37,7 +37,7 @@ def edges(study, trials: pd.DataFrame, bests: pd.DataFrame) -> list[dict[str, An
     for name in searched:
         spec = study.rule_specs_by_name[name]
         spacing = spec.span / (points - 1)
-        means = trials.get(M.MEAN_RULE + name, pd.Series(dtype=float)).dropna()
+        means = trials.get(metrics.MEAN_RULE + name, pd.Series(dtype=float)).dropna()
         scan = _scan_values(bests, name)
         for side, limit in (("lower", spec.low), ("upper", spec.high)):
             at_mean = int((means.sub(limit).abs() <= spacing + 1e-12).sum())

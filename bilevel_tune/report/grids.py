@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bilevel_tune.core import metrics as M
+from bilevel_tune.core import metrics
 from bilevel_tune.report.columns import BASE_FACTORS, BEST, FINAL, MECHANISM, factors, mechanism_factor, native
 
 
 def cell_table(trials: pd.DataFrame) -> pd.DataFrame:
     """Mean ± std (ddof 1) over seeds per cell: population × dims (× the further axes)."""
-    values = [c for c in (BEST, FINAL, "best_generation", M.UPPER_BOUND, "median_sec_per_gen") if c in trials]
+    values = [c for c in (BEST, FINAL, "best_generation", metrics.UPPER_BOUND, "median_sec_per_gen") if c in trials]
     done = trials[trials.get("generations", 0) > 0]
     if done.empty:
         return pd.DataFrame()

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bilevel_tune.core import metrics as M
+from bilevel_tune.core import metrics
 from bilevel_tune.core.scan import spacing_label
 from bilevel_tune.report.columns import OPTIMIZER
 from bilevel_tune.study_data.run_folder import num
@@ -43,15 +43,15 @@ def _key(table: pd.DataFrame) -> list[str]:
 def scan_table(study, trials: dict) -> pd.DataFrame:
     """One row per scan and grid point (empty without scans)."""
     rows = []
-    terms = (M.OBJECTIVE, *study.table.scan_terms, M.UPPER_BOUND)  # the world's terms beside the objective
+    terms = (metrics.OBJECTIVE, *study.table.scan_terms, metrics.UPPER_BOUND)  # the world's terms beside the objective
     for cell in study.scan_cells():
         records = trials.get(cell.key)
         if records is None or not records.generations:
             continue
         evaluation, finals = records.generations[0], records.generations[1:]
-        grid = np.atleast_2d(np.array(evaluation[M.CANDIDATES], dtype=float))
-        final = np.array([[num(o[M.OBJECTIVE]) for o in p[M.OUTCOMES]] for p in finals]).reshape(len(finals), -1)
-        for k, outcome in enumerate(evaluation[M.OUTCOMES]):
+        grid = np.atleast_2d(np.array(evaluation[metrics.CANDIDATES], dtype=float))
+        final = np.array([[num(o[metrics.OBJECTIVE]) for o in p[metrics.OUTCOMES]] for p in finals]).reshape(len(finals), -1)
+        for k, outcome in enumerate(evaluation[metrics.OUTCOMES]):
             rules = {
                 name: study.rule_specs_by_name[name].to_physical(grid[k, j])
                 for j, name in enumerate(cell.optimize_params)
@@ -84,8 +84,8 @@ def scan_bests(scans: pd.DataFrame, study) -> pd.DataFrame:
     key = _key(scans)
     for values, group in scans.groupby(key, sort=False):
         params, seed = values[0], values[1]
-        if group[M.OBJECTIVE].notna().any():
-            best = group.loc[group[M.OBJECTIVE].idxmax()]
+        if group[metrics.OBJECTIVE].notna().any():
+            best = group.loc[group[metrics.OBJECTIVE].idxmax()]
         else:
             best = group.iloc[0]
         names = params.split(",")
@@ -96,9 +96,9 @@ def scan_bests(scans: pd.DataFrame, study) -> pd.DataFrame:
                 "dims": len(names),
                 "mechanism": study.mechanisms.label(names),
                 "points": len(group),
-                "scan_best": float(best[M.OBJECTIVE]),
+                "scan_best": float(best[metrics.OBJECTIVE]),
                 "scan_best_final": float(best["final_objective"]),
-                "scan_best_upper_bound": float(best[M.UPPER_BOUND]),
+                "scan_best_upper_bound": float(best[metrics.UPPER_BOUND]),
                 "scan_best_rules": ", ".join(f"{n}={best[n]:.4g}" for n in names),
                 "grid_spacing": spacing_label([study.rule_specs_by_name[n] for n in names], study.scan),
             }

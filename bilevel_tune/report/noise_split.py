@@ -17,8 +17,7 @@ import pandas as pd
 from bilevel_tune.report.answers import Answers
 from bilevel_tune.study_data import final_scores
 from bilevel_tune.study_data.run_folder import trial_name
-from bilevel_tune.verdicts import family as F
-from bilevel_tune.verdicts import noise
+from bilevel_tune.verdicts import family, noise
 
 EVAL_COST = len(final_scores.RULES)  # trainings a final seed costs a trial: each rule set it scores
 
@@ -115,11 +114,11 @@ def noise_section(study, found: Answers, finals: pd.DataFrame) -> NoiseSection |
 
 def _t(hypothesis, scores: dict[tuple, dict[int, float]]) -> float:
     """The paired t of the contrast over the run seeds every group holds; NaN with fewer than two."""
-    groups = F.groups(hypothesis)
+    groups = family.groups(hypothesis)
     if not all(g in scores for g in groups):
         return float("nan")
     seeds = sorted(set.intersection(*(set(scores[g]) for g in groups)))
-    d = F.values(hypothesis, scores, seeds)
+    d = family.values(hypothesis, scores, seeds)
     if len(d) < 2 or d.std(ddof=1) == 0:
         return float("nan")
     return float(d.mean() / (d.std(ddof=1) / np.sqrt(len(d))))

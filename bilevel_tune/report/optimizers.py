@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 from scipy.interpolate import RegularGridInterpolator
 
-from bilevel_tune.core import metrics as M
+from bilevel_tune.core import metrics
 from bilevel_tune.report.columns import FINAL, MECHANISM, OPTIMIZER
 from bilevel_tune.study_data.settings import is_setting_key
 from bilevel_tune.verdicts.family import NAMED_LEVELS
@@ -50,11 +50,11 @@ def incumbent_table(generations: pd.DataFrame, scans: pd.DataFrame) -> pd.DataFr
         if runs.empty:
             continue
         names = params.split(",")
-        column = LANDSCAPE if scan[LANDSCAPE].notna().all() else M.OBJECTIVE
+        column = LANDSCAPE if scan[LANDSCAPE].notna().all() else metrics.OBJECTIVE
         value = _landscape(scan, names, column)
         runs = runs.sort_values("generation")
         runs = runs.assign(
-            incumbent_value=value(runs[[M.MEAN_RULE + n for n in names]].to_numpy(dtype=float)),
+            incumbent_value=value(runs[[metrics.MEAN_RULE + n for n in names]].to_numpy(dtype=float)),
             landscape_best=float(scan[column].max()),
         )
         parts.append(runs.assign(incumbent_regret=runs["landscape_best"] - runs["incumbent_value"]))

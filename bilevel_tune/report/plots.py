@@ -25,7 +25,7 @@ import matplotlib.pyplot as plt  # headless machines fall back to Agg; notebooks
 import numpy as np
 import pandas as pd
 
-from bilevel_tune.core import metrics as M
+from bilevel_tune.core import metrics
 from bilevel_tune.report import optimizers
 from bilevel_tune.report.answers import finals_by_group
 from bilevel_tune.report.ceiling import BOUND_TOL
@@ -229,9 +229,9 @@ def plot_ceiling(s: Summary):
     ceiling = s.study.ceiling
     for i, mechanism in enumerate(_mechanisms(done)):
         rows = done[done[MECHANISM] == mechanism]
-        ax.scatter(rows[M.UPPER_BOUND], rows[BEST], s=28, color=COLOURS[i % len(COLOURS)], label=mechanism,
+        ax.scatter(rows[metrics.UPPER_BOUND], rows[BEST], s=28, color=COLOURS[i % len(COLOURS)], label=mechanism,
                    edgecolor="k", lw=0.4)  # fmt: skip
-    values = pd.concat([done[M.UPPER_BOUND], done[BEST]]).dropna()
+    values = pd.concat([done[metrics.UPPER_BOUND], done[BEST]]).dropna()
     if not values.empty:
         low, high = values.min(), values.max()
         pad = 0.05 * (high - low or 1.0)
@@ -309,7 +309,7 @@ def plot_population(s: Summary):
     for ax, (name, run) in zip(axes.flat, runs):
         params = run["optimize_params"].iloc[0].split(",")
         best = run[[GENERATION_BEST + p for p in params]].to_numpy()
-        means = run[[M.MEAN_RULE + p for p in params]].to_numpy()
+        means = run[[metrics.MEAN_RULE + p for p in params]].to_numpy()
         if len(params) == 1:
             shown = ax.scatter(best[:, 0], run["generation_best"], c=run["generation"], cmap="viridis", s=6,
                                label="generation's best candidate")  # fmt: skip
@@ -384,7 +384,7 @@ def plot_landscape(s: Summary, mechanism: str | int):
             scan = scan.sort_values(params[0])
             x, y = scan[params[0]].to_numpy(), scan["objective"].to_numpy()
             ax.plot(x, y, color="k", lw=1.2, label="objective (scan)")
-            bound = scan[M.UPPER_BOUND].to_numpy()
+            bound = scan[metrics.UPPER_BOUND].to_numpy()
             if np.isfinite(bound).any() and np.nanmax(bound - y) > BOUND_TOL:
                 ax.plot(x, bound, color="0.5", lw=0.9, ls="--", label="upper bound")
             ax.set_ylabel("objective")
@@ -394,7 +394,7 @@ def plot_landscape(s: Summary, mechanism: str | int):
             extent = [specs[params[0]].low, specs[params[0]].high, specs[params[1]].low, specs[params[1]].high]
             shown = ax.imshow(grid, origin="lower", extent=extent, aspect="auto", cmap="viridis", norm=norm)
             fig.colorbar(shown, ax=ax, label="objective (scan)", extend="min")
-            capped = scan[(scan[M.UPPER_BOUND] - scan["objective"]) <= BOUND_TOL]
+            capped = scan[(scan[metrics.UPPER_BOUND] - scan["objective"]) <= BOUND_TOL]
             if len(capped):
                 ax.scatter(capped[params[0]], capped[params[1]], marker="s", s=14, facecolor="none", edgecolor="r",
                            lw=0.8, label="scan point at its upper bound")  # fmt: skip
@@ -405,7 +405,7 @@ def plot_landscape(s: Summary, mechanism: str | int):
         for _, run in runs.groupby("trial", sort=True):
             population = int(run["population"].iloc[0])
             c = colour[population]
-            means = run[[M.MEAN_RULE + p for p in params]].to_numpy()
+            means = run[[metrics.MEAN_RULE + p for p in params]].to_numpy()
             best = run[[GENERATION_BEST + p for p in params]].to_numpy()
             who = f"pop {population}"
             if dims == 1:

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bilevel_tune.core import metrics as M
+from bilevel_tune.core import metrics
 from bilevel_tune.report.columns import BEST, BOUND_BY, FINAL, FINAL_MEAN, MECHANISM, OPTIMIZER, SummaryError, at_budget
 from bilevel_tune.study_data.definition import Study
 from bilevel_tune.study_data.incumbents import generation_rows
@@ -72,34 +72,34 @@ def _trial_row(study: Study, cell: Cell, trial: TrialRecords | None) -> dict[str
     if trial is None or not trial.generations:
         return {**row, "status": "missing", "generations": 0}
     gens, final, last = trial.generations, trial.final or {}, trial.generations[-1]
-    best_gen = last[M.BEST_GENERATION]
+    best_gen = last[metrics.BEST_GENERATION]
     best_gen = best_gen if best_gen is not None and best_gen >= 0 else None
-    best = _best_outcome(next((g for g in gens if g[M.GENERATION] == best_gen), None))
+    best = _best_outcome(next((g for g in gens if g[metrics.GENERATION] == best_gen), None))
     return {
         **row,
         "trial": trial.name,
         "status": _status(final, len(gens), cell.generations),
-        BEST: num(last[M.BEST_OBJECTIVE]),
+        BEST: num(last[metrics.BEST_OBJECTIVE]),
         "best_generation": best_gen,
         "generations": len(gens),
-        "final_sigma": num(last[M.SIGMA]),
-        FINAL: num(final.get(M.FINAL_BEST)),
-        "final_objective_std": num(final.get(M.FINAL_BEST_STD)),
-        FINAL_MEAN: num(final.get(M.FINAL_MEAN)),
-        "gen0_objective": num(gens[0][M.OBJECTIVE]),
-        "median_sec_per_gen": float(np.median([g[M.SEC_PER_GEN] for g in gens])),
+        "final_sigma": num(last[metrics.SIGMA]),
+        FINAL: num(final.get(metrics.FINAL_BEST)),
+        "final_objective_std": num(final.get(metrics.FINAL_BEST_STD)),
+        FINAL_MEAN: num(final.get(metrics.FINAL_MEAN)),
+        "gen0_objective": num(gens[0][metrics.OBJECTIVE]),
+        "median_sec_per_gen": float(np.median([g[metrics.SEC_PER_GEN] for g in gens])),
         "evaluations": len(gens) * cell.population,  # inner-loop evaluations: generations × population
         "optimizer_s": _optimizer_seconds(gens),
-        "wall_s": float(sum(g[M.SEC_PER_GEN] for g in gens) + (final.get(M.SEC_FINAL) or 0.0)),
-        "shards": int(last.get(M.SHARDS, 1)),
+        "wall_s": float(sum(g[metrics.SEC_PER_GEN] for g in gens) + (final.get(metrics.SEC_FINAL) or 0.0)),
+        "shards": int(last.get(metrics.SHARDS, 1)),
         "nodes": nodes_used(gens),
-        "max_threads": max(g[M.THREADS_OS] for g in gens),
-        "failed_candidates": sum(g[M.FAILED] for g in gens),
-        M.UPPER_BOUND: num(best.get(M.UPPER_BOUND)),
-        M.STOP_REASON: final.get(M.STOP_REASON, ""),
+        "max_threads": max(g[metrics.THREADS_OS] for g in gens),
+        "failed_candidates": sum(g[metrics.FAILED] for g in gens),
+        metrics.UPPER_BOUND: num(best.get(metrics.UPPER_BOUND)),
+        metrics.STOP_REASON: final.get(metrics.STOP_REASON, ""),
         **{f"diag_{k}": num(best.get(k)) for k in _diagnostic_keys(best, study.table.summary_diagnostics)},
         **{BOUND_BY + rule: num(value) for rule, value in (best.get("bound_by_rule") or {}).items()},
-        **{k: v for k, v in last.items() if k.startswith((M.BEST_RULE, M.MEAN_RULE))},
+        **{k: v for k, v in last.items() if k.startswith((metrics.BEST_RULE, metrics.MEAN_RULE))},
         **_at_smaller_budgets(final),
     }
 
@@ -108,11 +108,11 @@ def _at_smaller_budgets(final: dict) -> dict[str, float]:
     """Its incumbent at each smaller budget it was compared at (`[decide] equal_budget`): the final scores, what it
     had spent and its best so far then, as columns `<column>@<E>`."""
     out = {}
-    for e, scored in (final.get(M.FINAL_AT_EVALUATIONS) or {}).items():
-        out[at_budget(FINAL, e)] = num(scored.get(M.FINAL_BEST))
-        out[at_budget(FINAL_MEAN, e)] = num(scored.get(M.FINAL_MEAN))
+    for e, scored in (final.get(metrics.FINAL_AT_EVALUATIONS) or {}).items():
+        out[at_budget(FINAL, e)] = num(scored.get(metrics.FINAL_BEST))
+        out[at_budget(FINAL_MEAN, e)] = num(scored.get(metrics.FINAL_MEAN))
         out[at_budget("evaluations", e)] = int(scored["evaluations"])
-        out[at_budget(BEST, e)] = num(scored.get(M.BEST_OBJECTIVE))
+        out[at_budget(BEST, e)] = num(scored.get(metrics.BEST_OBJECTIVE))
     return out
 
 
@@ -123,17 +123,17 @@ def optimizer_of(study: Study, cell: Cell) -> str:
 
 def _optimizer_seconds(gens: list[dict[str, Any]]) -> float:
     """The optimiser's own seconds over the run (ask and tell); NaN for records from before they were kept."""
-    values = [g.get(M.SEC_OPTIMIZER) for g in gens]
+    values = [g.get(metrics.SEC_OPTIMIZER) for g in gens]
     return float(sum(values)) if all(v is not None for v in values) else float("nan")
 
 
 def nodes_used(gens: list[dict[str, Any]]) -> int:
     """The machines a trial's shards ran on, by address: Ray names a node anew in each session, so a trial resumed
     on the same machine counts once. Older records, without addresses: the most nodes one generation used."""
-    shards = [s for g in gens for s in g.get(M.SHARD_DETAIL, [])]
-    if shards and all(s.get(M.NODE_IP) for s in shards):
-        return len({s[M.NODE_IP] for s in shards})
-    return max((len({s[M.NODE] for s in g.get(M.SHARD_DETAIL, [])}) for g in gens), default=0) or 1
+    shards = [s for g in gens for s in g.get(metrics.SHARD_DETAIL, [])]
+    if shards and all(s.get(metrics.NODE_IP) for s in shards):
+        return len({s[metrics.NODE_IP] for s in shards})
+    return max((len({s[metrics.NODE] for s in g.get(metrics.SHARD_DETAIL, [])}) for g in gens), default=0) or 1
 
 
 def _diagnostic_keys(outcome: dict[str, Any], declared: tuple[str, ...] | None) -> list[str]:
@@ -141,7 +141,7 @@ def _diagnostic_keys(outcome: dict[str, Any], declared: tuple[str, ...] | None) 
     recorded outcome holds beside the objective and its bound: its terms and diagnostics."""
     if declared is not None:
         return list(declared)
-    skip = (M.OBJECTIVE, M.UPPER_BOUND, "failed", "bound_by_rule")
+    skip = (metrics.OBJECTIVE, metrics.UPPER_BOUND, "failed", "bound_by_rule")
     return [k for k, v in outcome.items() if k not in skip and isinstance(v, (int, float)) and not isinstance(v, bool)]
 
 
@@ -151,7 +151,7 @@ def _cell_value(value):
 
 def _status(final: dict, recorded: int, budget: int) -> str:
     if final:
-        return "stopped" if M.STOP_REASON in final else "complete"
+        return "stopped" if metrics.STOP_REASON in final else "complete"
     return "running or crashed" if recorded < budget else "no final"
 
 
@@ -159,8 +159,8 @@ def _best_outcome(row: dict | None) -> dict:
     """The generation's best candidate's outcome (its upper bound and diagnostics)."""
     if row is None:
         return {}
-    objectives = np.array([num(o[M.OBJECTIVE]) for o in row[M.OUTCOMES]])
-    return row[M.OUTCOMES][int(np.nanargmax(objectives))] if np.isfinite(objectives).any() else {}
+    objectives = np.array([num(o[metrics.OBJECTIVE]) for o in row[metrics.OUTCOMES]])
+    return row[metrics.OUTCOMES][int(np.nanargmax(objectives))] if np.isfinite(objectives).any() else {}
 
 
 GENERATION_COLUMNS = (

@@ -32,8 +32,7 @@ from bilevel_tune.report.columns import native
 from bilevel_tune.study_data.learners import OWN
 from bilevel_tune.study_data.run_folder import trial_name
 from bilevel_tune.study_data.settings import plain
-from bilevel_tune.verdicts import decide, effects, sequential
-from bilevel_tune.verdicts import family as F
+from bilevel_tune.verdicts import decide, effects, family, sequential
 
 SHOWN_UP, SHOWN_DOWN, NOT_SHOWN = "positive", "negative", "not shown"
 HOLDS, REVERSED = "holds", "reversed"
@@ -221,7 +220,7 @@ def _winner_rows(study, cells, per_trial, learners, answers: Answers) -> list[Ro
     for answer in answers.rows:
         outcome = answer.decision.outcome
         h = answer.hypothesis
-        if outcome not in (decide.A_BETTER, decide.B_BETTER) or h.kind == F.INTERACTION:
+        if outcome not in (decide.A_BETTER, decide.B_BETTER) or h.kind == family.INTERACTION:
             continue
         a, b = h.levels()
         expected = 1 if outcome == decide.B_BETTER else -1
@@ -231,7 +230,7 @@ def _winner_rows(study, cells, per_trial, learners, answers: Answers) -> list[Ro
             for _, row in mine.iterrows():
                 cell = cells[row["trial"]]
                 scores.setdefault(cell.group, {})[cell.seed] = float(row["final"])
-            if not all(g in scores for g in F.groups(h)):
+            if not all(g in scores for g in family.groups(h)):
                 continue
             values = np.array(list(decide.within_seed(scores, h).values()), float)
             values = values[np.isfinite(values)]

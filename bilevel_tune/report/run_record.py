@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bilevel_tune.core import metrics as M
+from bilevel_tune.core import metrics
 from bilevel_tune.report.tables import GENERATIONS_CSV
 from bilevel_tune.study_data.final_scores import ANYTIME_CSV, FINALS_CSV
 from bilevel_tune.study_data.run_folder import (
@@ -72,8 +72,8 @@ def trial_figures(run_dir: Path) -> list[dict]:
         if not generations:
             continue
         decile = max(1, len(generations) // 10)
-        seconds = [g[M.SEC_PER_GEN] for g in generations]
-        rss = [g[M.RSS_MB] for g in generations]
+        seconds = [g[metrics.SEC_PER_GEN] for g in generations]
+        rss = [g[metrics.RSS_MB] for g in generations]
         first, last = generations[0], generations[-1]
         budgets[name] = {
             "trial": name.rsplit("_", 2)[0],
@@ -83,13 +83,13 @@ def trial_figures(run_dir: Path) -> list[dict]:
             "generations_s": float(sum(seconds)),
             "s_per_gen_first_10pct": float(np.median(seconds[:decile])),
             "s_per_gen_last_10pct": float(np.median(seconds[-decile:])),
-            "rss_mb_first": float(first[M.RSS_MB]),
-            "rss_mb_last": float(last[M.RSS_MB]),
+            "rss_mb_first": float(first[metrics.RSS_MB]),
+            "rss_mb_last": float(last[metrics.RSS_MB]),
             "rss_mb_warm_10_20pct": float(np.median(rss[decile : 2 * decile] or rss[-decile:])),
             "rss_mb_last_10pct": float(np.median(rss[-decile:])),
-            "threads_first": int(first[M.THREADS_OS]),
-            "threads_last": int(last[M.THREADS_OS]),
-            "shards": int(last.get(M.SHARDS, 1)),
+            "threads_first": int(first[metrics.THREADS_OS]),
+            "threads_last": int(last[metrics.THREADS_OS]),
+            "shards": int(last.get(metrics.SHARDS, 1)),
         }
     return list(budgets.values())
 
@@ -376,7 +376,7 @@ def _adopt_sessions(run_dir: Path, theirs: dict) -> None:
 def final_rules(trial) -> str:
     """A trials-table row's final rules (its best candidate's searched rules) as heldout.csv writes them."""
     names = str(trial["optimize_params"]).split(",")
-    return rules_text({n: trial.get(M.BEST_RULE + n, float("nan")) for n in names}, names)
+    return rules_text({n: trial.get(metrics.BEST_RULE + n, float("nan")) for n in names}, names)
 
 
 def ship(run_dir: Path, out: Path, rows: list[dict], notes: str) -> None:

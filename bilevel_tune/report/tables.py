@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bilevel_tune.core import metrics as M
+from bilevel_tune.core import metrics
 from bilevel_tune.report import landscape
 from bilevel_tune.report.columns import SummaryError
 from bilevel_tune.report.records import generation_table, load_run, trial_table
@@ -105,8 +105,8 @@ def from_records(run_dir: Path) -> RunTables:
         raise SummaryError(f"{run_dir} holds no trial records yet ({GENERATIONS_FILE}); nothing to summarise")
     scans = landscape.scan_table(study, trials)
     table = landscape.add_regret(trial_table(study, trials), landscape.scan_bests(scans, study))
-    by_seed = {final_scores.trial_of_folder(t.name): t.final[M.FINAL_BY_SEED] for t in trials.values()
-               if t.final and t.final.get(M.FINAL_BY_SEED)}  # fmt: skip
+    by_seed = {final_scores.trial_of_folder(t.name): t.final[metrics.FINAL_BY_SEED] for t in trials.values()
+               if t.final and t.final.get(metrics.FINAL_BY_SEED)}  # fmt: skip
     finals = final_scores.merged(final_scores.recorded_rows(by_seed))
     return RunTables(study, table, generation_table(study, trials), scans, shipped=False, finals=finals)
 

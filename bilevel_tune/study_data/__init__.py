@@ -1,1 +1,1 @@
-"""Study data: settings declared once (`declared`, `sections`, `settings`), a `Study` (`definition`), read from a file, a record or a command line, checked where a value enters; the run folder's names. No Ray."""
+"""Study data: settings declared once (`base.knobs`, `base.sections`, `settings`), a `Study` (`definition`), read from a file, a record or a command line, checked where a value enters; the run folder's names. No Ray."""

@@ -18,7 +18,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from bilevel_tune.core import metrics as M
+from bilevel_tune.core import metrics
 from bilevel_tune.study_data.run_folder import num
 
 GENERATION_BEST = "generation_best/"  # generation_best/<rule>: the generation's best candidate, physical
@@ -28,19 +28,19 @@ def generation_rows(generations: Sequence[Mapping[str, Any]], population: int, p
     """A trial's generation records as rows (`specs`: the searched rules' specs by name, for the physical values)."""
     rows, elapsed = [], 0.0
     for g in generations:
-        elapsed += num(g[M.SEC_PER_GEN])
+        elapsed += num(g[metrics.SEC_PER_GEN])
         rows.append(
             {
-                "generation": int(g[M.GENERATION]),
-                "best_so_far": num(g[M.BEST_OBJECTIVE]),
-                "generation_best": num(g[M.OBJECTIVE]),
-                "mean": num(g.get(M.OBJECTIVE_MEAN)),
-                "std": num(g.get(M.OBJECTIVE_STD)),
-                "sigma": num(g.get(M.SIGMA)),
-                "sec": num(g[M.SEC_PER_GEN]),
+                "generation": int(g[metrics.GENERATION]),
+                "best_so_far": num(g[metrics.BEST_OBJECTIVE]),
+                "generation_best": num(g[metrics.OBJECTIVE]),
+                "mean": num(g.get(metrics.OBJECTIVE_MEAN)),
+                "std": num(g.get(metrics.OBJECTIVE_STD)),
+                "sigma": num(g.get(metrics.SIGMA)),
+                "sec": num(g[metrics.SEC_PER_GEN]),
                 "elapsed_s": elapsed,
-                "evaluations": (int(g[M.GENERATION]) + 1) * population,
-                **{M.MEAN_RULE + p: num(g.get(M.MEAN_RULE + p)) for p in params},
+                "evaluations": (int(g[metrics.GENERATION]) + 1) * population,
+                **{metrics.MEAN_RULE + p: num(g.get(metrics.MEAN_RULE + p)) for p in params},
                 **_generation_best(g, params, specs),
             }
         )
@@ -48,9 +48,9 @@ def generation_rows(generations: Sequence[Mapping[str, Any]], population: int, p
 
 
 def _generation_best(g: Mapping[str, Any], params: Sequence[str], specs) -> dict[str, float]:
-    objectives = np.array([num(o[M.OBJECTIVE]) for o in g[M.OUTCOMES]])
+    objectives = np.array([num(o[metrics.OBJECTIVE]) for o in g[metrics.OUTCOMES]])
     k = int(np.nanargmax(objectives)) if np.isfinite(objectives).any() else 0
-    u = np.atleast_2d(np.array(g[M.CANDIDATES], dtype=float))[k]
+    u = np.atleast_2d(np.array(g[metrics.CANDIDATES], dtype=float))[k]
     return {GENERATION_BEST + p: specs[p].to_physical(u[j]) for j, p in enumerate(params)}
 
 
@@ -70,5 +70,5 @@ def incumbent(rows: pd.DataFrame, evaluations: int, params: Sequence[str], fixed
     reached = before["generation_best"].to_numpy(dtype=float) == float(last["best_so_far"])
     where = before.iloc[int(np.argmax(reached))] if reached.any() else before.loc[before["generation_best"].idxmax()]
     best = {**fixed, **{p: float(where[f"{GENERATION_BEST}{p}"]) for p in params}}
-    mean = {**fixed, **{p: float(last[f"{M.MEAN_RULE}{p}"]) for p in params}}
+    mean = {**fixed, **{p: float(last[f"{metrics.MEAN_RULE}{p}"]) for p in params}}
     return best, mean

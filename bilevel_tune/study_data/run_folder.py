@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from bilevel_tune.core import metrics as M
+from bilevel_tune.core import metrics
 from bilevel_tune.study_data.settings import plain, short_name
 
 STUDY_FILE = "study.json"
@@ -38,9 +38,9 @@ SUMMARY_FILES = (SUMMARY_MARKDOWN, ANSWERS_CSV, TRIALS_CSV, CELLS_CSV, GRID_CSV,
 PLOTS_DIR = "plots"
 TENSORBOARD_DIR = "tensorboard"  # <trial name>/ and summary/: TensorBoard's runs (bilevel_tune.views.curves)
 
-KIND_GENERATION = "generation"  # values of the record key M.KIND
+KIND_GENERATION = "generation"  # values of the record key metrics.KIND
 KIND_FINAL = "final"
-SCAN = "scan"  # the value of M.TRIAL_KIND on a scan trial; also the first element of its cell key
+SCAN = "scan"  # the value of metrics.TRIAL_KIND on a scan trial; also the first element of its cell key
 SCAN_CSV = "scan.csv"  # one row per scan, grid point: rules, objective, its terms, upper bound, final re-evaluation
 
 
@@ -75,17 +75,17 @@ class Cell:
 
     def as_config(self) -> dict[str, Any]:
         """The Tune trial config of this cell, also the cell fields of its records (further axes by setting key)."""
-        config = {M.POPULATION: self.population, M.OPTIMIZE_PARAMS: list(self.optimize_params), M.SEED: self.seed}
+        config = {metrics.POPULATION: self.population, metrics.OPTIMIZE_PARAMS: list(self.optimize_params), metrics.SEED: self.seed}
         config.update({key: list(value) if isinstance(value, tuple) else value for key, value in self.extra})
-        return {M.TRIAL_KIND: SCAN, **config} if self.scan else config
+        return {metrics.TRIAL_KIND: SCAN, **config} if self.scan else config
 
     @staticmethod
     def key_of(config: Mapping[str, Any]) -> tuple:
         """The cell key of a Tune trial config (this release's, or the flat one of runs before it) or a record."""
-        config = config.get(M.CELL, config)
-        first = SCAN if config.get(M.TRIAL_KIND) == SCAN else int(config[M.POPULATION])
+        config = config.get(metrics.CELL, config)
+        first = SCAN if config.get(metrics.TRIAL_KIND) == SCAN else int(config[metrics.POPULATION])
         extra = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in config.items() if "." in k))
-        return (first, tuple(config[M.OPTIMIZE_PARAMS]), int(config[M.SEED]), extra)
+        return (first, tuple(config[metrics.OPTIMIZE_PARAMS]), int(config[metrics.SEED]), extra)
 
 
 def group_of(key: tuple) -> tuple:
@@ -219,10 +219,10 @@ def read_records(path: Path) -> tuple[list[dict[str, Any]], dict[str, Any] | Non
                 record = json.loads(line)
             except json.JSONDecodeError:  # a line cut by a kill mid-write
                 continue
-            if record.get(M.KIND) == KIND_FINAL:
+            if record.get(metrics.KIND) == KIND_FINAL:
                 final = record
             else:
-                by_generation[int(record[M.GENERATION])] = record
+                by_generation[int(record[metrics.GENERATION])] = record
     return [by_generation[g] for g in sorted(by_generation)], final
 
 

@@ -2,7 +2,7 @@
 
 Every error is a `StudyError` whose message is the line the user sees: the
 place, the key, the bad value and what is allowed. A setting's range is its
-declaration's (`declared.Setting.check`); these add the grid's own values.
+declaration's (`base.knobs.Setting.check`); these add the grid's own values.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from typing import Any, Mapping
 from ray import tune
 from ray.tune.experiment import Trial
 
-from bilevel_tune.core import metrics as M
+from bilevel_tune.core import metrics
 from bilevel_tune.runtime import ray_compat
 from bilevel_tune.study_data.definition import Study
 from bilevel_tune.study_data.run_folder import Cell, trial_dirname, trial_name
@@ -43,7 +43,7 @@ def param_space(study: Study, cells: list[Cell] | None = None) -> dict[str, Any]
     Scan trials are not a product of the ES grid's axes, so the trials are listed rather than
     crossed; the ES trials keep the order Tune gave the crossed axes of runs before 0.2.
     """
-    return {M.CELL: tune.grid_search([c.as_config() for c in (tune_order(study) if cells is None else cells)])}
+    return {metrics.CELL: tune.grid_search([c.as_config() for c in (tune_order(study) if cells is None else cells)])}
 
 
 def tune_order(study: Study) -> list[Cell]:
@@ -51,9 +51,9 @@ def tune_order(study: Study) -> list[Cell]:
     from ray.tune.search.variant_generator import generate_variants
 
     axes = {
-        M.POPULATION: tune.grid_search(list(study.populations)),
-        M.OPTIMIZE_PARAMS: tune.grid_search([list(p) for p in study.optimize_params]),
-        M.SEED: tune.grid_search(list(study.seeds)),
+        metrics.POPULATION: tune.grid_search(list(study.populations)),
+        metrics.OPTIMIZE_PARAMS: tune.grid_search([list(p) for p in study.optimize_params]),
+        metrics.SEED: tune.grid_search(list(study.seeds)),
     }
     by_base: dict[tuple, list[Cell]] = {}
     for cell in study.stage_cells(1):  # the further axes' combinations of each (population, params, seed)
@@ -88,8 +88,8 @@ def fresh_tuner(
         trainable(study, run_dir, shards),
         param_space=param_space(study, cells),
         tune_config=tune.TuneConfig(
-            metric=M.TUNE_METRIC,
-            mode=M.TUNE_MODE,
+            metric=metrics.TUNE_METRIC,
+            mode=metrics.TUNE_MODE,
             max_concurrent_trials=options.max_concurrent,
             trial_name_creator=lambda t: trial_name(study, t.config),
             trial_dirname_creator=lambda t: trial_dirname(study, t.config, t.trial_id),

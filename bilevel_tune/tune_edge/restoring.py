@@ -9,7 +9,7 @@ on storage anymore"). Seen once in a test whose generations take 20 ms; with APP
 window is rarer, not closed.
 
 `restorable` gives Tune the trial function as its own class, whose `restore` takes the trial's newest complete
-checkpoint (one that holds `marker`) in that case, and says so in one line. Its generations follow on from
+checkpoint (one that holds a `markers` file) in that case, and says so in one line. Its generations follow on from
 there: the trial's records keep one line per generation, so nothing is lost or counted twice.
 """
 
@@ -27,19 +27,20 @@ logger = logging.getLogger(__name__)
 CHECKPOINT_DIR = re.compile(r"^checkpoint_(\d+)$")
 
 
-def restorable(trial_function: Callable, marker: str) -> type:
+def restorable(trial_function: Callable, markers: tuple[str, ...]) -> type:
     """Tune's trainable class for `trial_function` (its name kept: a run made before resumes with it)."""
 
     class RestoringTrial(wrap_function(trial_function)):
         def restore(self, checkpoint_path: Any) -> None:
-            return super().restore(newest_if_gone(checkpoint_path, marker))
+            return super().restore(newest_if_gone(checkpoint_path, markers))
 
     return RestoringTrial
 
 
-def newest_if_gone(restoring: Any, marker: str) -> Any:
+def newest_if_gone(restoring: Any, markers: str | tuple[str, ...]) -> Any:
     """`restoring` (a checkpoint, or Tune's result holding one) as it is while its checkpoint exists; else the
-    same with the newest later checkpoint beside it that holds `marker`; unchanged when there is none."""
+    same with the newest later checkpoint beside it that holds one of `markers`; unchanged when there is none."""
+    markers = (markers,) if isinstance(markers, str) else markers
     checkpoint = getattr(restoring, "checkpoint", restoring)
     if not isinstance(checkpoint, tune.Checkpoint) or _exists(checkpoint.filesystem, checkpoint.path):
         return restoring
@@ -54,7 +55,7 @@ def newest_if_gone(restoring: Any, marker: str) -> Any:
             (int(m[1]), info.path)
             for info in fs.get_file_info(pafs.FileSelector(parent, allow_not_found=True))
             if info.type == pafs.FileType.Directory and (m := CHECKPOINT_DIR.match(info.base_name))
-            and int(m[1]) > after and _exists(fs, f"{info.path}/{marker}")
+            and int(m[1]) > after and any(_exists(fs, f"{info.path}/{marker}") for marker in markers)
         ),
         default=None,
     )  # fmt: skip

@@ -3,7 +3,7 @@
 
 A thin adapter: restore the optimiser's state (the ES's, CMA-ES's, BO's or random search's: `core.outer`) from
 `tune.get_checkpoint()`, then per generation ask → inner loop (all its shards: reset, K × train, evaluate) →
-tell → append to `generations.jsonl` → `tune.report(metrics, checkpoint=the state)`; after the last generation,
+tell → append to `generations.jsonl` → `tune.report(reported, checkpoint=the state)`; after the last generation,
 the final re-evaluation (`final/…`).
 A scan trial (bilevel_tune.core.scan) runs its grid as the candidates of one
 pass per seed set instead, checkpointing the next pass.
@@ -27,8 +27,7 @@ import numpy as np
 import pandas as pd
 from ray import tune
 
-from bilevel_tune.core import metrics as M
-from bilevel_tune.core import outer, scan
+from bilevel_tune.core import metrics, outer, scan
 from bilevel_tune.inner import GenerationResult, ShardedInnerLoop
 from bilevel_tune.inner.contract import Seeds  # noqa: F401 - the trial's seeds, also read through this module
 from bilevel_tune.runtime import ray_compat
@@ -50,7 +49,8 @@ from bilevel_tune.tune_edge.restoring import restorable
 from bilevel_tune.worlds.contract import searched_rules
 
 logger = logging.getLogger(__name__)
-STATE_FILE = "es_state.json"
+STATE_FILE = "outer_state.json"  # what a checkpoint holds: the outer optimiser's state, whichever optimiser
+LEGACY_STATE_FILES = ("es_state.json",)  # its name before CMA-ES and BO: such checkpoints still resume
 MAX_ALL_FAILED_IN_A_ROW = 3
 
 
@@ -98,46 +98,46 @@ def generation_metrics(
     best = result.outcomes[int(np.nanargmax(objectives)) if np.isfinite(objectives).any() else 0]
     census = result.census.as_metrics()
     headline = {
-        M.OBJECTIVE: es_metrics[M.GEN_BEST_OBJECTIVE],
-        M.BEST_OBJECTIVE: es_metrics[M.BEST_OBJECTIVE],
-        M.SEC_PER_GEN: sec,
-        M.THREADS_OS: census.pop(M.THREADS_OS),
+        metrics.OBJECTIVE: es_metrics[metrics.GEN_BEST_OBJECTIVE],
+        metrics.BEST_OBJECTIVE: es_metrics[metrics.BEST_OBJECTIVE],
+        metrics.SEC_PER_GEN: sec,
+        metrics.THREADS_OS: census.pop(metrics.THREADS_OS),
     }
     out = {
-        **{key: headline[key] for key in M.REPORT_FIRST},
-        M.GENERATION: es_metrics[M.GENERATION],
-        M.SIGMA: es_metrics[M.SIGMA],
-        M.OBJECTIVE_MEAN: es_metrics[M.OBJECTIVE_MEAN],
-        M.OBJECTIVE_STD: es_metrics[M.OBJECTIVE_STD],
-        M.BEST_GENERATION: es_metrics[M.BEST_GENERATION],
-        M.FAILED: es_metrics[M.FAILED],
-        M.UPPER_BOUND: float("nan") if best.upper_bound is None else best.upper_bound,  # None: no bound known
-        M.SHARDS: len(result.shards),
+        **{key: headline[key] for key in metrics.REPORT_FIRST},
+        metrics.GENERATION: es_metrics[metrics.GENERATION],
+        metrics.SIGMA: es_metrics[metrics.SIGMA],
+        metrics.OBJECTIVE_MEAN: es_metrics[metrics.OBJECTIVE_MEAN],
+        metrics.OBJECTIVE_STD: es_metrics[metrics.OBJECTIVE_STD],
+        metrics.BEST_GENERATION: es_metrics[metrics.BEST_GENERATION],
+        metrics.FAILED: es_metrics[metrics.FAILED],
+        metrics.UPPER_BOUND: float("nan") if best.upper_bound is None else best.upper_bound,  # None: no bound known
+        metrics.SHARDS: len(result.shards),
         **census,
         **result.timing,
-        M.SEC_OPTIMIZER: sec_optimizer,
+        metrics.SEC_OPTIMIZER: sec_optimizer,
     }
     params = cell.optimize_params
-    for rule, value in searched_values(study, params, es_metrics[M.MEAN]).items():
-        out[M.MEAN_RULE + rule] = value
-    if es_metrics[M.BEST_CANDIDATE] is not None:
-        for rule, value in searched_values(study, params, es_metrics[M.BEST_CANDIDATE]).items():
-            out[M.BEST_RULE + rule] = value
+    for rule, value in searched_values(study, params, es_metrics[metrics.MEAN]).items():
+        out[metrics.MEAN_RULE + rule] = value
+    if es_metrics[metrics.BEST_CANDIDATE] is not None:
+        for rule, value in searched_values(study, params, es_metrics[metrics.BEST_CANDIDATE]).items():
+            out[metrics.BEST_RULE + rule] = value
     for key, value in best.shown().items():
-        out[M.BEST_DIAG + key] = value
+        out[metrics.BEST_DIAG + key] = value
     for k, (u, outcome) in enumerate(zip(candidates, result.outcomes)):
-        out[f"{M.CANDIDATE}{k}/{M.OBJECTIVE}"] = outcome.objective
+        out[f"{metrics.CANDIDATE}{k}/{metrics.OBJECTIVE}"] = outcome.objective
         for rule, value in searched_values(study, params, u).items():
-            out[f"{M.CANDIDATE}{k}/{rule}"] = value
+            out[f"{metrics.CANDIDATE}{k}/{rule}"] = value
     return out
 
 
-def report(metrics: dict[str, Any], saved: dict[str, Any]) -> None:
+def report(reported: dict[str, Any], saved: dict[str, Any]) -> None:
     """tune.report with what the trial needs to continue (the optimiser's state under `state_key`, or a scan's next
     pass) as checkpoint; Tune copies it first."""
     with tempfile.TemporaryDirectory(prefix="trial-ckpt-") as directory:
         Path(directory, STATE_FILE).write_text(json.dumps(saved))
-        tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(directory))
+        tune.report(reported, checkpoint=tune.Checkpoint.from_directory(directory))
 
 
 def checkpointed() -> dict:
@@ -146,7 +146,13 @@ def checkpointed() -> dict:
     if checkpoint is None:
         return {}
     with checkpoint.as_directory() as directory:
-        return json.loads(Path(directory, STATE_FILE).read_text())
+        return read_state(Path(directory))
+
+
+def read_state(directory: Path) -> dict:
+    """A checkpoint folder's state: its STATE_FILE, or the file an older release named it."""
+    found = next(p for name in (STATE_FILE, *LEGACY_STATE_FILES) if (p := directory / name).is_file())
+    return json.loads(found.read_text())
 
 
 def state_key(optimizer: outer.OuterOptimizer) -> str:
@@ -180,24 +186,24 @@ class TrialRecord:
         self.path = folder / GENERATIONS_FILE
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.cell = cell.as_config()
-        self.settings = {M.SETTINGS: json_safe(study.settings)}  # every setting as this trial runs it
+        self.settings = {metrics.SETTINGS: json_safe(study.settings)}  # every setting as this trial runs it
 
-    def generation(self, metrics: dict, candidates, result: GenerationResult) -> None:
+    def generation(self, reported: dict, candidates, result: GenerationResult) -> None:
         append_record(
             self.path,
             {
-                M.KIND: KIND_GENERATION,
+                metrics.KIND: KIND_GENERATION,
                 **self.cell,
-                **metrics,
-                **(self.settings if metrics[M.GENERATION] == 0 else {}),  # the first line says how it ran
-                M.CANDIDATES: candidates,
-                M.OUTCOMES: [o.as_dict() for o in result.outcomes],
-                M.SHARD_DETAIL: result.shard_detail(),
+                **reported,
+                **(self.settings if reported[metrics.GENERATION] == 0 else {}),  # the first line says how it ran
+                metrics.CANDIDATES: candidates,
+                metrics.OUTCOMES: [o.as_dict() for o in result.outcomes],
+                metrics.SHARD_DETAIL: result.shard_detail(),
             },
         )
 
     def final(self, values: dict) -> dict:
-        append_record(self.path, {M.KIND: KIND_FINAL, **self.cell, **self.settings, **values})
+        append_record(self.path, {metrics.KIND: KIND_FINAL, **self.cell, **self.settings, **values})
         return values
 
     def recorded_final(self) -> dict:
@@ -207,14 +213,14 @@ class TrialRecord:
     def recorded_scan_best(self) -> float | None:
         """A scan's evaluation pass's best objective, once recorded."""
         passes, _ = read_records(self.path)
-        return passes[0][M.BEST_OBJECTIVE] if passes else None
+        return passes[0][metrics.BEST_OBJECTIVE] if passes else None
 
 
 def study_trial(study: Study, run_dir: Path) -> type:
     """The trial function with its study in the one serialisable form `run_trial` reads back, and its run folder:
     Tune's class for it, which a resume restores from the trial's newest checkpoint where Tune's is gone."""
     trial = tune.with_parameters(run_trial, study=study.to_dict(), run_dir=str(Path(run_dir).resolve()))
-    return restorable(trial, marker=STATE_FILE)
+    return restorable(trial, markers=(STATE_FILE, *LEGACY_STATE_FILES))
 
 
 def run_trial(config: dict[str, Any], study: dict[str, Any], run_dir: str) -> None:
@@ -246,13 +252,13 @@ def run_search(study: Study, cell: Cell, seeds: Seeds, record: TrialRecord, inne
         state, es_metrics = optimizer.tell(state, candidates, result.objectives)
         end = time.perf_counter()
         optimizer_sec = (asked - start) + (end - evaluated)  # its own seconds: BO's fit and acquisition, mostly
-        metrics = generation_metrics(study, cell, es_metrics, candidates, result, end - start, optimizer_sec)
-        record.generation(metrics, candidates, result)
-        all_failed_run = all_failed_run + 1 if es_metrics[M.ALL_FAILED] else 0
-        report(metrics, {state_key(optimizer): state.to_dict(), "all_failed_run": all_failed_run})
+        reported = generation_metrics(study, cell, es_metrics, candidates, result, end - start, optimizer_sec)
+        record.generation(reported, candidates, result)
+        all_failed_run = all_failed_run + 1 if es_metrics[metrics.ALL_FAILED] else 0
+        report(reported, {state_key(optimizer): state.to_dict(), "all_failed_run": all_failed_run})
         if all_failed_run >= MAX_ALL_FAILED_IN_A_ROW:
             reason = f"every candidate failed in {all_failed_run} generations in a row; stopping this trial"
-            record.final({M.STOP_REASON: reason})
+            record.final({metrics.STOP_REASON: reason})
             logger.error("%s (cell %s)", reason, cell)
             return
     # A session killed after the final record was written but before Tune saw the last
@@ -262,9 +268,9 @@ def run_search(study: Study, cell: Cell, seeds: Seeds, record: TrialRecord, inne
         start = time.perf_counter()
         found = final_reevaluation(study, params, state, seeds, inner)
         found |= equal_budget_reevaluation(study, cell, record, seeds, inner) if found else {}
-        record.final({**found, M.SEC_FINAL: time.perf_counter() - start})
+        record.final({**found, metrics.SEC_FINAL: time.perf_counter() - start})
         final = _finals(found)
-    report({M.OBJECTIVE: final.get(M.FINAL_BEST), M.BEST_OBJECTIVE: state.best_objective, **final},
+    report({metrics.OBJECTIVE: final.get(metrics.FINAL_BEST), metrics.BEST_OBJECTIVE: state.best_objective, **final},
            {state_key(optimizer): state.to_dict()})  # fmt: skip
 
 
@@ -277,11 +283,11 @@ def run_scan(study: Study, cell: Cell, seeds: Seeds, record: TrialRecord, inner:
     for p in range(first, len(passes)):
         start = time.perf_counter()
         result = inner.run(rules, *passes[p], max_block=scan.BLOCK)
-        metrics = scan_pass_metrics(p, result, record.recorded_scan_best(), time.perf_counter() - start)
-        record.generation(metrics, grid, result)
-        report(metrics, {"scan_pass": p + 1})
+        reported = scan_pass_metrics(p, result, record.recorded_scan_best(), time.perf_counter() - start)
+        record.generation(reported, grid, result)
+        report(reported, {"scan_pass": p + 1})
     final = record.recorded_final() or record.final(scan_final(record, grid))
-    report({M.OBJECTIVE: final.get(M.FINAL_BEST), M.BEST_OBJECTIVE: final[M.SCAN_BEST], **_finals(final)}, {})
+    report({metrics.OBJECTIVE: final.get(metrics.FINAL_BEST), metrics.BEST_OBJECTIVE: final[metrics.SCAN_BEST], **_finals(final)}, {})
 
 
 def scan_pass_metrics(p: int, result: GenerationResult, evaluation_best: float | None, sec: float) -> dict[str, Any]:
@@ -292,19 +298,19 @@ def scan_pass_metrics(p: int, result: GenerationResult, evaluation_best: float |
     pass_best = float(finite.max()) if finite.size else float("nan")
     census = result.census.as_metrics()
     headline = {
-        M.OBJECTIVE: pass_best,
-        M.BEST_OBJECTIVE: pass_best if p == 0 or evaluation_best is None else evaluation_best,
-        M.SEC_PER_GEN: sec,
-        M.THREADS_OS: census.pop(M.THREADS_OS),
+        metrics.OBJECTIVE: pass_best,
+        metrics.BEST_OBJECTIVE: pass_best if p == 0 or evaluation_best is None else evaluation_best,
+        metrics.SEC_PER_GEN: sec,
+        metrics.THREADS_OS: census.pop(metrics.THREADS_OS),
     }
     return {
-        **{key: headline[key] for key in M.REPORT_FIRST},
-        M.GENERATION: p,
-        M.OBJECTIVE_MEAN: float(finite.mean()) if finite.size else float("nan"),
-        M.OBJECTIVE_STD: float(finite.std()) if finite.size else float("nan"),
-        M.FAILED: int(objectives.size - finite.size),
-        M.UPPER_BOUND: float("nan") if best.upper_bound is None else best.upper_bound,  # None: no bound known
-        M.SHARDS: len(result.shards),
+        **{key: headline[key] for key in metrics.REPORT_FIRST},
+        metrics.GENERATION: p,
+        metrics.OBJECTIVE_MEAN: float(finite.mean()) if finite.size else float("nan"),
+        metrics.OBJECTIVE_STD: float(finite.std()) if finite.size else float("nan"),
+        metrics.FAILED: int(objectives.size - finite.size),
+        metrics.UPPER_BOUND: float("nan") if best.upper_bound is None else best.upper_bound,  # None: no bound known
+        metrics.SHARDS: len(result.shards),
         **census,
         **result.timing,
     }
@@ -313,18 +319,18 @@ def scan_pass_metrics(p: int, result: GenerationResult, evaluation_best: float |
 def scan_final(record: "TrialRecord", grid: np.ndarray) -> dict[str, Any]:
     """The scan's best point on the evaluation seeds, and that point re-evaluated on the final seeds (as an ES trial's best)."""
     passes, _ = read_records(record.path)
-    evaluation = np.array([num(o[M.OBJECTIVE]) for o in passes[0][M.OUTCOMES]])
+    evaluation = np.array([num(o[metrics.OBJECTIVE]) for o in passes[0][metrics.OUTCOMES]])
     k = int(np.nanargmax(evaluation)) if np.isfinite(evaluation).any() else 0
-    finals = np.array([num(p[M.OUTCOMES][k][M.OBJECTIVE]) for p in passes[1:]])
-    out = {M.SCAN_BEST: float(evaluation[k]), M.SCAN_BEST_POINT: grid[k].tolist(), M.FINAL_SEEDS: len(finals)}
+    finals = np.array([num(p[metrics.OUTCOMES][k][metrics.OBJECTIVE]) for p in passes[1:]])
+    out = {metrics.SCAN_BEST: float(evaluation[k]), metrics.SCAN_BEST_POINT: grid[k].tolist(), metrics.FINAL_SEEDS: len(finals)}
     if finals.size:
-        out[M.FINAL_BEST] = float(np.nanmean(finals)) if np.isfinite(finals).any() else float("nan")
-        out[M.FINAL_BEST_STD] = float(np.nanstd(finals, ddof=1)) if np.isfinite(finals).sum() > 1 else 0.0
+        out[metrics.FINAL_BEST] = float(np.nanmean(finals)) if np.isfinite(finals).any() else float("nan")
+        out[metrics.FINAL_BEST_STD] = float(np.nanstd(finals, ddof=1)) if np.isfinite(finals).sum() > 1 else 0.0
     return out
 
 
 def _finals(final: dict) -> dict:
-    return {k: v for k, v in final.items() if k.startswith(M.FINAL)}
+    return {k: v for k, v in final.items() if k.startswith(metrics.FINAL)}
 
 
 def final_reevaluation(
@@ -341,13 +347,13 @@ def final_reevaluation(
     rules = candidate_rules(study, params, np.array([state.best_candidate, state.mean]))
     values = np.array([inner.run(rules, seed, [seed]).objectives for seed in seeds.final], dtype=float)
     out: dict[str, Any] = {
-        M.FINAL_BY_SEED: {"seeds": list(seeds.final), "best": values[:, 0].tolist(), "mean": values[:, 1].tolist()}
+        metrics.FINAL_BY_SEED: {"seeds": list(seeds.final), "best": values[:, 0].tolist(), "mean": values[:, 1].tolist()}
     }
-    for j, (mean_key, std_key) in enumerate(((M.FINAL_BEST, M.FINAL_BEST_STD), (M.FINAL_MEAN, M.FINAL_MEAN_STD))):
+    for j, (mean_key, std_key) in enumerate(((metrics.FINAL_BEST, metrics.FINAL_BEST_STD), (metrics.FINAL_MEAN, metrics.FINAL_MEAN_STD))):
         finite = np.isfinite(values[:, j])
         out[mean_key] = float(np.nanmean(values[:, j])) if finite.any() else float("nan")
         out[std_key] = float(np.nanstd(values[:, j], ddof=1)) if finite.sum() > 1 else 0.0
-    out[M.FINAL_SEEDS] = len(seeds.final)
+    out[metrics.FINAL_SEEDS] = len(seeds.final)
     return out
 
 
@@ -367,11 +373,11 @@ def equal_budget_reevaluation(study: Study, cell: Cell, record: TrialRecord, see
         then = incumbents.last_row(rows, evaluations)
         out[str(evaluations)] = {
             "evaluations": int(then["evaluations"]), "generation": int(then["generation"]),
-            M.BEST_OBJECTIVE: float(then["best_so_far"]),
-            M.FINAL_BEST: _nanmean(values[:, 0]), M.FINAL_MEAN: _nanmean(values[:, 1]),
+            metrics.BEST_OBJECTIVE: float(then["best_so_far"]),
+            metrics.FINAL_BEST: _nanmean(values[:, 0]), metrics.FINAL_MEAN: _nanmean(values[:, 1]),
             "best": values[:, 0].tolist(), "mean": values[:, 1].tolist(),
         }  # fmt: skip
-    return {M.FINAL_AT_EVALUATIONS: out}
+    return {metrics.FINAL_AT_EVALUATIONS: out}
 
 
 def _nanmean(values: np.ndarray) -> float:

@@ -32,8 +32,7 @@ from typing import Mapping
 import numpy as np
 
 from bilevel_tune.study_data.settings import plain
-from bilevel_tune.verdicts import family as F
-from bilevel_tune.verdicts import looks as D
+from bilevel_tune.verdicts import family, looks
 
 PERMUTATIONS = 10_000  # AdaStop's B, its default
 TIE = 1e-9  # relative: a permutation statistic this close to the observed one counts as at least as large
@@ -61,7 +60,7 @@ def first_decisive_look(n: int, looks: int, alpha: float) -> int | None:
 
 
 def describe_adastop_plan(study, n: int, looks: int, stages: str) -> str:
-    count = len(F.simple_comparisons(study))
+    count = len(family.simple_comparisons(study))
     first = first_decisive_look(n, looks, study.decide.alpha)
     when = (
         "no stage can decide anything (too few seeds for the permutations: raise seeds_per_stage or max_seeds)"
@@ -81,8 +80,8 @@ class AdaStopLooks:
     that keeps one across a growing study (a simulation) looks at each new stage once, with the same decisions."""
 
     def __init__(self, study):
-        self.pairs = F.simple_comparisons(study)
-        self.n, self.looks_allowed = D.plan_of(study)
+        self.pairs = family.simple_comparisons(study)
+        self.n, self.looks_allowed = looks.plan_of(study)
         self.alpha = study.decide.alpha
         self.agents = [g for g in study.groups() if any(g in (c.a, c.b) for c in self.pairs)]
         index = {g: i for i, g in enumerate(self.agents)}
@@ -95,7 +94,7 @@ class AdaStopLooks:
             beta=study.decide.beta,
             seed=adastop_seed(study),
         ) if self.pairs else None  # fmt: skip
-        self.replay: D.Replay | None = None
+        self.replay: looks.Replay | None = None
         self.decided_at: dict[str, int] = {}
 
     def look(self, study, finals: Mapping[tuple, float], names: Mapping[tuple, str] | None = None) -> bool:
@@ -103,7 +102,7 @@ class AdaStopLooks:
         if self.comparator is None or self.comparator.is_finished:
             return False
         if self.replay is None:
-            self.replay = D.Replay(study, finals, names or {})
+            self.replay = looks.Replay(study, finals, names or {})
         self.replay.study, self.replay.finals = study, finals
         stage = self.replay.looks + 1
         if stage > len(study.stages) + 1 or not self.replay.take(stage):
@@ -115,26 +114,26 @@ class AdaStopLooks:
                 self.decided_at.setdefault(key, stage)
         return True
 
-    def decisions(self) -> D.Decisions:
-        looks = self.replay.looks if self.replay else 0
+    def decisions(self) -> looks.Decisions:
+        taken = self.replay.looks if self.replay else 0
         incomplete = self.replay.incomplete if self.replay else None
-        if not looks:
-            return D.Decisions((), 0, self.looks_allowed, self.alpha, self.n, incomplete, D.ADASTOP)
+        if not taken:
+            return looks.Decisions((), 0, self.looks_allowed, self.alpha, self.n, incomplete, looks.ADASTOP)
         out = []
         for i, comparison in enumerate(self.pairs):
             key = str(self.comparator.comparisons[i])
-            look = self.decided_at.get(key, looks)
+            look = self.decided_at.get(key, taken)
             outcome = _outcome(self.comparator.decisions[key], look, self.looks_allowed)
-            out.append(D.Decision(comparison, outcome, look, self.n * look, self.alpha))
-        return D.Decisions(tuple(out), looks, self.looks_allowed, self.alpha, self.n, incomplete, D.ADASTOP)
+            out.append(looks.Decision(comparison, outcome, look, self.n * look, self.alpha))
+        return looks.Decisions(tuple(out), taken, self.looks_allowed, self.alpha, self.n, incomplete, looks.ADASTOP)
 
 
-def decide_adastop(study, finals: Mapping[tuple, float], trial_names: Mapping[tuple, str] | None = None) -> D.Decisions:
+def decide_adastop(study, finals: Mapping[tuple, float], trial_names: Mapping[tuple, str] | None = None) -> looks.Decisions:
     """Replay AdaStop over the study's stages: each complete stage is one look at the final re-evaluations so far."""
-    looks = AdaStopLooks(study)
-    while looks.look(study, finals, trial_names):
+    replayed = AdaStopLooks(study)
+    while replayed.look(study, finals, trial_names):
         pass
-    return looks.decisions()
+    return replayed.decisions()
 
 
 def _pairs_array(pairs: list[tuple[int, int]]) -> np.ndarray:
@@ -157,12 +156,12 @@ def _outcome(adastop: str, look: int, looks_allowed: int) -> str:
     """AdaStop's word as the summary's: 'larger' means A's mean is above B's (the objective is maximised); an
     'equal' forced at the last look means not shown different with every seed allowed, not shown equal."""
     if adastop == "larger":
-        return D.A_BETTER
+        return looks.A_BETTER
     if adastop == "smaller":
-        return D.B_BETTER
+        return looks.B_BETTER
     if adastop == "equal":
-        return D.UNDECIDED if look == looks_allowed else D.NO_DIFFERENCE
-    return D.OPEN
+        return looks.UNDECIDED if look == looks_allowed else looks.NO_DIFFERENCE
+    return looks.OPEN
 
 
 def _name(group: tuple) -> str:

@@ -29,10 +29,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from bilevel_tune.core import metrics as M
+from bilevel_tune.core import metrics
 from bilevel_tune.study_data.run_folder import Cell, is_scan, key_at_evaluations, num, trial_records
-from bilevel_tune.verdicts import family as F
-from bilevel_tune.verdicts import sequential
+from bilevel_tune.verdicts import family, sequential
 from bilevel_tune.verdicts.adastop import decide_adastop, describe_adastop_plan
 from bilevel_tune.verdicts.looks import (  # noqa: F401 - the decisions' vocabulary, also read through this module
     A_BETTER,
@@ -55,7 +54,7 @@ from bilevel_tune.verdicts.looks import (  # noqa: F401 - the decisions' vocabul
 
 def hypotheses_of(study) -> tuple:
     """What the study decides, in the Answers' order (the paired test's family; AdaStop's simple comparisons)."""
-    return F.family(study, factorial=study.decide.test == PAIRED).hypotheses
+    return family.family(study, factorial=study.decide.test == PAIRED).hypotheses
 
 
 def decide(study, finals: Mapping[tuple, float], trial_names: Mapping[tuple, str] | None = None) -> Decisions:
@@ -75,7 +74,7 @@ def decide_paired(study, finals: Mapping[tuple, float], trial_names: Mapping[tup
     With a margin, each hypothesis makes two claims, 'differs' and 'equivalent within the margin', each a node of
     the graph (`Graph.with_equivalence`) from the look the margin was declared before (`margin_from`); the looks
     before it keep the decisions they made without it."""
-    fam = F.family(study)
+    fam = family.family(study)
     n, looks_allowed = plan_of(study)
     alpha, margin = study.decide.alpha, study.decide.margin
 
@@ -129,7 +128,7 @@ class _Claims:
     """The claims a paired family can make and those shown so far: node j < m, hypothesis j differs; node m + j, it
     is equivalent within the margin (only once the margin applies)."""
 
-    fam: F.Family
+    fam: family.Family
     replay: Replay
     n: int
     looks: int
@@ -164,7 +163,7 @@ class _Claims:
                 continue
             h = self.fam.hypotheses[j]
             for look in range(1, followed[j] + 1):
-                values = F.values(h, self.replay.scores, self.replay.seeds(h, look))
+                values = family.values(h, self.replay.scores, self.replay.seeds(h, look))
                 if node < m:
                     if sequential.t_levels(self.n, self.looks, level).crosses(values, look):
                         return node, look, values
@@ -176,9 +175,9 @@ class _Claims:
 def within_seed(scores: Mapping[tuple, Mapping[int, float]], hypothesis) -> dict[int, float]:
     """A hypothesis's contrast at every seed all its groups hold: B − A for a comparison, the averaged contrast for a
     main effect or an interaction."""
-    shared = set.intersection(*(set(scores.get(g, {})) for g in F.groups(hypothesis)))
+    shared = set.intersection(*(set(scores.get(g, {})) for g in family.groups(hypothesis)))
     ordered = sorted(shared)
-    return dict(zip(ordered, F.values(hypothesis, scores, ordered)))
+    return dict(zip(ordered, family.values(hypothesis, scores, ordered)))
 
 
 def describe_plan(study) -> str:
@@ -187,8 +186,8 @@ def describe_plan(study) -> str:
     stages = f"{looks} stage(s) of {n} seeds" if looks > 1 else f"one look at the {n} seeds"
     if study.decide.test == ADASTOP:
         return describe_adastop_plan(study, n, looks, stages)
-    hypotheses = F.family(study).hypotheses
-    names = {F.MAIN: "main effect", F.INTERACTION: "interaction", F.SIMPLE: "simple comparison"}
+    hypotheses = family.family(study).hypotheses
+    names = {family.MAIN: "main effect", family.INTERACTION: "interaction", family.SIMPLE: "simple comparison"}
     counts = [(names[kind], sum(h.kind == kind for h in hypotheses)) for kind in names]
     parts = ", ".join(f"{c} {name}{'s' if c != 1 else ''}" for name, c in counts if c)
     return (
@@ -208,7 +207,7 @@ def describe(decisions: Decisions) -> list[str]:
     ]
     for d in decisions.decisions:
         a, b = d.hypothesis.levels()
-        winner = {A_BETTER: f" ({a})", B_BETTER: f" ({b})"}.get(d.outcome, "") if d.hypothesis.kind != F.INTERACTION else ""
+        winner = {A_BETTER: f" ({a})", B_BETTER: f" ({b})"}.get(d.outcome, "") if d.hypothesis.kind != family.INTERACTION else ""
         less = f", by less than {decisions.margin:g}" if d.within_margin and d.outcome != EQUIVALENT else ""
         within = f" within ±{decisions.margin:g}" if d.outcome == EQUIVALENT and decisions.margin is not None else ""
         lines.append(f"  {d.hypothesis.key}: {d.outcome}{winner}{less}{within}")
@@ -219,11 +218,11 @@ def finals(run_dir, score: str = "best-so-far") -> dict[tuple, float]:
     """Every finished ES trial's final re-evaluated objective, by cell key (NaN where it has none): the best-so-far
     rules', or with `score` "search mean" the final search mean's (`[decide] score`); and its incumbent's at each
     smaller budget it was re-scored at, by `key_at_evaluations`."""
-    key_of_score = M.FINAL_MEAN if score == "search mean" else M.FINAL_BEST
+    key_of_score = metrics.FINAL_MEAN if score == "search mean" else metrics.FINAL_BEST
     out = {}
     for _, (_, final) in trial_records(run_dir).items():
         if final is not None and not is_scan(key := Cell.key_of(final)):
             out[key] = num(final.get(key_of_score))
-            for evaluations, scored in (final.get(M.FINAL_AT_EVALUATIONS) or {}).items():  # [decide] equal_budget
+            for evaluations, scored in (final.get(metrics.FINAL_AT_EVALUATIONS) or {}).items():  # [decide] equal_budget
                 out[key_at_evaluations(key, int(evaluations))] = num(scored.get(key_of_score))
     return out

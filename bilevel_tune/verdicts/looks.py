@@ -15,7 +15,7 @@ import numpy as np
 
 from bilevel_tune.base.knobs import StudyError
 from bilevel_tune.study_data.run_folder import group_of, key_at_evaluations, real_group, trial_name
-from bilevel_tune.verdicts import family as F
+from bilevel_tune.verdicts import family
 
 A_BETTER, B_BETTER = "A better", "B better"  # for an interaction: B − A below or above 0
 NO_DIFFERENCE = "no difference"  # AdaStop accepted equality early (only with [decide] beta > 0)
@@ -66,7 +66,7 @@ class Decisions:
     def open_groups(self) -> set[tuple]:
         """The groups of the hypotheses still open: the cells the next stage adds seeds to (a row at equal evaluations
         adds them to the grid's groups it reads)."""
-        return {real_group(g) for d in self.decisions if d.outcome == OPEN for g in F.groups(d.hypothesis)}
+        return {real_group(g) for d in self.decisions if d.outcome == OPEN for g in family.groups(d.hypothesis)}
 
     @property
     def finished(self) -> bool:
@@ -134,7 +134,7 @@ class Replay:
         """The seeds of stages 1…look, when every group of the hypothesis holds them all; None when not (its groups
         were not continued: the hypothesis is not followed past its last complete look)."""
         seeds = [s for stage in range(1, look + 1) for s in self.study.stage_seeds(stage)]
-        held = all(all(s in self.scores.get(g, {}) for s in seeds) for g in F.groups(hypothesis))
+        held = all(all(s in self.scores.get(g, {}) for s in seeds) for g in family.groups(hypothesis))
         return seeds if held else None
 
 

@@ -21,7 +21,7 @@ from typing import Mapping
 
 import numpy as np
 
-from bilevel_tune.verdicts import family as F
+from bilevel_tune.verdicts import family
 
 Scores = Mapping[tuple, Mapping[int, Mapping[int, float]]]  # group → run seed → final seed → objective
 
@@ -60,7 +60,7 @@ class NoiseSplit:
 def split(hypothesis, scores: Scores, recorded: int) -> NoiseSplit | None:
     """The hypothesis's noise split over the run seeds all its groups hold; None where fewer than two final seeds
     are shared (nothing to split)."""
-    groups = F.groups(hypothesis)
+    groups = family.groups(hypothesis)
     per_seed = {s: f for s, f in shared_finals(hypothesis, scores).items() if len(f) >= 2}
     if not per_seed:
         return None
@@ -75,7 +75,7 @@ def split(hypothesis, scores: Scores, recorded: int) -> NoiseSplit | None:
 
 def shared_finals(hypothesis, scores: Scores) -> dict[int, list[int]]:
     """{run seed: the final seeds every group of the hypothesis holds at it}, over the run seeds they all hold."""
-    groups = F.groups(hypothesis)
+    groups = family.groups(hypothesis)
     seeds = sorted(set.intersection(*(set(scores.get(g, {})) for g in groups))) if groups else []
     return {s: sorted(set.intersection(*(set(scores[g][s]) for g in groups))) for s in seeds}
 

@@ -16,26 +16,25 @@ from typing import Mapping
 
 import numpy as np
 
-from bilevel_tune.verdicts import decide, sequential
-from bilevel_tune.verdicts import family as F
+from bilevel_tune.verdicts import decide, family, sequential
 
 POWER = 0.8
 
 
-def starting_level(fam: F.Family, j: int, alpha: float) -> float:
+def starting_level(fam: family.Family, j: int, alpha: float) -> float:
     """The level hypothesis j is tested at first: its share, or the share its gate passes it once open."""
     level = fam.graph.level(j, alpha)
     if level > 0:
         return level
     h = fam.hypotheses[j]
-    parents = [i for i, p in enumerate(fam.hypotheses) if p.kind == F.MAIN and F._parent(p, h)]
+    parents = [i for i, p in enumerate(fam.hypotheses) if p.kind == family.MAIN and family._parent(p, h)]
     return max((fam.graph.reject(i).level(j, alpha) for i in parents), default=0.0)
 
 
 def contrast_sd(hypothesis, scores: Mapping[tuple, Mapping[int, float]]) -> tuple[float, int]:
     """The SD (ddof 1) of the hypothesis's within-seed contrast in an earlier run's scores, and its seeds; NaN
     when that run lacks one of its groups or has fewer than two shared seeds."""
-    if not all(g in scores for g in F.groups(hypothesis)):
+    if not all(g in scores for g in family.groups(hypothesis)):
         return float("nan"), 0
     values = decide.within_seed(scores, hypothesis)
     if len(values) < 2:
@@ -47,7 +46,7 @@ def plan_lines(study, scores: Mapping[tuple, Mapping[int, float]] | None = None,
     """The dry run's lines: per hypothesis, the smallest effect decided with power 0.8 by each stage of the plan."""
     if study.decide.test != decide.PAIRED:
         return []
-    fam = F.family(study)
+    fam = family.family(study)
     if not fam.hypotheses:
         return []
     n, looks = decide.plan_of(study)

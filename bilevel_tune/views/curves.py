@@ -24,34 +24,34 @@ import time
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from bilevel_tune.core import metrics as M
+from bilevel_tune.core import metrics
 from bilevel_tune.study_data.run_folder import PLOTS_DIR, SUMMARY_MARKDOWN, TENSORBOARD_DIR
 
 SUMMARY_RUN = "summary"
 
 # (tag, metric, description): the trial's curves, in the order TensorBoard lists their groups
 TRIAL_CURVES = (
-    ("objective/this_generation", M.OBJECTIVE, "the best candidate's objective in this generation"),
-    ("objective/best_so_far", M.BEST_OBJECTIVE, "the best objective any generation has reached (Tune's metric)"),
-    ("objective/population_mean", M.OBJECTIVE_MEAN, "the mean objective over this generation's candidates"),
-    ("objective/population_std", M.OBJECTIVE_STD, "the spread of the candidates' objectives"),
-    ("objective/upper_bound", M.UPPER_BOUND, "what the best candidate's rules allow at most (the ceiling check)"),
-    ("search/sigma", M.SIGMA, "the ES step size σ, in the search space's units"),
-    ("search/failed_candidates", M.FAILED, "candidates whose lake failed this generation"),
-    ("runtime/seconds_per_generation", M.SEC_PER_GEN, "wall seconds of the whole generation"),
-    ("runtime/seconds_training", M.SEC_TRAIN, "wall seconds of the K train() calls (slowest shard)"),
-    ("runtime/seconds_evaluating", M.SEC_EVALUATE, "wall seconds of the evaluation (slowest shard)"),
-    ("runtime/shards", M.SHARDS, "inner-loop actors (CPUs) this generation ran on"),
-    ("runtime/threads", M.THREADS_OS, "OS threads of the inner loop's processes: flat when nothing leaks"),
-    ("runtime/learner_threads", M.LEARNER_THREADS, "live APPO learner threads: one per shard at most"),
-    ("runtime/rss_mb", M.RSS_MB, "resident memory of the inner loop's processes, MB"),
-    ("objective/final_best", M.FINAL_BEST, "the best-so-far rules retrained on fresh seeds: what the verdicts use"),
-    ("objective/final_mean", M.FINAL_MEAN, "the final search mean's rules retrained on fresh seeds"),
+    ("objective/this_generation", metrics.OBJECTIVE, "the best candidate's objective in this generation"),
+    ("objective/best_so_far", metrics.BEST_OBJECTIVE, "the best objective any generation has reached (Tune's metric)"),
+    ("objective/population_mean", metrics.OBJECTIVE_MEAN, "the mean objective over this generation's candidates"),
+    ("objective/population_std", metrics.OBJECTIVE_STD, "the spread of the candidates' objectives"),
+    ("objective/upper_bound", metrics.UPPER_BOUND, "what the best candidate's rules allow at most (the ceiling check)"),
+    ("search/sigma", metrics.SIGMA, "the ES step size σ, in the search space's units"),
+    ("search/failed_candidates", metrics.FAILED, "candidates whose lake failed this generation"),
+    ("runtime/seconds_per_generation", metrics.SEC_PER_GEN, "wall seconds of the whole generation"),
+    ("runtime/seconds_training", metrics.SEC_TRAIN, "wall seconds of the K train() calls (slowest shard)"),
+    ("runtime/seconds_evaluating", metrics.SEC_EVALUATE, "wall seconds of the evaluation (slowest shard)"),
+    ("runtime/shards", metrics.SHARDS, "inner-loop actors (CPUs) this generation ran on"),
+    ("runtime/threads", metrics.THREADS_OS, "OS threads of the inner loop's processes: flat when nothing leaks"),
+    ("runtime/learner_threads", metrics.LEARNER_THREADS, "live APPO learner threads: one per shard at most"),
+    ("runtime/rss_mb", metrics.RSS_MB, "resident memory of the inner loop's processes, MB"),
+    ("objective/final_best", metrics.FINAL_BEST, "the best-so-far rules retrained on fresh seeds: what the verdicts use"),
+    ("objective/final_mean", metrics.FINAL_MEAN, "the final search mean's rules retrained on fresh seeds"),
 )
 FINAL_TAGS = ("objective/final_best", "objective/final_mean")  # the last report's: one step after the last generation
 RULE_CURVES = (  # (metric prefix, tag prefix, description)
-    (M.MEAN_RULE, "rules/mean/", "the search mean's value of this rule, physical units"),
-    (M.BEST_RULE, "rules/best_so_far/", "the best-so-far candidate's value of this rule, physical units"),
+    (metrics.MEAN_RULE, "rules/mean/", "the search mean's value of this rule, physical units"),
+    (metrics.BEST_RULE, "rules/best_so_far/", "the best-so-far candidate's value of this rule, physical units"),
 )
 POPULATION_TAG = "population/{name}"  # a histogram per generation: the candidates' objective, or a searched rule
 # The custom-scalars layout: (chart title, tag regex) in one category, the objective's curves together
@@ -66,7 +66,7 @@ def trial_scalars(result: Mapping[str, Any]) -> Iterator[tuple[str, float, str]]
 
     The trial's last report, after its generations, holds the final re-evaluation: only final/ curves.
     """
-    final_report = M.GENERATION not in result
+    final_report = metrics.GENERATION not in result
     for tag, key, description in TRIAL_CURVES:
         if ((tag in FINAL_TAGS) == final_report) and _is_number(result.get(key)):
             yield tag, float(result[key]), description
@@ -84,11 +84,11 @@ def population_histograms(result: Mapping[str, Any]) -> Iterator[tuple[str, list
     """(tag, values, description): the generation's candidates as one histogram per quantity (failed ones left out)."""
     columns: dict[str, list[float]] = {}
     for key, value in result.items():
-        if key.startswith(M.CANDIDATE) and _is_number(value) and value == value:  # NaN: a failed lake
-            name = key.removeprefix(M.CANDIDATE).partition("/")[2]
+        if key.startswith(metrics.CANDIDATE) and _is_number(value) and value == value:  # NaN: a failed lake
+            name = key.removeprefix(metrics.CANDIDATE).partition("/")[2]
             columns.setdefault(name, []).append(float(value))
     for name, values in columns.items():
-        what = "objectives" if name == M.OBJECTIVE else f"values of {name}, physical units"
+        what = "objectives" if name == metrics.OBJECTIVE else f"values of {name}, physical units"
         yield POPULATION_TAG.format(name=name), values, f"this generation's candidates' {what}"
 
 
@@ -187,8 +187,8 @@ class TrialCurveWriters:
 
     def report(self, trial: str, result: Mapping[str, Any]) -> None:
         """A generation's report at its generation; the final report one step after the last generation."""
-        if M.GENERATION in result:
-            step = int(result[M.GENERATION])
+        if metrics.GENERATION in result:
+            step = int(result[metrics.GENERATION])
         else:
             step = self._last_step.get(trial, -1) + 1
         self._last_step[trial] = step

@@ -8,7 +8,7 @@ with a leading N axis). All copies of an instance share one random stream
 The class declares (docs/worlds.md):
 
     name                 "fishery": a built-in world's name, also the default study-file label
-    settings_class       its [world] section: a frozen dataclass of `declared.knob` fields
+    settings_class       its [world] section: a frozen dataclass of `base.knobs.knob` fields
     objective_class      its [objective] section, the same way
     rule_specs           its rules (`RuleSpec`: physical range, default, the unit encoding the ES searches in)
     searched_by_default  the rules a study searches unless it says otherwise

@@ -33,7 +33,7 @@ import numpy as np
 
 from bilevel_tune.base.knobs import check_knobs, knob
 from bilevel_tune.worlds.contract import Assessment, RuleSpec, Season, Step, rule_columns, unit_rules
-from bilevel_tune.worlds.fishery import stock as S
+from bilevel_tune.worlds.fishery import stock
 
 CLOSED_SHARE = 0.1  # B/K at and below which the allowed harvest fraction is 0
 TINY = 1e-12
@@ -61,12 +61,12 @@ class FisherySettings:
 
     @property
     def msy(self) -> float:
-        return S.msy(self.growth_rate, self.capacity, self.shape)
+        return stock.msy(self.growth_rate, self.capacity, self.shape)
 
     @property
     def largest_catch_share(self) -> float:
         """m·F_msy: all fishers' largest catch as a share of the stock."""
-        return self.catch_multiple * S.f_msy(self.growth_rate, self.shape)
+        return self.catch_multiple * stock.f_msy(self.growth_rate, self.shape)
 
 
 @dataclass(frozen=True)
@@ -165,7 +165,7 @@ class Fishery:
         restored = effort * (s.restoration * s.capacity / self.agents)
         start = self.stock
         draw = float(self._rng.standard_normal())  # one draw for every copy: common random numbers
-        stock = S.next_stock(
+        grown = stock.next_stock(
             start, catch.sum(axis=1), restored.sum(axis=1), draw, s.growth_rate, s.capacity, s.shape, s.noise
         )
         reward = (
@@ -173,15 +173,15 @@ class Fishery:
             + (r["restoration_subsidy"][:, None] - s.restoration_cost) * effort
             - r["fine"][:, None] * np.maximum(0.0, harvest - allowed[:, None])
         )
-        self.failed |= ~(np.isfinite(reward).all(axis=1) & np.isfinite(stock))
-        self.stock = np.where(self.failed, start, stock)
+        self.failed |= ~(np.isfinite(reward).all(axis=1) & np.isfinite(grown))
+        self.stock = np.where(self.failed, start, grown)
         self.last_catch = catch.sum(axis=1)
         self.t += 1
         return Step(
             rewards=reward,
             diagnostics={
                 "stock_start": start,
-                "stock": stock,
+                "stock": grown,
                 "allowed_fraction": allowed,
                 "harvest_fraction": harvest,
                 "restoration_effort": effort,
