@@ -7,8 +7,8 @@ import subprocess
 
 import pytest
 
-from bilevel_tune.report import run_record
-from bilevel_tune.report.summary import main
+from bilevel_tune.report import run_history
+from bilevel_tune.report.outputs import main
 
 from .study_helpers import REPO
 
@@ -35,7 +35,7 @@ def test_a_shipped_folder_rebuilds_its_summary_byte_for_byte(shipped, tmp_path, 
     held_out = ("robustness.csv",) if (shipped / "heldout.csv").is_file() else ()  # re-evaluated by held-out learners
     for name in (*REBUILT, *held_out):
         assert (copy / name).read_bytes() == (shipped / name).read_bytes(), name
-    answers = run_record.answers_block((shipped / "summary.md").read_text())
+    answers = run_history.answers_block((shipped / "summary.md").read_text())
     assert answers and answers in (shipped / "run.md").read_text(), "run.md's 'What it answers' is the summary's"
     before = {p: p.stat().st_mtime_ns for p in copy.rglob("*")}
     assert main([str(copy), "--ship", str(tmp_path / "again")]) == 2

@@ -14,7 +14,7 @@ from bilevel_tune.core import metrics, outer
 from bilevel_tune.inner import InnerLoopConfig
 from bilevel_tune.inner.analytic import AnalyticLoop
 from bilevel_tune.planning import calibration
-from bilevel_tune.report import plots, summary
+from bilevel_tune.report import outputs, plots
 from bilevel_tune.study_data.definition import load_study
 from bilevel_tune.study_data.run_folder import SUMMARY_FILES, TENSORBOARD_DIR, trial_name
 from bilevel_tune.tune_edge.trainable import Seeds, candidate_rules, searched_values
@@ -61,7 +61,7 @@ def test_the_weekend_grid_runs_under_tune(ray_cluster, tmp_path, capsys, monkeyp
     assert "SHORT RUN (budget quick, outer_iters=4)" in (run / "summary.md").read_text()
 
     # the search, where it happened: the searched rules' plane in physical units, with the mean's path
-    figure = plots.plot_population(summary.summarise(run))
+    figure = plots.plot_population(outputs.summarise(run))
     assert figure._suptitle.get_text().endswith("study weekend · inner loop analytic · budget quick, outer_iters=4")
     planes = [ax for ax in figure.axes if ax.get_xlabel() == "min_demand_frac" and ax.get_ylabel() == "fixed_quota"]
     assert len(planes) == 4
@@ -76,10 +76,10 @@ def test_the_weekend_grid_runs_under_tune(ray_cluster, tmp_path, capsys, monkeyp
     (run / names[0] / "generations.jsonl").unlink()
     crashed = run / names[1] / "generations.jsonl"
     crashed.write_text("".join(crashed.read_text().splitlines(keepends=True)[:2]))
-    trials = summary.summarise(run).trials
+    trials = outputs.summarise(run).trials
     assert len(trials) == 8
     assert sorted(trials["status"]) == ["complete"] * 6 + ["missing", "running or crashed"]
-    assert "Not complete: 2 trial(s)" in summary.render(summary.summarise(run))
+    assert "Not complete: 2 trial(s)" in outputs.render(outputs.summarise(run))
 
 
 def expected_trajectory(study, population, params, seed, generations):

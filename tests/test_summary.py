@@ -4,8 +4,8 @@ import pandas as pd
 import pytest
 
 from bilevel_tune.core import metrics
+from bilevel_tune.report.outputs import CEILING, FEW, NO_CEILING, NOISE, ROBUST, SummaryError, load_run, main, verdicts
 from bilevel_tune.report.records import nodes_used
-from bilevel_tune.report.summary import CEILING, FEW, NO_CEILING, NOISE, ROBUST, SummaryError, load_run, main, verdicts
 
 
 def table(rows):
@@ -81,7 +81,7 @@ def test_summary_cli_rejects_foreign_folders(tmp_path, capsys):
 
 
 def test_verdicts_of_a_run_shorter_than_its_study_are_labelled_so():
-    from bilevel_tune.report.run_summary import budget_note
+    from bilevel_tune.report.pipeline import budget_note
     from bilevel_tune.study_data.definition import load_study
 
     study = load_study("weekend")

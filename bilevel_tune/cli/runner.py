@@ -328,11 +328,11 @@ def _counts(study: Study, run_dir: Path, errored: int) -> tuple[int, int, int]:
 
 def _summarise(run_dir: Path, mode: str, study: Study, out) -> bool:
     """The run's summary written and tracked; False (the run's exit status says so) when writing it raised."""
-    from bilevel_tune.report import summary
+    from bilevel_tune.report import outputs
     from bilevel_tune.tune_edge import tracking
 
     try:
-        out(summary.write_summary(run_dir))
+        out(outputs.write_summary(run_dir))
     except Exception as err:  # noqa: BLE001 - the run's data is safe; the summary can be rebuilt from it
         out(
             f"summary failed ({type(err).__name__}: {err}); the records are intact — rebuild with: python -m bilevel_tune.summary {run_dir}"

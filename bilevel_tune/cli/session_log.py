@@ -5,7 +5,7 @@ end, and the declarations a resume made (a plan extended, a margin declared) —
     ...
     record_end(run_dir, started, wall_s, exit_code, (finished, errored, interrupted))
 
-A run's total wall time across resumes (`report.run_record`) is read from these entries.
+A run's total wall time across resumes (`report.run_history`) is read from these entries.
 """
 
 from __future__ import annotations

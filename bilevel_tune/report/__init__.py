@@ -1,1 +1,1 @@
-"""The report: tables and verdicts (`analysis`), the rules scan's landscape (`landscape`), plots, the summary's files and CLI (`summary`). pandas and matplotlib; never RLlib."""
+"""The report: a run's tables loaded once (`tables`, `records`), each section computed from them, the summary's pass (`pipeline`), its files and CLI (`outputs`), plots, a long run's history (`run_history`). pandas and matplotlib; never RLlib."""

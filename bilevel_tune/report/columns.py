@@ -1,6 +1,6 @@
 """The vocabulary of a run's tables: the columns the summary reads, the grid's factors, the defaults of a bare table.
 
-Every section of the summary (`run_summary`) reads the tables `tables.read` loads once — from a run's records
+Every section of the summary (`pipeline`) reads the tables `tables.read` loads once — from a run's records
 (`records`) or a shipped folder's CSVs — through these names. pandas only.
 """
 

@@ -15,7 +15,7 @@ import pandas as pd
 
 from bilevel_tune.planning import pilot_designs
 from bilevel_tune.planning.plan import hms
-from bilevel_tune.report import run_summary, tables
+from bilevel_tune.report import pipeline, tables
 from bilevel_tune.report.columns import SummaryError
 from bilevel_tune.report.noise_split import final_scores_by_group
 from bilevel_tune.study_data import final_scores
@@ -29,10 +29,10 @@ class PilotError(ValueError):
     """A folder that cannot serve as a pilot for this study; one line."""
 
 
-def read_pilot(study, run_dir: Path) -> run_summary.Summary:
+def read_pilot(study, run_dir: Path) -> pipeline.Summary:
     """The pilot's summary; PilotError when it is not a finished run of this study's world with final scores."""
     try:
-        found = run_summary.from_tables(tables.read(run_dir))
+        found = pipeline.from_tables(tables.read(run_dir))
     except (SummaryError, OSError, ValueError, KeyError) as err:
         raise PilotError(f"--pilot {run_dir}: not a run folder or a shipped result ({str(err).splitlines()[0]})") from None
     mine, theirs = _world(study), _world(found.study)
@@ -55,7 +55,7 @@ def _world(study) -> dict:
     return {"world": study.world_kind, **{k: v for k, v in study.settings.items() if k.startswith("world.")}}
 
 
-def scored_at(summary: run_summary.Summary) -> dict[tuple[str, Fraction], dict]:
+def scored_at(summary: pipeline.Summary) -> dict[tuple[str, Fraction], dict]:
     """{(score, budget fraction): {group: {run seed: {final seed: objective}}}}: the whole budget from finals.csv,
     each fraction of it from anytime.csv."""
     study, t = summary.study, summary.tables
@@ -68,7 +68,7 @@ def scored_at(summary: run_summary.Summary) -> dict[tuple[str, Fraction], dict]:
     return scored
 
 
-def pilot_rows(summary: run_summary.Summary) -> list[pilot_designs.PilotRow]:
+def pilot_rows(summary: pipeline.Summary) -> list[pilot_designs.PilotRow]:
     """The pilot's decided rows, each with its components at every (score, budget) it was scored at."""
     study = summary.study
     scored = scored_at(summary)
@@ -86,7 +86,7 @@ def pilot_rows(summary: run_summary.Summary) -> list[pilot_designs.PilotRow]:
     return out
 
 
-def planned_rows(study, pilot: run_summary.Summary) -> list[pilot_designs.PilotRow]:
+def planned_rows(study, pilot: pipeline.Summary) -> list[pilot_designs.PilotRow]:
     """The rows a design is planned for: each row of this study's family the pilot decided, and each main effect the
     study plans at equal evaluations (`[decide] equal_budget`), at every (score, budget) the pilot was scored at.
 
@@ -135,7 +135,7 @@ def _pointed_to(effect: float, margin: float | None) -> str:
     return decide.B_BETTER if effect > 0 else decide.A_BETTER
 
 
-def _incumbents_at(pilot: run_summary.Summary, score: str, evaluations: int) -> dict:
+def _incumbents_at(pilot: pipeline.Summary, score: str, evaluations: int) -> dict:
     """The pilot's runs' incumbents at this many evaluations (anytime.csv), for the groups whose runs spent more: by
     `at_evaluations` group, run seed and final seed."""
     anytime = pilot.tables.anytime
@@ -165,7 +165,7 @@ def planned_levels(fam: family.Family, claims: dict[int, str], alpha: float, mar
     return {j: levels.get(j, 0.0) for j in claims}
 
 
-def pilot_cells(summary: run_summary.Summary, planned=None) -> list[pilot_designs.Cell]:
+def pilot_cells(summary: pipeline.Summary, planned=None) -> list[pilot_designs.Cell]:
     """One per group of the grid: its evaluations at the whole budget, its mean seconds here, and the smaller
     budgets the `planned` study re-scores its runs at."""
     study, trials, gens = summary.study, summary.trials, summary.tables.generations
@@ -191,7 +191,7 @@ def _name(study, cell) -> str:
     return trial_name(study, cell)
 
 
-def pilot_spend(summary: run_summary.Summary) -> tuple[int, int, float]:
+def pilot_spend(summary: pipeline.Summary) -> tuple[int, int, float]:
     """(evaluations, final retrainings, trial-seconds) the pilot's finished ES trials spent."""
     done = summary.trials[summary.trials["status"].isin(("complete", "stopped"))]
     evaluations = int(done["evaluations"].sum())

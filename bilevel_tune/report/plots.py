@@ -31,7 +31,7 @@ from bilevel_tune.report.answers import finals_by_group
 from bilevel_tune.report.ceiling import BOUND_TOL
 from bilevel_tune.report.columns import BEST, GENERATION_BEST, MECHANISM, OPTIMIZER
 from bilevel_tune.report.grids import grid_table
-from bilevel_tune.report.run_summary import Summary, summarise
+from bilevel_tune.report.pipeline import Summary, summarise
 from bilevel_tune.study_data.run_folder import PLOTS_DIR
 from bilevel_tune.study_data.settings import is_setting_key, plain
 from bilevel_tune.study_data.study_overrides import budget_label

@@ -26,7 +26,7 @@ import re
 import sys
 from pathlib import Path
 
-from bilevel_tune.report.run_record import section_block
+from bilevel_tune.report.run_history import section_block
 from bilevel_tune.study_data.run_folder import SUMMARY_MARKDOWN
 
 QUOTE = re.compile(

@@ -9,7 +9,7 @@
    range edges (`edges`), search vs grid (`landscape`), the grids
    (`grids`), the seed-noise verdicts (`seed_noise`), the held-out learners'
    answers (`robustness`), where each row's noise is (`noise_split`), what each row needed (`anytime`).
-3. **Render**: summary.md and the files (`summary`), the plots (`plots`),
+3. **Render**: summary.md and the files (`outputs`), the plots (`plots`),
    W&B and TensorBoard (`tune_edge.tracking`, `views.curves`), the
    notebook — from the `Summary`, never from the folder again.
 """

@@ -1,5 +1,5 @@
 """study.json as a run's record across sessions: the whole command's plan kept, each session's own plan, start
-and end — and the run's record (`report.run_record`, `bilevel-summary --record`) reading the ETA against the wall
+and end — and the run's record (`report.run_history`, `bilevel-summary --record`) reading the ETA against the wall
 time summed over them."""
 
 import json
@@ -11,7 +11,7 @@ from bilevel_tune.cli import session_log
 from bilevel_tune.cli.options import RunOptions
 from bilevel_tune.core import metrics
 from bilevel_tune.planning.plan import CostModel, make_plan
-from bilevel_tune.report import run_record
+from bilevel_tune.report import run_history
 from bilevel_tune.study_data.definition import load_study
 from bilevel_tune.study_data.run_folder import GENERATIONS_FILE, STUDY_FILE, read_study_file
 
@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def run_report():
-    return run_record
+    return run_history
 
 
 def plan_of(study, cells):
@@ -152,7 +152,7 @@ def test_a_shipped_record_names_the_calibration_store_under_home_as_tilde(two_se
     home_store = f"{Path.home()}/.cache/bilevel_tune/calibration.json"
     record["plan"]["source"] = f"inner loop: cached probe of 2026-12-02 02:32 ({home_store})"
     (run_dir / STUDY_FILE).write_text(json.dumps(record))
-    run_record.ship(run_dir, tmp_path / "shipped", run_record.trial_figures(run_dir), "notes")
+    run_history.ship(run_dir, tmp_path / "shipped", run_history.trial_figures(run_dir), "notes")
     shipped = (tmp_path / "shipped" / STUDY_FILE).read_text()
     assert "(~/.cache/bilevel_tune/calibration.json)" in shipped and str(Path.home()) + "/" not in shipped
     assert json.loads(shipped)["sessions"] == record["sessions"]  # the rest of the record as it was
@@ -166,22 +166,22 @@ def test_a_shipped_run_md_carries_the_held_out_step_as_its_summary_says_it(tmp_p
         "jobs": 4, "scored": 4, "failed": 0, "ended_utc": "2026-12-04T19:10:00+00:00", "wall_s": 600.0,
     }]}))  # fmt: skip
     notes = "# shipped\n\nnotes\n\n## What it answers\n\nblock\n\n## Provenance and sessions\n\ntable\n"
-    (folder / run_record.RUN_MD).write_text(notes)
+    (folder / run_history.RUN_MD).write_text(notes)
     summary = "# s\n\n## Answers\n\nblock\n\n## Robustness\n\n| learner | gain |\n\n## Trials\n\nrest\n"
-    assert run_record.record_held_out(folder, summary)
-    text = (folder / run_record.RUN_MD).read_text()
-    held = text.split(run_record.HELD_OUT_HEADING)[1].split("\n## ")[0]
+    assert run_history.record_held_out(folder, summary)
+    text = (folder / run_history.RUN_MD).read_text()
+    held = text.split(run_history.HELD_OUT_HEADING)[1].split("\n## ")[0]
     assert "| learner | gain |" in held and "| 1 | appo (its own), ppo | 4 | 4 / 0 | 2026-12-04T19:00:00 |" in held
     assert "| 0:10:00 | abcdef0 |" in held
-    assert text.index(run_record.HELD_OUT_HEADING) < text.index("## Provenance and sessions")
+    assert text.index(run_history.HELD_OUT_HEADING) < text.index("## Provenance and sessions")
 
     # a later step replaces the section where it stands; the same summary again changes nothing
     summary = summary.replace("| learner | gain |", "| learner | gain | holds |")
-    assert run_record.record_held_out(folder, summary) and not run_record.record_held_out(folder, summary)
-    again = (folder / run_record.RUN_MD).read_text()
-    assert again.count(run_record.HELD_OUT_HEADING) == 1 and "| learner | gain | holds |" in again
+    assert run_history.record_held_out(folder, summary) and not run_history.record_held_out(folder, summary)
+    again = (folder / run_history.RUN_MD).read_text()
+    assert again.count(run_history.HELD_OUT_HEADING) == 1 and "| learner | gain | holds |" in again
     assert again.replace("| learner | gain | holds |", "| learner | gain |") == text
-    assert not run_record.record_held_out(folder, "# s\n\n## Answers\n\nblock\n")  # no held-out learners: no section
+    assert not run_history.record_held_out(folder, "# s\n\n## Answers\n\nblock\n")  # no held-out learners: no section
 
 
 def test_a_stage_decided_again_keeps_its_own_elapsed_time_and_says_when_each_look_was(tmp_path):
@@ -201,7 +201,7 @@ def test_a_stage_decided_again_keeps_its_own_elapsed_time_and_says_when_each_loo
     (tmp_path / STUDY_FILE).write_text(
         json.dumps({"study": {"decide": {"max_seeds": 12, "seeds_per_stage": 2}}, "stages": [stage]})
     )
-    row = run_record.stages(tmp_path)[2]
+    row = run_history.stages(tmp_path)[2]
     assert row == (
         "| 3 | 1671, 6578 | 2 | 2026-12-03T14:24:40 | 2026-12-03T18:31:12 | 4:06:32 | 1 open (paired t, 12-seed plan) "
         "at 2026-12-05T15:51:38; before: 1 undecided (AdaStop) at 2026-12-03T18:31:12 |"

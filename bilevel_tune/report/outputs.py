@@ -17,12 +17,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bilevel_tune.report import optimizers, plots, run_record, tables
+from bilevel_tune.report import optimizers, plots, run_history, tables
 from bilevel_tune.report.ceiling import CEILING, NO_CEILING  # noqa: F401 - the summary's public names
 from bilevel_tune.report.columns import BEST, FINAL, MECHANISM, SummaryError, mechanism_factor  # noqa: F401
 from bilevel_tune.report.grids import mean_grid
+from bilevel_tune.report.pipeline import Summary, summarise, verdict_lines, verdicts  # noqa: F401
 from bilevel_tune.report.records import load_run  # noqa: F401
-from bilevel_tune.report.run_summary import Summary, summarise, verdict_lines, verdicts  # noqa: F401
 from bilevel_tune.report.seed_noise import FEW, NOISE, ROBUST  # noqa: F401
 from bilevel_tune.study_data.run_folder import (
     ANSWERS_CSV,
@@ -361,8 +361,8 @@ def write_summary(run_dir: Path, with_plots: bool = True) -> str:
     text = render(s)
     before = (run_dir / SUMMARY_MARKDOWN).read_text() if (run_dir / SUMMARY_MARKDOWN).is_file() else ""
     (run_dir / SUMMARY_MARKDOWN).write_text(text + "\n")
-    run_record.requote(run_dir, before, text)
-    run_record.record_held_out(run_dir, text)
+    run_history.requote(run_dir, before, text)
+    run_history.record_held_out(run_dir, text)
     answers_csv = s.answers.csv_table()
     if s.plan is not None and not answers_csv.empty:  # every row, undecided ones too, carries the run's mark
         answers_csv["confirmatory"] = s.plan.confirmatory
@@ -413,11 +413,11 @@ def main(argv: list[str] | None = None) -> int:
         if (args.record or args.ship) and args.run_dir.is_dir() and not tables.has_records(args.run_dir):
             # refused before the summary is rewritten: a bad flag writes nothing
             raise SummaryError(f"{args.run_dir} keeps no trial records: its record and shipping need the run folder")
-        if args.ship and (adopted := run_record.adopt_held_out(args.run_dir, args.ship)):
+        if args.ship and (adopted := run_history.adopt_held_out(args.run_dir, args.ship)):
             print(f"held-out: kept {adopted} row(s) of {args.ship / HELDOUT_CSV} (trials whose final rules it scored)")
         print(write_summary(args.run_dir, with_plots=not args.no_plots))
         if args.record or args.ship:
-            run_record.report(args.run_dir, args.ship, notes)
+            run_history.report(args.run_dir, args.ship, notes)
     except SummaryError as err:
         print(f"bilevel_tune.summary: error: {err}", file=sys.stderr)
         return 2
