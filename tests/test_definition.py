@@ -257,3 +257,13 @@ def test_a_study_json_of_release_0_2_holding_its_settings_in_one_list_still_load
         "world.farms", "world.horizon", "world.smoothing")], "generations": 3}  # fmt: skip
     old = Study.from_dict(recorded)
     assert old == study and old.get("world.release_share") == 0.6 and old.appo.lr == 3e-4
+
+
+def test_a_setting_the_study_crosses_as_an_axis_is_refused_by_set_and_named_for_grid():
+    optimizers = load_study("optimizers")  # crosses outer.optimizer: es, cma, bo, random
+    with pytest.raises(StudyError, match=r"--set optimizer=cma: the study crosses outer.optimizer as a grid axis "
+                                         r"\(es,cma,bo,random\), which would override it; use --grid outer.optimizer=cma"):
+        optimizers.with_overrides(settings={"optimizer": "cma"})
+    one = optimizers.with_overrides(settings={"optimizer": "cma"}, grid={"optimizer": ["cma"]})  # re-crossed: allowed
+    assert dict(one.axes)["outer.optimizer"] == ("cma",)
+    assert load_study("weekend").with_overrides(settings={"es.sigma": "0.1"}).get("es.sigma") == 0.1  # not an axis

@@ -63,10 +63,19 @@ def overridden(
     fixed = [(study.table.rule_aliases.get(k, k), v) for k, v in dict(rules or {}).items()]
     fixed += list(dict(settings or {}).items())
     typed_settings = {}
+    regridded = {check_axis(k, v, "--grid", study.table)[0] for k, v in dict(grid or {}).items()}  # re-crossed here
     for key, value in fixed:
         if key == GENERATIONS:
             raise StudyError("--set budget.generations: use --outer-iters N (one count for every cell)")
         full, typed = check_setting(key, value, "--set", text=isinstance(value, str), table=study.table)
+        crossed = dict(study.axes).get(full)
+        if crossed is not None and full not in regridded:
+            shown = ",".join(plain(v) if not isinstance(v, (list, tuple)) else str(list(v)) for v in crossed)
+            raise StudyError(
+                f"--set {key}={value}: the study crosses {full} as a grid axis ({shown}), which would override it; "
+                f"use --grid {full}={plain(typed) if not isinstance(typed, (list, tuple)) else value} to run that "
+                "value alone"
+            )
         typed_settings[full] = typed
         changed.append((full, typed))
     if typed_settings:  # together: settings that must agree (decide.test with decide.margin) are set at once
