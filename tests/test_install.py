@@ -33,8 +33,9 @@ def test_a_wheel_lists_and_plans_the_weekend_study_from_another_folder(tmp_path)
     # built from a copy of the sources: a build leaves build/ and *.egg-info beside them
     source = tmp_path / "source"
     ignore = shutil.ignore_patterns(
-        ".venv*", ".git", "results", "build", "*.egg-info", "__pycache__", ".*_cache", "wandb"
-    )
+        ".venv*", ".git", "results", "build", "*.egg-info", "__pycache__", ".*_cache", "wandb", "runs", ".frozen",
+        ".pytest-shared",
+    )  # a working machine's runs and frozen clones too: not the package's sources
     shutil.copytree(REPO, source, ignore=ignore)
     wheels = tmp_path / "wheels"
     run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", wheels, source], cwd=tmp_path)

@@ -191,8 +191,13 @@ def test_a_users_optimiser_is_summarised_with_its_own_rows(tmp_path):
     assert main([str(folder), "--no-plots"]) == 0
     table = pd.read_csv(folder / "optimizers.csv")
     assert list(dict.fromkeys(table["optimizer"])) == ["es", "cma", "bo", user]  # built-ins first, a user's after
-    answers = pd.read_csv(folder / "answers.csv")
-    assert answers["comparison"].str.contains("ShrinkingBox").any()
+    answers = pd.read_csv(folder / "answers.csv")  # the user's optimiser by its class's label
+    assert answers["comparison"].str.contains("shrinking box vs ES").any()
+    assert not answers["comparison"].str.contains("ShrinkingBox").any()
+    assert "| shrinking box " in (folder / "summary.md").read_text()  # its row of the optimisers' table
+    from bilevel_tune.core.outer import label_of
+
+    assert label_of("cma") == "CMA-ES" and label_of("gone.module:Optimiser") == "gone.module:Optimiser"  # not importable
 
 
 def test_a_summary_that_raises_fails_the_run_and_says_how_to_rebuild_it(tmp_path):

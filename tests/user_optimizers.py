@@ -9,6 +9,7 @@ class ShrinkingBox(PendingSearch):
     """Uniform draws in a box around the best so far whose half-width halves each generation (from the whole box)."""
 
     name = "tests.user_optimizers:ShrinkingBox"
+    label = "shrinking box"  # how the report names it
 
     def init(self, settings, population, dim, seed):
         return SearchState(self.name, population, dim, seed, pending=rows(uniform(seed, 0, (population, dim))))

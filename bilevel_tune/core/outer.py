@@ -38,12 +38,14 @@ OPTIMIZERS = {
     "random": "bilevel_tune.core.random_search:RandomSearch",
 }
 assert tuple(OPTIMIZERS) == OPTIMIZER_NAMES  # the [outer] optimizer knob's choices
+LABELS = {"es": "ES", "cma": "CMA-ES", "bo": "BO", "random": "random search"}  # as a reader sees the built-in ones
 
 
 class OuterOptimizer:
     """One outer optimiser: its name, its study-file section, what it can run, and the ask/tell contract."""
 
     name: str = ""
+    label: str = ""  # how the report names it ("shrinking box"); empty: its name as the study gives it
     section: str | None = None  # its settings' study-file section ([es], [cma], [bo]); None: it has none
     min_population: int = 1
     max_evaluations: int | None = None  # a run's evaluations it is meant for at most; None: any number
@@ -93,6 +95,18 @@ def load(name: str) -> OuterOptimizer:
     optimizer = cls()
     optimizer.name = optimizer.name or name  # its checkpoint key and records name it as the study does
     return optimizer
+
+
+def label_of(name: str) -> str:
+    """How the report names an optimiser: a built-in's label (ES, CMA-ES, …), a user's class's `label`, else its
+    name as the study gives it — also where its module cannot be imported now (a shipped folder read elsewhere)."""
+    if name in LABELS:
+        return LABELS[name]
+    try:
+        cls = import_class(name, OPTIMIZERS, StudyError, what="optimizer ")
+    except StudyError:
+        return name
+    return str(getattr(cls, "label", "") or name)
 
 
 # -- what every optimiser but the ES keeps: its evaluations so far, the candidates it asks next -----------------

@@ -24,11 +24,11 @@ import numpy as np
 import pandas as pd
 
 from bilevel_tune.core import metrics
+from bilevel_tune.core.outer import label_of
 from bilevel_tune.core.scan import spacing_label
 from bilevel_tune.report.columns import OPTIMIZER
 from bilevel_tune.study_data.run_folder import num
 from bilevel_tune.study_data.settings import is_setting_key
-from bilevel_tune.verdicts.family import NAMED_LEVELS
 
 OPTIMIZER_KEY = "outer.optimizer"
 
@@ -158,7 +158,7 @@ def search_vs_grid(trials: pd.DataFrame, bests: pd.DataFrame) -> dict[str, Any] 
             population, optimizer = (values[0], values[1]) if len(by) == 2 else (values[0], None)
             evaluations = int((group["generations"] * population).mean())
             regret = float(group["regret"].mean())
-            who = f"pop {population}" + (f" {NAMED_LEVELS[OPTIMIZER_KEY].get(optimizer, optimizer)}" if optimizer else "")
+            who = f"pop {population}" + (f" {label_of(optimizer)}" if optimizer else "")
             part += f"; {who}: {evaluations} → {group['best_objective'].mean():.4f} (regret {regret:+.4f})"
             cells.append(
                 {

@@ -22,9 +22,9 @@ import pandas as pd
 from scipy.interpolate import RegularGridInterpolator
 
 from bilevel_tune.core import metrics
+from bilevel_tune.core.outer import LABELS, label_of
 from bilevel_tune.report.columns import FINAL, MECHANISM, OPTIMIZER
 from bilevel_tune.study_data.settings import is_setting_key
-from bilevel_tune.verdicts.family import NAMED_LEVELS
 
 DEFAULT_EPS = 0.01
 LANDSCAPE = "final_objective"  # the scan's value at a grid point: retrained on the final seeds, the mean
@@ -100,7 +100,7 @@ def optimizer_table(trials: pd.DataFrame, incumbents: pd.DataFrame, eps: float) 
         rows.append(
             {
                 OPTIMIZER: optimizer,
-                "optimiser": NAMED_LEVELS["outer.optimizer"].get(optimizer, optimizer),
+                "optimiser": label_of(optimizer),
                 MECHANISM: mechanism,
                 "seeds": len(scanned),
                 "evaluations": int(runs["evaluations"].max()),
@@ -123,7 +123,7 @@ def optimizer_table(trials: pd.DataFrame, incumbents: pd.DataFrame, eps: float) 
 
 def _place(optimizer: str) -> tuple[int, str]:
     """A built-in optimiser in its registry's order, a user's (`module:Class`) after them, by name."""
-    order = list(NAMED_LEVELS["outer.optimizer"])
+    order = list(LABELS)
     return (order.index(optimizer), "") if optimizer in order else (len(order), str(optimizer))
 
 

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from bilevel_tune.core import metrics
+from bilevel_tune.core.outer import label_of
 from bilevel_tune.report import optimizers
 from bilevel_tune.report.answers import finals_by_group
 from bilevel_tune.report.ceiling import BOUND_TOL
@@ -35,7 +36,7 @@ from bilevel_tune.report.pipeline import Summary, summarise
 from bilevel_tune.study_data.run_folder import PLOTS_DIR
 from bilevel_tune.study_data.settings import is_setting_key, plain
 from bilevel_tune.study_data.study_overrides import budget_label
-from bilevel_tune.verdicts.family import NAMED_LEVELS, SIMPLE
+from bilevel_tune.verdicts.family import SIMPLE
 
 PLOT_NAMES = (
     "best_so_far_evaluations",
@@ -184,7 +185,7 @@ def plot_optimizers(s: Summary):
             for i, (name, runs) in enumerate(rows.groupby(OPTIMIZER, sort=False) if not rows.empty else []):
                 curves = runs.pivot_table(index="evaluations", columns="seed", values=value)
                 colour = COLOURS[i % len(COLOURS)]
-                shown = NAMED_LEVELS["outer.optimizer"].get(name, name)
+                shown = label_of(name)
                 ax.plot(curves.index, curves.mean(axis=1), color=colour, lw=1.3, label=shown)
                 ax.fill_between(curves.index, curves.min(axis=1), curves.max(axis=1), color=colour, alpha=0.15, lw=0)
             if row == 1 and not rows.empty:

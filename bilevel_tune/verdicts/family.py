@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from bilevel_tune.base.knobs import StudyError
+from bilevel_tune.core.outer import label_of
 from bilevel_tune.study_data.run_folder import AT_EVALUATIONS, at_evaluations, real_group
 from bilevel_tune.study_data.settings import plain
 from bilevel_tune.verdicts.graph import EPSILON, Graph
@@ -113,7 +114,7 @@ def levels_of(study, factor: str) -> list:
 
 
 # a factor whose levels read as names: "CMA-ES vs ES", not "outer.optimizer cma vs outer.optimizer es"
-NAMED_LEVELS = {"outer.optimizer": {"es": "ES", "cma": "CMA-ES", "bo": "BO", "random": "random search"}}
+NAMED_LEVELS = {"outer.optimizer": label_of}
 
 
 def shown(factor: str, level, mechanisms) -> str:
@@ -121,7 +122,7 @@ def shown(factor: str, level, mechanisms) -> str:
     if factor == MECHANISM:
         return str(mechanisms.label(level))
     if factor in NAMED_LEVELS:
-        return NAMED_LEVELS[factor].get(level, str(level))
+        return NAMED_LEVELS[factor](str(level))
     return f"{'population' if factor == POPULATION else factor} {plain(level)}"
 
 
