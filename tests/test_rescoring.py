@@ -120,6 +120,11 @@ def test_a_quick_run_re_scored_on_more_final_seeds_and_at_half_its_budget(ray_cl
         if final.get("final_at_evaluations"):
             recorded[path.parent.name.rsplit("_", 2)[0]] = final["final_at_evaluations"]["32"]
     assert len(recorded) == larger.sum()
+    from bilevel_tune.report.run_history import spent
+
+    # 2 × 32 + 2 × 48 evaluations; 4 trials × 2 final seeds × 2 rule sets, and population 16's 2 × 2 × 2 at 32
+    assert spent(run)[0].startswith("- farm trainings: 160 evaluations + 24 final re-evaluation trainings, 8 of them at "
+                                    "smaller budgets (equal evaluations) = 184, over its 4 search trial(s)")
     assert "**Confirmatory**: its decision plan (fingerprint " in (run / "summary.md").read_text()
     capsys.readouterr()
 

@@ -30,7 +30,7 @@ import numpy as np
 
 from bilevel_tune.core import metrics
 from bilevel_tune.report.tables import GENERATIONS_CSV
-from bilevel_tune.study_data.final_scores import ANYTIME_CSV, FINALS_CSV
+from bilevel_tune.study_data.final_scores import ANYTIME_CSV, FINALS_CSV, RULES
 from bilevel_tune.study_data.run_folder import (
     ANSWERS_CSV,
     CEILING_CSV,
@@ -41,6 +41,7 @@ from bilevel_tune.study_data.run_folder import (
     PLOTS_DIR,
     REEVALUATIONS,
     ROBUSTNESS_CSV,
+    SCAN,
     SCAN_CSV,
     STUDY_FILE,
     SUMMARY_MARKDOWN,
@@ -92,6 +93,35 @@ def trial_figures(run_dir: Path) -> list[dict]:
             "shards": int(last.get(metrics.SHARDS, 1)),
         }
     return list(budgets.values())
+
+
+def spent(run_dir: Path) -> list[str]:
+    """What the run spent, from its records: farm trainings — every evaluation of the search (generations ×
+    population) and every final re-evaluation's training (final seeds × the rule sets scored, those at smaller
+    budgets too: `[decide] equal_budget`) — and trial time (its generations' seconds and its final re-evaluation's)."""
+    evaluations = finals = at_smaller = 0
+    seconds = 0.0
+    trials = 0
+    for _, (generations, final) in sorted(trial_records(run_dir).items()):
+        if not generations or generations[0].get(metrics.TRIAL_KIND) == SCAN:
+            continue
+        trials += 1
+        evaluations += sum(len(g[metrics.CANDIDATES]) for g in generations)
+        seconds += sum(g[metrics.SEC_PER_GEN] for g in generations) + ((final or {}).get(metrics.SEC_FINAL) or 0.0)
+        final = final or {}
+        by_seed = final.get(metrics.FINAL_BY_SEED) or {}  # an older record: its count of final seeds alone
+        finals += len(RULES) * len(by_seed.get("seeds", [])) if by_seed else len(RULES) * int(final.get(metrics.FINAL_SEEDS) or 0)
+        for scored in (final.get(metrics.FINAL_AT_EVALUATIONS) or {}).values():
+            at_smaller += len(RULES) * len(scored.get("best", []))
+    if not trials:
+        return []
+    smaller = f", {at_smaller:,} of them at smaller budgets (equal evaluations)" if at_smaller else ""
+    return [
+        f"- farm trainings: {evaluations:,} evaluations + {finals + at_smaller:,} final re-evaluation trainings"
+        f"{smaller} = {evaluations + finals + at_smaller:,}, over its {trials} search trial(s)",
+        f"- trial time: {clock(seconds)}, {seconds / 3600:.1f} trial-hours (each trial's generations and final "
+        "re-evaluation)",
+    ]
 
 
 def markdown(rows: list[dict]) -> str:
@@ -398,6 +428,8 @@ def ship(run_dir: Path, out: Path, rows: list[dict], notes: str) -> None:
     text += held_out_block(run_dir, summary)
     if stages(run_dir):
         text += ["## Stages", "", *stages(run_dir), ""]
+    if spent(run_dir):
+        text += ["## What it spent", "", *spent(run_dir), ""]
     text += ["## Provenance and sessions", "", *sessions(run_dir), "", "## Per trial", "", markdown(rows), ""]
     (out / RUN_MD).write_text("\n".join(text))
 
