@@ -8,15 +8,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bilevel_tune.base.sections import BOSettings, CMASettings, ESSettings
+from bilevel_tune.base.sections import BOSettings, CMASettings, ESSettings, OptunaSettings
 from bilevel_tune.core import es, metrics, outer
 from bilevel_tune.report import optimizers as report
 from bilevel_tune.study_data.definition import Study, StudyError, load_study
 
 TARGET = np.array([0.3, 0.7])
 SETTINGS = {"es": ESSettings(), "cma": CMASettings(), "bo": BOSettings(initial=4, raw_samples=64, restarts=2),
-            "random": None}  # fmt: skip
-GENERATIONS = {"es": 30, "cma": 30, "bo": 4, "random": 30}  # BO fits a GP each generation: fewer
+            "random": None, "optuna": OptunaSettings()}  # fmt: skip  # Optuna's TPE
+GENERATIONS = {"es": 30, "cma": 30, "bo": 4, "random": 30, "optuna": 8}  # BO fits a GP each generation: fewer
 
 
 def quadratic(candidates):
@@ -75,7 +75,7 @@ def test_the_es_through_the_contract_is_the_es_bit_for_bit():
     assert direct == state
 
 
-@pytest.mark.parametrize("name", ["cma", "bo", "random"])
+@pytest.mark.parametrize("name", ["cma", "bo", "random", "optuna"])
 def test_a_failed_candidate_is_counted_ranks_worst_and_never_becomes_the_best(name):
     def failing(candidates):
         f = quadratic(candidates)
@@ -89,6 +89,22 @@ def test_a_failed_candidate_is_counted_ranks_worst_and_never_becomes_the_best(na
         name, generations=1, objective=lambda c: np.full(len(c), np.nan)
     )[1][0]
     assert told[metrics.ALL_FAILED] and nothing.best_candidate is None and nothing.generation == 1
+
+
+@pytest.mark.parametrize("sampler", ["tpe", "gp", "cmaes", "qmc", "random"])
+def test_each_optuna_sampler_asks_the_same_for_the_same_history_and_resumes_from_its_checkpoint(sampler):
+    """Optuna's study is rebuilt from the history each generation (the sampler seeded by seed and generation): three
+    generations of four (12 trials: past TPE's and GP's 10 random start-up ones), then a restored state asks the same."""
+    optimizer = outer.load("optuna")
+    state = optimizer.init(OptunaSettings(sampler=sampler), 4, 2, 42)
+    for _ in range(3):
+        candidates = optimizer.ask(state)
+        state, _ = optimizer.tell(state, candidates, quadratic(candidates))
+    restored = optimizer.from_dict(json.loads(json.dumps(state.to_dict())))
+    asked = optimizer.ask(restored)
+    assert np.array_equal(asked, optimizer.ask(state)) and asked.shape == (4, 2) and ((asked >= 0) & (asked <= 1)).all()
+    again = optimizer.init(OptunaSettings(sampler=sampler), 4, 2, 42)
+    assert np.array_equal(optimizer.ask(again), np.array(state.history[0][0]))  # the same seed, the same first asks
 
 
 def test_cma_searches_a_one_rule_mechanism():
@@ -159,7 +175,7 @@ def test_a_users_optimiser_is_named_as_module_and_class_like_a_world_or_a_loop()
     for spec, message in {
         "tests.user_optimizers:NotAnOptimiser": "is not an outer optimiser: subclass bilevel_tune.core.outer",
         "tests.user_optimizers:Nowhere": "optimizer 'tests.user_optimizers:Nowhere' cannot be imported",
-        "nope": "outer.optimizer='nope' must be one of es, cma, bo, random, or module:Class",
+        "nope": "outer.optimizer='nope' must be one of es, cma, bo, random, optuna, or module:Class",
     }.items():
         with pytest.raises(StudyError, match=message):
             study.with_overrides(settings={"optimizer": spec})
@@ -208,3 +224,16 @@ def test_a_summary_that_raises_fails_the_run_and_says_how_to_rebuild_it(tmp_path
     said = []
     assert _summarise(tmp_path, "disabled", load_study("weekend"), said.append) is False
     assert said[-1].startswith("summary failed (") and f"rebuild with: python -m bilevel_tune.summary {tmp_path}" in said[-1]
+
+
+def test_optuna_refuses_in_one_line_without_optuna_and_with_an_unknown_sampler(monkeypatch):
+    import sys
+
+    weekend = load_study("weekend")
+    assert weekend.with_overrides(settings={"optimizer": "optuna", "optuna.sampler": "gp"}).optuna.sampler == "gp"
+    with pytest.raises(StudyError, match="optuna.sampler='nope' must be one of tpe, gp, cmaes, qmc, random"):
+        weekend.with_overrides(settings={"optimizer": "optuna", "optuna.sampler": "nope"})
+    monkeypatch.setitem(sys.modules, "optuna", None)  # as if it were not installed: importing it raises
+    with pytest.raises(StudyError, match=r"optimizer 'optuna' needs Optuna, which is not installed: pip install "
+                                         r"'bilevel_tune\[optuna\]'"):
+        weekend.with_overrides(settings={"optimizer": "optuna"})

@@ -18,7 +18,7 @@ from bilevel_tune.base.knobs import StudyError, check_knobs, knob
 SHAPINGS = ("zscore", "centered_rank")  # the ES's fitness shapings (es.shape)
 DECIDE_TESTS = ("paired", "adastop")  # [decide] test: verdicts.decide's tests
 DECIDE_SCORES = ("best-so-far", "search mean")  # [decide] score: which final rules' re-evaluation the rows read
-OPTIMIZER_NAMES = ("es", "cma", "bo", "random")  # [outer] optimizer: the built-in outer optimisers (core.outer)
+OPTIMIZER_NAMES = ("es", "cma", "bo", "random", "optuna")  # [outer] optimizer: the built-in outer optimisers (core.outer)
 
 
 @dataclass(frozen=True, kw_only=True)  # keywords only: ESConfig(16) must not silently set σ
@@ -69,7 +69,8 @@ class OuterSettings(_Checked):
 
     optimizer: str = knob(
         "es", "the outer optimiser: es (the Evolution Strategy, [es]), cma (CMA-ES, [cma]), bo (Bayesian "
-        "optimisation, [bo]), random (uniform over the box), or a class of yours (core.outer.OuterOptimizer)",
+        "optimisation, [bo]), random (uniform over the box), optuna (an Optuna sampler, [optuna]), or a class of yours "
+        "(core.outer.OuterOptimizer)",
         choices=OPTIMIZER_NAMES, plugin=True, inner=False,
     )  # fmt: skip
 
@@ -92,6 +93,19 @@ class BOSettings(_Checked):
     restarts: int = knob(2, "starts of the acquisition's optimisation (L-BFGS-B) from the best raw samples", low=1,
                          inner=False)  # fmt: skip
     mc_samples: int = knob(128, "quasi-Monte-Carlo samples of the posterior in the acquisition", low=1, inner=False)
+
+
+OPTUNA_SAMPLERS = ("tpe", "gp", "cmaes", "qmc", "random")  # [optuna] sampler: Optuna's own, by name
+
+
+@dataclass(frozen=True, kw_only=True)
+class OptunaSettings(_Checked):
+    """[optuna]: an Optuna sampler over the unit box of the searched rules' u (pip install 'bilevel_tune[optuna]')."""
+
+    sampler: str = knob(
+        "tpe", "Optuna's sampler: tpe (TPESampler), gp (GPSampler), cmaes (CmaEsSampler), qmc (QMCSampler), random "
+        "(RandomSampler)", choices=OPTUNA_SAMPLERS, inner=False,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -15,7 +15,7 @@ what the uninterrupted run would. The incumbent is the rules the optimiser would
 mean, BO's best posterior mean, random search's best): the summary reads its value off the rules scan's landscape.
 
 `OPTIMIZERS` names the built-in ones, found like the worlds and the inner loops (`base.plugins`); each module is
-imported only when a study names it (CMA-ES needs `cma`, BO `botorch`). Plain numpy here: no world, no Ray.
+imported only when a study names it (CMA-ES needs `cma`, BO `botorch`, Optuna's samplers `optuna`). Plain numpy here: no world, no Ray.
 """
 
 from __future__ import annotations
@@ -36,9 +36,10 @@ OPTIMIZERS = {
     "cma": "bilevel_tune.core.cma_search:CMAES",
     "bo": "bilevel_tune.core.bayes_opt:BayesianOptimisation",
     "random": "bilevel_tune.core.random_search:RandomSearch",
+    "optuna": "bilevel_tune.core.optuna_search:OptunaSearch",
 }
 assert tuple(OPTIMIZERS) == OPTIMIZER_NAMES  # the [outer] optimizer knob's choices
-LABELS = {"es": "ES", "cma": "CMA-ES", "bo": "BO", "random": "random search"}  # as a reader sees the built-in ones
+LABELS = {"es": "ES", "cma": "CMA-ES", "bo": "BO", "random": "random search", "optuna": "Optuna"}  # as a reader sees the built-in ones
 
 
 class OuterOptimizer:

@@ -17,6 +17,7 @@ from typing import Any, Mapping
 from bilevel_tune.base.sections import (
     AppoSettings,
     BOSettings,
+    OptunaSettings,
     Budget,
     CMASettings,
     DecideSettings,
@@ -53,6 +54,7 @@ class Study(GridPlan):
     es: ESSettings = dataclasses.field(default_factory=ESSettings)
     cma: CMASettings = dataclasses.field(default_factory=CMASettings)
     bo: BOSettings = dataclasses.field(default_factory=BOSettings)
+    optuna: OptunaSettings = dataclasses.field(default_factory=OptunaSettings)
     objective: Any = None  # [objective]: its world's objective class; None: the world's defaults
     rules: tuple[tuple[str, float], ...] = ()  # every rule's fixed value, physical; a rule left out: its default
     search: tuple[tuple[str, tuple[float, float]], ...] = ()  # every rule's search range; left out: its default

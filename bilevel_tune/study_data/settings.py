@@ -41,6 +41,7 @@ from bilevel_tune.base.knobs import Setting, SettingError, section_settings
 from bilevel_tune.base.sections import (
     AppoSettings,
     BOSettings,
+    OptunaSettings,
     Budget,
     CMASettings,
     DecideSettings,
@@ -83,6 +84,7 @@ class SettingsTable:
             "es": ESSettings,
             "cma": CMASettings,
             "bo": BOSettings,
+            "optuna": OptunaSettings,
             "objective": world_class.objective_class,
             "budget": Budget,
             "summary": SummarySettings,
@@ -157,7 +159,7 @@ OPTIONAL_SECTIONS = ("final",)  # shown only when set: what a run adds after its
 # a setting left at this value is not shown: a plan with no margin, or no evaluations budget, reads as before them
 UNSET_UNSHOWN = {"decide.margin": None, "decide.margin_from": 1, "budget.evaluations": None, "summary.eps": None}
 # The sections of every world's table, in order: [world], [objective] and [rules] are each world's own
-OUTER_SECTIONS = ("outer", "es", "cma", "bo")  # which optimiser searches the rules, then each one's own settings
+OUTER_SECTIONS = ("outer", "es", "cma", "bo", "optuna")  # which optimiser searches the rules, then each one's own settings
 SECTIONS = ("world", "network", "appo", *OUTER_SECTIONS, "objective", "rules", "search", "budget", "summary", "decide",
             "final")  # fmt: skip
 SHORTHANDS = {"optimizer": "outer.optimizer"}  # a setting a study file and --set/--grid may name without its section
