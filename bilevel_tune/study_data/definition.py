@@ -17,13 +17,13 @@ from typing import Any, Mapping
 from bilevel_tune.base.sections import (
     AppoSettings,
     BOSettings,
-    OptunaSettings,
     Budget,
     CMASettings,
     DecideSettings,
     ESSettings,
     FinalSettings,
     NetworkSettings,
+    OptunaSettings,
     OuterSettings,
     SummarySettings,
 )

@@ -41,13 +41,13 @@ from bilevel_tune.base.knobs import Setting, SettingError, section_settings
 from bilevel_tune.base.sections import (
     AppoSettings,
     BOSettings,
-    OptunaSettings,
     Budget,
     CMASettings,
     DecideSettings,
     ESSettings,
     FinalSettings,
     NetworkSettings,
+    OptunaSettings,
     OuterSettings,
     SummarySettings,
 )
