@@ -107,6 +107,28 @@ def test_each_optuna_sampler_asks_the_same_for_the_same_history_and_resumes_from
     assert np.array_equal(optimizer.ask(again), np.array(state.history[0][0]))  # the same seed, the same first asks
 
 
+@pytest.mark.parametrize("bo", [{"acquisition": "qLogEI"}, {"acquisition": "qUCB", "beta": 0.5, "noise": 1e-4}],
+                         ids=["qLogEI", "qUCB-fixed-noise"])
+def test_bo_takes_its_acquisition_and_noise_as_settings_and_stays_deterministic(bo):
+    settings = BOSettings(initial=4, raw_samples=32, restarts=1, mc_samples=32, **bo)
+    optimizer = outer.load("bo")
+
+    def three(state=None):
+        state = state or optimizer.init(settings, 4, 2, 42)
+        for _ in range(3):  # the GP fitted twice, after the 4 uniform start-up points
+            candidates = optimizer.ask(state)
+            state, _ = optimizer.tell(state, candidates, quadratic(candidates))
+        return state
+
+    state = three()
+    assert state == three() and state.settings["acquisition"] == bo["acquisition"]
+    default = dataclasses.replace(settings, acquisition="qLogNEI", beta=0.2, noise=None)
+    other = three(optimizer.init(default, 4, 2, 42))
+    assert not np.array_equal(np.array(other.pending), np.array(state.pending))  # another acquisition asks otherwise
+    with pytest.raises(StudyError, match="beta=0.5 is qUCB's exploration weight, and acquisition='qLogEI' takes none"):
+        BOSettings(acquisition="qLogEI", beta=0.5)
+
+
 def test_cma_searches_a_one_rule_mechanism():
     state, trajectory = run("cma", dim=1, generations=40)
     assert all(c.shape == (4, 1) for c, _ in trajectory)

@@ -18,7 +18,8 @@ from bilevel_tune.base.knobs import StudyError, check_knobs, knob
 SHAPINGS = ("zscore", "centered_rank")  # the ES's fitness shapings (es.shape)
 DECIDE_TESTS = ("paired", "adastop")  # [decide] test: verdicts.decide's tests
 DECIDE_SCORES = ("best-so-far", "search mean")  # [decide] score: which final rules' re-evaluation the rows read
-OPTIMIZER_NAMES = ("es", "cma", "bo", "random", "optuna")  # [outer] optimizer: the built-in outer optimisers (core.outer)
+OPTIMIZER_NAMES = ("es", "cma", "bo", "random", "optuna")
+BO_ACQUISITIONS = ("qLogNEI", "qLogEI", "qUCB")  # [bo] acquisition: BoTorch's batch acquisition functions, by name  # [outer] optimizer: the built-in outer optimisers (core.outer)
 
 
 @dataclass(frozen=True, kw_only=True)  # keywords only: ESConfig(16) must not silently set σ
@@ -93,6 +94,24 @@ class BOSettings(_Checked):
     restarts: int = knob(2, "starts of the acquisition's optimisation (L-BFGS-B) from the best raw samples", low=1,
                          inner=False)  # fmt: skip
     mc_samples: int = knob(128, "quasi-Monte-Carlo samples of the posterior in the acquisition", low=1, inner=False)
+    acquisition: str = knob(
+        "qLogNEI", "the batch acquisition, one BoTorch class each: qLogNEI (qLogNoisyExpectedImprovement), qLogEI "
+        "(qLogExpectedImprovement over the best evaluation), qUCB (qUpperConfidenceBound, with beta)",
+        choices=BO_ACQUISITIONS, inner=False,
+    )  # fmt: skip
+    beta: float = knob(0.2, "qUCB's exploration weight β (qUCB only)", low=0, inner=False)
+    noise: float | None = knob(
+        None, "the objective's noise variance, fixed (its squared units); none: learned by the GP's likelihood",
+        low=0, open_low=True, unset="learned", inner=False,
+    )  # fmt: skip
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.beta != BOSettings.beta and self.acquisition != "qUCB":
+            raise StudyError(
+                f"[bo] beta={self.beta:g} is qUCB's exploration weight, and acquisition={self.acquisition!r} takes "
+                "none: set bo.acquisition=qUCB, or drop beta"
+            )
 
 
 OPTUNA_SAMPLERS = ("tpe", "gp", "cmaes", "qmc", "random")  # [optuna] sampler: Optuna's own, by name

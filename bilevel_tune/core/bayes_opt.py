@@ -3,7 +3,8 @@
 Each generation it fits a GP with learned noise (`SingleTaskGP`: a Matérn-5/2 kernel, a Gaussian likelihood whose
 noise is a hyperparameter, the objectives standardised) to every evaluation so far and asks `population` points at
 once by maximising the noisy batch acquisition qLogNEI (Ament et al. 2023) — so the inner loop still evaluates a
-whole population in one pass. The first `[bo] initial` evaluations are drawn uniformly. Failed candidates enter the
+whole population in one pass. `[bo] acquisition` chooses another BoTorch class (qLogEI, qUCB with `[bo] beta`) and
+`[bo] noise` fixes the noise variance instead of learning it; their defaults are the above, bit for bit. The first `[bo] initial` evaluations are drawn uniformly. Failed candidates enter the
 GP at the worst value seen (ranked worst). The incumbent is the evaluated point of highest posterior mean: the rules
 BO would return, its noise averaged out.
 
@@ -60,7 +61,6 @@ def _acquire(x: np.ndarray, y: np.ndarray, state: SearchState, generation: int) 
 
 
 def _fit_and_ask(x, y, state, seed, torch):
-    from botorch.acquisition.logei import qLogNoisyExpectedImprovement
     from botorch.fit import fit_gpytorch_mll
     from botorch.models import SingleTaskGP
     from botorch.models.transforms import Standardize
@@ -74,10 +74,12 @@ def _fit_and_ask(x, y, state, seed, torch):
         torch.manual_seed(seed)
         train_x = torch.tensor(x, dtype=torch.double)
         train_y = torch.tensor(y, dtype=torch.double).unsqueeze(-1)
-        model = SingleTaskGP(train_x, train_y, outcome_transform=Standardize(m=1))
+        noise = settings.get("noise")  # None: learned by the likelihood (a record before the setting: learned too)
+        fixed = {} if noise is None else {"train_Yvar": torch.full_like(train_y, float(noise))}
+        model = SingleTaskGP(train_x, train_y, **fixed, outcome_transform=Standardize(m=1))
         fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
         sampler = SobolQMCNormalSampler(torch.Size([settings["mc_samples"]]), seed=seed)
-        acquisition = qLogNoisyExpectedImprovement(model, X_baseline=train_x, sampler=sampler, prune_baseline=True)
+        acquisition = _acquisition(settings, model, train_x, train_y, sampler)
         bounds = torch.stack([torch.zeros(state.dim), torch.ones(state.dim)]).double()
         batch, _ = optimize_acqf(
             acquisition, bounds=bounds, q=state.population, num_restarts=settings["restarts"],
@@ -86,3 +88,20 @@ def _fit_and_ask(x, y, state, seed, torch):
         with torch.no_grad():
             posterior_mean = model.posterior(train_x).mean.squeeze(-1).numpy()
     return np.clip(batch.detach().numpy(), 0.0, 1.0), x[int(np.argmax(posterior_mean))]
+
+
+def _acquisition(settings: dict, model, train_x, train_y, sampler):
+    """`[bo] acquisition`, one BoTorch class each: qLogNEI (the default, as every run before the setting), qLogEI
+    over the best evaluation so far, qUCB with `[bo] beta`."""
+    name = settings.get("acquisition", "qLogNEI")
+    if name == "qLogEI":
+        from botorch.acquisition.logei import qLogExpectedImprovement
+
+        return qLogExpectedImprovement(model, best_f=train_y.max(), sampler=sampler)
+    if name == "qUCB":
+        from botorch.acquisition.monte_carlo import qUpperConfidenceBound
+
+        return qUpperConfidenceBound(model, beta=float(settings["beta"]), sampler=sampler)
+    from botorch.acquisition.logei import qLogNoisyExpectedImprovement
+
+    return qLogNoisyExpectedImprovement(model, X_baseline=train_x, sampler=sampler, prune_baseline=True)

@@ -157,7 +157,8 @@ def settings_table(world: str = DEFAULT_WORLD) -> SettingsTable:
 
 OPTIONAL_SECTIONS = ("final",)  # shown only when set: what a run adds after its trials
 # a setting left at this value is not shown: a plan with no margin, or no evaluations budget, reads as before them
-UNSET_UNSHOWN = {"decide.margin": None, "decide.margin_from": 1, "budget.evaluations": None, "summary.eps": None}
+UNSET_UNSHOWN = {"decide.margin": None, "decide.margin_from": 1, "budget.evaluations": None, "summary.eps": None,
+                 "decide.equal_budget": (), "bo.acquisition": "qLogNEI", "bo.beta": 0.2, "bo.noise": None}
 # The sections of every world's table, in order: [world], [objective] and [rules] are each world's own
 OUTER_SECTIONS = ("outer", "es", "cma", "bo", "optuna")  # which optimiser searches the rules, then each one's own settings
 SECTIONS = ("world", "network", "appo", *OUTER_SECTIONS, "objective", "rules", "search", "budget", "summary", "decide",
