@@ -259,3 +259,25 @@ def test_optuna_refuses_in_one_line_without_optuna_and_with_an_unknown_sampler(m
     with pytest.raises(StudyError, match=r"optimizer 'optuna' needs Optuna, which is not installed: pip install "
                                          r"'bilevel_tune\[optuna\]'"):
         weekend.with_overrides(settings={"optimizer": "optuna"})
+
+
+def test_regret_at_fractions_of_the_budget_its_area_and_a_winner_named_only_where_the_seeds_separate_it():
+    from fractions import Fraction
+
+    run = pd.DataFrame({"generation": range(4), "evaluations": [4, 8, 12, 16], "incumbent_regret": [0.4, 0.2, 0.1, 0.0]})
+    assert report.regret_at(run, Fraction(1, 2)) == 0.2 and report.regret_at(run, Fraction(1)) == 0.0
+    assert np.isnan(report.regret_at(run, Fraction(1, 16)))  # 1 evaluation: before its first generation
+    assert report.regret_auc(run) == pytest.approx((0.4 + 0.2 + 0.1 + 0.0) / 4)  # each held for 4 of 16
+
+    def table(fast: dict, slow: dict):
+        rows = [("bo", "BO", fast), ("es", "ES", slow)]
+        return pd.DataFrame([{"optimizer": o, "optimiser": label, "mechanism": "1-D", "evaluations": 200,
+                              "evaluations_to_eps": float(np.median(list(by_seed.values()))), report.BY_SEED: by_seed}
+                             for o, label, by_seed in rows])  # fmt: skip
+
+    six = range(6)
+    separated = report.soonest(table({s: 12.0 for s in six}, {s: 40.0 + s for s in six}))[0]
+    assert separated.startswith("- 1-D: soonest within ε, BO at 12 evaluations, against the ES's 42: 30 fewer")
+    assert "a sign test over 6 matched seeds separates it from every other, α 0.05, Holm" in separated
+    four = report.soonest(table({s: 12.0 for s in range(4)}, {s: 40.0 for s in range(4)}))[0]  # 4 seeds: p = 1/16
+    assert "does not separate it from ES (α 0.05, Holm): no winner named" in four

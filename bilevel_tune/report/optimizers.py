@@ -9,16 +9,24 @@ the final seeds, linear between grid points), and compared with the landscape's 
 * `incumbent_table` — per trial and generation: the evaluations so far, and the incumbent's value and regret;
 * `optimizer_table` (optimizers.csv) — per optimiser and mechanism: the evaluations each needs before its incumbent
   comes within ε of the scan's best and stays there (`evaluations_to_eps`, the median over seeds, with the fewest
-  and most, and how many seeds got there at all), the final re-evaluation and its regret against the scan's, and
-  the optimiser's own seconds as a share of the run's.
+  and most, and how many seeds got there at all), the incumbent's regret at fixed fractions of the budget
+  (`regret_1/16` … `regret_1`) and the area under its regret curve over the budget (`regret_auc`: the mean
+  regret per evaluation, so optimisers that all get there are told apart by how fast), the final re-evaluation and
+  its regret against the scan's, and the optimiser's own seconds as a share of the run's;
+* `soonest` — per mechanism, the optimiser whose median run comes within ε soonest, named the winner only where an
+  exact one-sided sign test over the matched seeds (each seed runs every optimiser) separates it from every other
+  at family-wise α 0.05 (Holm over the others).
 
 ε is `[summary] eps`, else the study's margin (`[decide] margin`), else 0.01. pandas and numpy only.
 """
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 import pandas as pd
+from scipy import stats
 from scipy.interpolate import RegularGridInterpolator
 
 from bilevel_tune.core import metrics
@@ -27,6 +35,9 @@ from bilevel_tune.report.columns import FINAL, MECHANISM, OPTIMIZER
 from bilevel_tune.study_data.settings import is_setting_key
 
 DEFAULT_EPS = 0.01
+BUDGET_FRACTIONS = (Fraction(1, 16), Fraction(1, 8), Fraction(1, 4), Fraction(1, 2), Fraction(1))
+SOONEST_ALPHA = 0.05  # the soonest line's sign tests, family-wise over an optimiser's rivals (Holm)
+BY_SEED = "evaluations_to_eps_by_seed"  # the table's per-seed figures the sign tests read (not in optimizers.csv)
 LANDSCAPE = "final_objective"  # the scan's value at a grid point: retrained on the final seeds, the mean
 
 
@@ -79,6 +90,21 @@ def evaluations_to_eps(run: pd.DataFrame, eps: float) -> float:
     return float(run.sort_values("generation")["evaluations"].to_numpy()[first])
 
 
+def regret_at(run: pd.DataFrame, fraction: Fraction) -> float:
+    """The incumbent's regret after `fraction` of the run's evaluations (its last generation at or before them)."""
+    run = run.sort_values("generation")
+    before = run[run["evaluations"] <= fraction * run["evaluations"].max()]
+    return float(before["incumbent_regret"].iloc[-1]) if not before.empty else float("nan")
+
+
+def regret_auc(run: pd.DataFrame) -> float:
+    """The area under the incumbent's regret over the run's budget, as a share of it: each generation's regret held
+    for the evaluations it spent — the mean regret per evaluation."""
+    run = run.sort_values("generation")
+    spent = np.diff(np.concatenate([[0.0], run["evaluations"].to_numpy(dtype=float)]))
+    return float((run["incumbent_regret"].to_numpy(dtype=float) * spent).sum() / spent.sum())
+
+
 def optimizer_table(trials: pd.DataFrame, incumbents: pd.DataFrame, eps: float) -> pd.DataFrame:
     """One row per optimiser and mechanism (optimizers.csv)."""
     if incumbents.empty or OPTIMIZER not in trials:
@@ -86,7 +112,8 @@ def optimizer_table(trials: pd.DataFrame, incumbents: pd.DataFrame, eps: float) 
     key = ["population", "optimize_params", "seed", *(c for c in trials.columns if is_setting_key(c))]
     per_run = incumbents.groupby(key, sort=False).apply(
         lambda run: pd.Series(
-            {"evaluations_to_eps": evaluations_to_eps(run, eps), "incumbent_regret": run["incumbent_regret"].iloc[-1]}
+            {"evaluations_to_eps": evaluations_to_eps(run, eps), "incumbent_regret": run["incumbent_regret"].iloc[-1],
+             **{f"regret_{f}": regret_at(run, f) for f in BUDGET_FRACTIONS}, "regret_auc": regret_auc(run)}
         ),
         include_groups=False,
     )
@@ -111,6 +138,10 @@ def optimizer_table(trials: pd.DataFrame, incumbents: pd.DataFrame, eps: float) 
                 "seeds_within_eps": int(finite.size),
                 "incumbent_regret": float(scanned["incumbent_regret"].mean()),
                 "incumbent_regret_sd": _sd(scanned["incumbent_regret"]),
+                **{f"regret_{f}": float(scanned[f"regret_{f}"].mean()) for f in BUDGET_FRACTIONS},
+                "regret_auc": float(scanned["regret_auc"].mean()),
+                "regret_auc_sd": _sd(scanned["regret_auc"]),
+                BY_SEED: {int(seed): float(v) for seed, v in zip(scanned["seed"], scanned["evaluations_to_eps"])},
                 FINAL: float(runs[FINAL].mean()),
                 "final_objective_sd": _sd(runs[FINAL]),
                 "final_regret": float(runs["final_regret"].mean()) if "final_regret" in runs else float("nan"),
@@ -140,6 +171,8 @@ def render(table: pd.DataFrame, eps: float) -> list[str]:
         incumbent=[f"{r.incumbent_regret:+.4f} ± {r.incumbent_regret_sd:.4f}" for r in table.itertuples()],
         final=[f"{getattr(r, FINAL):.4f} ± {r.final_objective_sd:.4f}" for r in table.itertuples()],
         share=[f"{100 * r.optimizer_share:.1f} %" for r in table.itertuples()],
+        at_budget=[" · ".join(f"{row[f'regret_{f}']:+.4f}" for f in BUDGET_FRACTIONS) for _, row in table.iterrows()],
+        auc=[f"{r.regret_auc:+.4f} ± {r.regret_auc_sd:.4f}" for r in table.itertuples()],
     )
     columns = {
         "optimiser": "optimiser",
@@ -147,6 +180,8 @@ def render(table: pd.DataFrame, eps: float) -> list[str]:
         "evaluations": "evaluations per run",
         "to_eps": f"evaluations to within {eps:g} of the scan's best (median; fewest–most; seeds)",
         "incumbent": "incumbent's regret at the end (mean ± SD)",
+        "at_budget": f"its regret at {' · '.join(str(f) for f in BUDGET_FRACTIONS)} of the budget (means)",
+        "auc": "mean regret over the budget (area under its curve; mean ± SD)",
         "final": "final objective (mean ± SD)",
         "share": "optimiser's own share of the wall",
     }
@@ -165,9 +200,30 @@ def render(table: pd.DataFrame, eps: float) -> list[str]:
     ]
 
 
+def csv_table(table: pd.DataFrame) -> pd.DataFrame:
+    """optimizers.csv: the table less its per-seed figures."""
+    return table.drop(columns=[BY_SEED], errors="ignore")
+
+
+def separated(best: dict, rival: dict) -> float:
+    """The exact one-sided sign test's p-value that `best` needs fewer evaluations than `rival` over their matched
+    seeds (a seed that never got there counts as more than any that did; ties dropped)."""
+    shared = sorted(set(best) & set(rival))
+    wins = sum(best[s] < rival[s] for s in shared)
+    losses = sum(best[s] > rival[s] for s in shared)
+    return float(stats.binom.sf(wins - 1, wins + losses, 0.5)) if wins + losses else 1.0
+
+
+def _holm_all(p_values: list[float], alpha: float) -> bool:
+    """Does Holm's step-down at family-wise `alpha` reject every one of these?"""
+    ordered = sorted(p_values)
+    return all(p <= alpha / (len(ordered) - i) for i, p in enumerate(ordered))
+
+
 def soonest(table: pd.DataFrame) -> list[str]:
-    """Per mechanism, one line: the optimiser whose incumbent comes within ε soonest (the median over seeds), and
-    the evaluations that saves against the ES's."""
+    """Per mechanism, one line: the optimiser whose incumbent comes within ε soonest (the median over seeds), named
+    the winner only where the sign tests over matched seeds separate it from every other (`separated`, Holm at
+    SOONEST_ALPHA), with the evaluations that saves against the ES's; else what it is not separated from."""
     lines = []
     for mechanism, rows in table.groupby(MECHANISM, sort=False):
         reached = rows[rows["evaluations_to_eps"].notna()]
@@ -175,7 +231,18 @@ def soonest(table: pd.DataFrame) -> list[str]:
             lines.append(f"- {mechanism}: no optimiser's median run came within ε of the scan's best in its budget.")
             continue
         best = reached.loc[reached["evaluations_to_eps"].idxmin()]
-        tied = " and ".join(reached[reached["evaluations_to_eps"] == best["evaluations_to_eps"]]["optimiser"])
+        rivals = rows[rows[OPTIMIZER] != best[OPTIMIZER]]
+        seeds = len(best[BY_SEED]) if BY_SEED in rows else 0
+        p_values = [separated(best[BY_SEED], r[BY_SEED]) for _, r in rivals.iterrows()] if BY_SEED in rows else []
+        if not p_values or not _holm_all(p_values, SOONEST_ALPHA):
+            close = [r["optimiser"] for (_, r), p in zip(rivals.iterrows(), p_values) if p > SOONEST_ALPHA / len(p_values)]
+            lines.append(
+                f"- {mechanism}: the soonest median within ε is {best['optimiser']}'s, {best['evaluations_to_eps']:.0f} "
+                f"evaluations, but a sign test over {seeds} matched seeds does not separate it from "
+                f"{', '.join(close) or 'every other'} (α {SOONEST_ALPHA:g}, Holm): no winner named."
+            )
+            continue
+        tied = best["optimiser"]
         line = f"- {mechanism}: soonest within ε, {tied} at {best['evaluations_to_eps']:.0f} evaluations"
         es = rows[rows[OPTIMIZER] == "es"]
         if "ES" not in tied.split(" and ") and not es.empty:
@@ -185,7 +252,8 @@ def soonest(table: pd.DataFrame) -> list[str]:
                 if np.isfinite(es_steps)
                 else f"; the ES's median run did not get there in {int(es['evaluations'].iloc[0])}"
             )
-        lines.append(line + " (medians over seeds).")
+        lines.append(line + f" (medians over seeds; a sign test over {seeds} matched seeds separates it from every "
+                            f"other, α {SOONEST_ALPHA:g}, Holm).")
     return lines + ([""] if lines else [])
 
 

@@ -372,7 +372,7 @@ def write_summary(run_dir: Path, with_plots: bool = True) -> str:
     if s.robustness is not None:
         s.robustness.table().to_csv(run_dir / ROBUSTNESS_CSV, index=False)
     if s.optimizers is not None:
-        s.optimizers.to_csv(run_dir / OPTIMIZERS_CSV, index=False)
+        optimizers.csv_table(s.optimizers).to_csv(run_dir / OPTIMIZERS_CSV, index=False)
     tables.write(run_dir, s.tables)  # trials.csv, generations.csv.gz, scan.csv: what a shipped folder reopens from
     s.cells.to_csv(run_dir / CELLS_CSV, index=False)
     s.grid.to_csv(run_dir / GRID_CSV, index=False)
