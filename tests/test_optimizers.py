@@ -281,3 +281,12 @@ def test_regret_at_fractions_of_the_budget_its_area_and_a_winner_named_only_wher
     assert "a sign test over 6 matched seeds separates it from every other, α 0.05, Holm" in separated
     four = report.soonest(table({s: 12.0 for s in range(4)}, {s: 40.0 for s in range(4)}))[0]  # 4 seeds: p = 1/16
     assert "does not separate it from ES (α 0.05, Holm): no winner named" in four
+
+
+def test_epsilon_defaults_to_the_rules_scans_own_noise_at_its_best():
+    scans = pd.DataFrame({"optimize_params": ["x"] * 4, "seed": [1, 1, 2, 2], "final_objective": [0.3, 0.4, 0.5, 0.2],
+                          "final_objective_std": [0.9, 0.012, 0.018, 0.9]})  # fmt: skip  # the bests: 0.4 and 0.5
+    weekend = load_study("weekend")
+    assert report.scan_noise(scans) == 0.015 and report.epsilon(weekend, scans) == 0.015
+    assert report.epsilon(weekend.with_overrides(settings={"summary.eps": "0.02"}), scans) == 0.02  # set: as set
+    assert report.epsilon(weekend) == 0.01  # no scan: the study's margin

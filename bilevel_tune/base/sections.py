@@ -150,7 +150,7 @@ class SummarySettings(_Checked):
     tol: float = knob(1e-4, "how close to the ceiling counts as at it", low=0, inner=False)
     eps: float | None = knob(
         None, "how close to the rules scan's best an optimiser's incumbent must come (evaluations to ε)", low=0,
-        open_low=True, unset="decide.margin, else 0.01", inner=False,
+        open_low=True, unset="the rules scan's noise at its best, else decide.margin, else 0.01", inner=False,
     )  # fmt: skip
 
 

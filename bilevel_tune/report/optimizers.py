@@ -17,7 +17,8 @@ the final seeds, linear between grid points), and compared with the landscape's 
   exact one-sided sign test over the matched seeds (each seed runs every optimiser) separates it from every other
   at family-wise α 0.05 (Holm over the others).
 
-ε is `[summary] eps`, else the study's margin (`[decide] margin`), else 0.01. pandas and numpy only.
+ε is `[summary] eps`, else the rules scan's own noise (`scan_noise`: the SD over its final seeds at its best
+point), else the study's margin (`[decide] margin`), else 0.01. pandas and numpy only.
 """
 
 from __future__ import annotations
@@ -46,8 +47,25 @@ def shown_here(study) -> bool:
     return study.scan is not None and study.optimizers != ("es",)
 
 
-def epsilon(study) -> float:
-    return next(v for v in (study.summary.eps, study.decide.margin, DEFAULT_EPS) if v is not None)
+def epsilon(study, scans: pd.DataFrame | None = None) -> float:
+    """ε: `[summary] eps`, else the rules scan's own noise — the SD over its final seeds at each scan's best point
+    (the mean over scans): an incumbent that close to the best cannot be told from it by re-evaluation —, else the
+    study's margin, else 0.01."""
+    return next(v for v in (study.summary.eps, scan_noise(scans), study.decide.margin, DEFAULT_EPS) if v is not None)
+
+
+def scan_noise(scans: pd.DataFrame | None) -> float | None:
+    """The SD of the final seeds' scores at each scan's best grid point, the mean over scans; None without one."""
+    if scans is None or scans.empty or "final_objective_std" not in scans:
+        return None
+    best = scans.loc[scans.groupby(["optimize_params", "seed"], sort=False)[LANDSCAPE].idxmax()]
+    sd = best["final_objective_std"].to_numpy(dtype=float)
+    return round(float(np.nanmean(sd)), 4) if np.isfinite(sd).any() and np.nanmean(sd) > 0 else None  # a threshold: 4 places
+
+
+def table_epsilon(table: pd.DataFrame) -> float:
+    """The ε a table was made with."""
+    return float(table["eps"].iloc[0])
 
 
 def incumbent_table(generations: pd.DataFrame, scans: pd.DataFrame) -> pd.DataFrame:

@@ -154,7 +154,7 @@ def render(s: Summary) -> str:
     lines += render_robustness(s)
     lines += render_needed(s)
     lines += render_noise(s)
-    lines += optimizers.render(s.optimizers, optimizers.epsilon(study)) if s.optimizers is not None else []
+    lines += optimizers.render(s.optimizers, optimizers.table_epsilon(s.optimizers)) if s.optimizers is not None and not s.optimizers.empty else []
     lines += render_grids(s)
     axes = [k for k, _ in study.axes]
     title = "## Best objective per run (the campaign's grid: rows population × seed, columns mechanism dimensionality)"

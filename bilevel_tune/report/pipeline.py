@@ -127,7 +127,7 @@ def optimizer_section(study: Study, table: pd.DataFrame, generations: pd.DataFra
     if not optimizers.shown_here(study):
         return None
     incumbents = optimizers.incumbent_table(generations, scans)
-    return optimizers.optimizer_table(table, incumbents, optimizers.epsilon(study))
+    return optimizers.optimizer_table(table, incumbents, optimizers.epsilon(study, scans))
 
 
 def verdicts(

@@ -189,7 +189,7 @@ def plot_optimizers(s: Summary):
                 ax.plot(curves.index, curves.mean(axis=1), color=colour, lw=1.3, label=shown)
                 ax.fill_between(curves.index, curves.min(axis=1), curves.max(axis=1), color=colour, alpha=0.15, lw=0)
             if row == 1 and not rows.empty:
-                eps = optimizers.epsilon(s.study)
+                eps = optimizers.table_epsilon(s.optimizers)
                 ax.axhline(eps, color="k", lw=0.8, ls="--", label=f"ε = {eps:g}: within it, the rules are as good")
             ax.set_title(f"{mechanism}: {label}", fontsize=9)
             ax.set_xlabel("inner-loop evaluations (farm trainings)")
@@ -447,7 +447,7 @@ def drawings(s: Summary) -> dict[str, object]:
     }
     if s.study.ceiling is not None:
         out[CEILING_PLOT] = lambda: plot_ceiling(s)
-    if s.optimizers is not None:
+    if s.optimizers is not None and not s.optimizers.empty:
         out["optimizers"] = lambda: plot_optimizers(s)
     for mechanism in landscape_names(s):
         out[LANDSCAPE.format(mechanism=mechanism)] = lambda m=mechanism: plot_landscape(s, m)
