@@ -31,7 +31,7 @@ echo "overlay $overlay"
 files() { (cd "$1" && find . -type f ! -name .session.lock ! -name .manifest ! -path '*/wandb/*' \
   ! -path './tensorboard/*' -print0 | sort -z | xargs -0 -r sha256sum); }
 git clone -q "$repo" "$scratch/clone"
-(cd "$scratch/clone" && docs/results/restore-run.sh "$run" "$@" "$overlay" > /dev/null)
+(cd "$scratch/clone" && RUN_ROOT= docs/results/restore-run.sh "$run" "$@" "$overlay" > /dev/null)  # the clone's own runs/
 if diff <(files "$scratch/clone/runs/$run") <(files "$live") > "$scratch/differences"; then
   echo "restored in a scratch clone: identical to $live ($(files "$live" | wc -l) files)"
 else
