@@ -243,5 +243,10 @@ def test_the_optimizers_study_runs_every_optimiser_under_tune_and_counts_evaluat
     table = pd.read_csv(run / "optimizers.csv")
     assert list(table["optimizer"]) == ["es", "cma", "bo", "random"] and "evaluations_to_eps" in table
     assert (table["seeds"] == 1).all() and table["incumbent_regret"].notna().all()
-    assert "## Optimisers at equal evaluations (ε = 0.01)" in (run / "summary.md").read_text()
+    from bilevel_tune.report.optimizers import scan_noise
+
+    eps = float(table["eps"].iloc[0])  # the rules scan's own noise at its best (the margin where it has none)
+    assert eps == (scan_noise(pd.read_csv(run / "scan.csv")) or 0.01)
+    assert f"## Optimisers at equal evaluations (ε = {eps:g})" in (run / "summary.md").read_text()
+    assert {"regret_1/16", "regret_1", "regret_auc"} <= set(table.columns)
     assert (run / "plots" / "optimizers.png").is_file()
