@@ -120,7 +120,7 @@ generations = 2
             GOOD.replace('[["fixed_quota"]]', '[["fixed_qouta"]]'),
             r"unknown rule 'fixed_qouta' \(did you mean 'fixed_quota'\?\)",
         ),
-        (GOOD.replace("population = [2]", "population = [3]"), r"population=3 must be 1 or even"),
+        (GOOD.replace("population = [2]", "population = [3]"), r"optimizer 'es' needs population 1 or even \(antithetic pairs\), not 3"),
         (GOOD.replace("population = [2]", "population = [0]"), r"population=0 must be an integer ≥ 1"),
         (GOOD.replace("seed = [1]", "seed = [-1]"), r"seed=-1 must be an integer ≥ 0"),
         (GOOD.replace("generations = 2", "generations = 0"), r"generations=0 must be an integer ≥ 1"),

@@ -290,3 +290,11 @@ def test_epsilon_defaults_to_the_rules_scans_own_noise_at_its_best():
     assert report.scan_noise(scans) == 0.015 and report.epsilon(weekend, scans) == 0.015
     assert report.epsilon(weekend.with_overrides(settings={"summary.eps": "0.02"}), scans) == 0.02  # set: as set
     assert report.epsilon(weekend) == 0.01  # no scan: the study's margin
+
+
+def test_an_odd_population_is_the_es_alone_to_refuse():
+    weekend = load_study("weekend")
+    for name in ("random", "optuna", "bo"):  # no pairs: any population
+        assert weekend.with_overrides(populations=[3], outer_iters=2, settings={"optimizer": name}).populations == (3,)
+    with pytest.raises(StudyError, match=r"population 3: optimizer 'es' needs population 1 or even \(antithetic pairs\)"):
+        weekend.with_overrides(populations=[3], outer_iters=2)

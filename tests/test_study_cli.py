@@ -101,7 +101,7 @@ BAD = [
     (["weekend", "--grid", "es.sigma"], "must look like key=value"),
     (["weekend", "--population", "0"], "--population=0 must be an integer ≥ 1"),
     (["weekend", "--population", "-2"], "--population=-2 must be an integer ≥ 1"),
-    (["weekend", "--population", "3"], "--population=3 must be 1 or even"),
+    (["weekend", "--population", "3", "--outer-iters", "2"], "population 3: optimizer 'es' needs population 1 or even (antithetic pairs), not 3"),
     (["weekend", "--population", "sixteen"], "--population 'sixteen' must be comma-separated integers"),
     (["weekend", "--outer-iters", "0"], "--outer-iters 0 must be ≥ 1"),
     (["weekend", "--inner-iters", "x"], "--inner-iters 'x' must be an integer"),
@@ -212,14 +212,15 @@ def test_resume_of_another_studys_run(tmp_path, capsys):
 
 def test_the_module_entry_point_exits_2_without_traceback():
     done = subprocess.run(
-        [sys.executable, "-m", "bilevel_tune.study", "weekend", "--population", "5"],
+        [sys.executable, "-m", "bilevel_tune.study", "weekend", "--population", "5", "--outer-iters", "2"],
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert (
         done.returncode == 2
-        and done.stderr.strip() == "bilevel_tune.study: error: --population=5 must be 1 or even (antithetic pairs)"
+        and done.stderr.strip()
+        == "bilevel_tune.study: error: population 5: optimizer 'es' needs population 1 or even (antithetic pairs), not 5"
     )
 
 

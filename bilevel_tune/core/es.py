@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from bilevel_tune.base.knobs import StudyError
 from bilevel_tune.base.sections import SHAPINGS, ESSettings
 from bilevel_tune.core import metrics
 from bilevel_tune.core.outer import OuterOptimizer, fill_failed, generation_metrics
@@ -45,7 +46,7 @@ class ESConfig(ESSettings):
 
     def __post_init__(self):
         n = self.population
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1 or (n > 1 and n % 2):
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not runs_population(n):
             raise ValueError(f"population={n!r} must be 1 or an even integer ≥ 2 (antithetic pairs)")
         super().__post_init__()
         if not self.sigma_min <= self.sigma_max:
@@ -260,10 +261,20 @@ def _checked(state: ESState, candidates, objectives) -> tuple[np.ndarray, np.nda
     return candidates, f
 
 
+def runs_population(n: int) -> bool:
+    """The ES's one rule on its population: 1 (the (1+1)-ES), or even (antithetic pairs)."""
+    return n == 1 or (n >= 2 and n % 2 == 0)
+
+
 class EvolutionStrategy(OuterOptimizer):
-    """The ES as one outer optimiser among several (`core.outer`): [es] settings, any population."""
+    """The ES as one outer optimiser among several (`core.outer`): [es] settings, a population of 1 or even."""
 
     name, section = "es", "es"
+
+    def check(self, population: int, evaluations: int, where: str) -> None:
+        super().check(population, evaluations, where)
+        if not runs_population(population):
+            raise StudyError(f"{where}: optimizer 'es' needs population 1 or even (antithetic pairs), not {population}")
 
     def init(self, settings: ESSettings, population: int, dim: int, seed: int) -> ESState:
         return init(ESConfig(population=population, **dataclasses.asdict(settings)), dim, seed)

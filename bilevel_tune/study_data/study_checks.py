@@ -34,10 +34,8 @@ def check_int(value, where: str, minimum: int) -> int:
 
 
 def check_population(value, where: str = "population") -> int:
-    value = check_int(value, where, 1)
-    if value > 1 and value % 2:
-        raise StudyError(f"{where}={value} must be 1 or even (antithetic pairs)")
-    return value
+    """A population is an integer ≥ 1; what each optimiser runs (the ES: 1 or even) is its own `check`."""
+    return check_int(value, where, 1)
 
 
 def check_inner(value, where: str) -> str:
@@ -96,7 +94,8 @@ def check_study(study):
         study.budget.generations_for(population)
     for values in study.trial_values():
         try:
-            ESConfig(population=study.populations[0], **section_kwargs(values, "es", ESSettings))
+            # [es]'s own cross-field rules (σ's bounds): the population's rule is the ES's `check` (check_optimizers)
+            ESConfig(population=1, **section_kwargs(values, "es", ESSettings))
         except ValueError as err:
             raise StudyError(f"[es]: {err}") from None
         objective = study.table.section_classes["objective"]  # the world's own checks of its [objective]
