@@ -428,8 +428,8 @@ def ship(run_dir: Path, out: Path, rows: list[dict], notes: str) -> None:
     text += held_out_block(run_dir, summary)
     if stages(run_dir):
         text += ["## Stages", "", *stages(run_dir), ""]
-    if spent(run_dir):
-        text += ["## What it spent", "", *spent(run_dir), ""]
+    if cost := spent(run_dir):  # reads every record: once
+        text += ["## What it spent", "", *cost, ""]
     text += ["## Provenance and sessions", "", *sessions(run_dir), "", "## Per trial", "", markdown(rows), ""]
     (out / RUN_MD).write_text("\n".join(text))
 

@@ -310,25 +310,24 @@ def at_equal_evaluations(study, hypothesis):
     if budgets[0] == budgets[1]:
         return None
     fewer = min(budgets)
-
-    def read(group):
-        return group if study.evaluations_of(group[0]) <= fewer else at_evaluations(group, fewer)
-
-    if isinstance(hypothesis, Comparison):
-        return dataclasses.replace(hypothesis, a=read(hypothesis.a), b=read(hypothesis.b), at=fewer)
-    return dataclasses.replace(hypothesis, contrast=tuple((read(g), w) for g, w in hypothesis.contrast), at=fewer)
+    return _regrouped(
+        hypothesis, lambda g: g if study.evaluations_of(g[0]) <= fewer else at_evaluations(g, fewer), fewer
+    )
 
 
 def read_at(hypothesis, evaluations: int):
     """A row at equal evaluations read at another count each (a pilot's incumbents at a fraction of its budget):
     the groups it reads at fewer evaluations than they ran, read at `evaluations` instead."""
+    return _regrouped(
+        hypothesis, lambda g: at_evaluations(real_group(g), evaluations) if g != real_group(g) else g, evaluations
+    )
 
-    def read(group):
-        return at_evaluations(real_group(group), evaluations) if group != real_group(group) else group
 
+def _regrouped(hypothesis, read, at: int):
+    """The hypothesis with each group it reads passed through `read`, marked as read at `at` evaluations each."""
     if isinstance(hypothesis, Comparison):
-        return dataclasses.replace(hypothesis, a=read(hypothesis.a), b=read(hypothesis.b), at=evaluations)
-    return dataclasses.replace(hypothesis, contrast=tuple((read(g), w) for g, w in hypothesis.contrast), at=evaluations)
+        return dataclasses.replace(hypothesis, a=read(hypothesis.a), b=read(hypothesis.b), at=at)
+    return dataclasses.replace(hypothesis, contrast=tuple((read(g), w) for g, w in hypothesis.contrast), at=at)
 
 
 def _main_effects(study, factor: str, varied: list[str]) -> list[MainEffect]:
