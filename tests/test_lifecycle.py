@@ -241,3 +241,47 @@ def test_a_scripts_own_ray_keeps_every_temporary_file_in_a_scratch_that_goes(tmp
     assert scratch.parent == tmp_path and scratch.name.startswith(SCRATCH_PREFIX)
     assert Path(seen["worker"]).parent == scratch
     assert not scratch.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_an_optuna_run_resumes_after_ctrl_c_asking_what_an_uninterrupted_run_asks(tmp_path):
+    """Optuna's TPE through the CLI (its options from --set), stopped by Ctrl-C and resumed: every generation's
+    candidates are those of the same run made in-process without a stop, bit for bit."""
+    import pandas as pd
+
+    from bilevel_tune.core import outer
+    from bilevel_tune.inner import InnerLoopConfig
+    from bilevel_tune.inner.analytic import AnalyticLoop
+    from bilevel_tune.tune_edge.trainable import Seeds, candidate_rules
+
+    generations, settings = 40, ["optimizer=optuna", "optuna.sampler=tpe", "optuna.options=n_startup_trials=4"]
+    args = study_args(
+        tmp_path, "--quick", *(part for s in settings for part in ("--set", s)), **ANALYTIC, wandb="disabled",
+        population=4, optimize_params="min_demand_frac", seed=42, outer_iters=generations,
+    )  # fmt: skip
+    proc = study_process(args)
+    wait_for(lambda: any(len(g) >= 5 for g, _ in trial_records(tmp_path / "run").values()), timeout=180)
+    out = interrupt(proc, signal.SIGINT)
+    assert proc.returncode == 130, out[-3000:]
+    ((rows, final),) = trial_records(tmp_path / "run").values()
+    assert final is None and len(rows) < generations, "Ctrl-C must land mid-run"
+    resumed = command_process(shlex.split(LAST_LINE.match(last_line(out))[5]))
+    out, _ = resumed.communicate(timeout=600)
+    assert resumed.returncode == 0, out[-3000:]
+    ((rows, final),) = trial_records(tmp_path / "run").values()
+    assert [r[metrics.GENERATION] for r in rows] == list(range(generations)) and final is not None
+
+    study = load_study("weekend").with_budget("quick").with_overrides(
+        populations=[4], seeds=[42], optimize_params=["min_demand_frac"], outer_iters=generations, inner="analytic",
+        settings=dict(s.split("=", 1) for s in settings),
+    )  # fmt: skip
+    loop = AnalyticLoop(InnerLoopConfig.from_study(study))
+    seeds = Seeds(42, study.budget.eval_episodes, study.budget.final_eval_seeds)
+    optimizer, optimizer_settings = outer.chosen(study)
+    state = optimizer.init(optimizer_settings, 4, 1, 42)
+    for row in rows:
+        candidates = optimizer.ask(state)
+        assert row["candidates"] == candidates.tolist(), f"generation {row[metrics.GENERATION]} asked otherwise"
+        rules = candidate_rules(study, ("min_demand_frac",), candidates)
+        loop.reset(rules, seeds.generation(state.generation), range(4))
+        state, _ = optimizer.tell(state, candidates, [o.objective for o in loop.evaluate(seeds.evaluation)])
+    assert set(pd.read_csv(tmp_path / "run" / "trials.csv")["optimizer"]) == {"optuna"}

@@ -107,6 +107,23 @@ def test_each_optuna_sampler_asks_the_same_for_the_same_history_and_resumes_from
     assert np.array_equal(optimizer.ask(again), np.array(state.history[0][0]))  # the same seed, the same first asks
 
 
+def test_a_samplers_own_options_reach_it_and_survive_the_checkpoint():
+    """[optuna] options are the sampler's keywords: TPE with 4 start-up trials asks by its model from the second
+    generation of four, where the default's 10 random ones still ask at random."""
+    optimizer = outer.load("optuna")
+    runs = {}
+    for options in ((), (("n_startup_trials", 4),)):
+        state = optimizer.init(OptunaSettings(options=options), 4, 2, 42)
+        candidates = optimizer.ask(state)
+        state, _ = optimizer.tell(state, candidates, quadratic(candidates))
+        runs[options] = state
+    default, four = runs.values()
+    assert np.array_equal(default.history[0][0], four.history[0][0]), "the same seed: the same random first asks"
+    assert not np.array_equal(optimizer.ask(default), optimizer.ask(four))
+    restored = optimizer.from_dict(json.loads(json.dumps(four.to_dict())))
+    assert np.array_equal(optimizer.ask(restored), optimizer.ask(four))
+
+
 @pytest.mark.parametrize("bo", [{"acquisition": "qLogEI"}, {"acquisition": "qUCB", "beta": 0.5, "noise": 1e-4}],
                          ids=["qLogEI", "qUCB-fixed-noise"])
 def test_bo_takes_its_acquisition_and_noise_as_settings_and_stays_deterministic(bo):
@@ -248,13 +265,27 @@ def test_a_summary_that_raises_fails_the_run_and_says_how_to_rebuild_it(tmp_path
     assert said[-1].startswith("summary failed (") and f"rebuild with: python -m bilevel_tune.summary {tmp_path}" in said[-1]
 
 
-def test_optuna_refuses_in_one_line_without_optuna_and_with_an_unknown_sampler(monkeypatch):
+def test_optuna_refuses_in_one_line_without_optuna_an_unknown_sampler_and_an_option_its_sampler_lacks(monkeypatch):
     import sys
 
     weekend = load_study("weekend")
     assert weekend.with_overrides(settings={"optimizer": "optuna", "optuna.sampler": "gp"}).optuna.sampler == "gp"
     with pytest.raises(StudyError, match="optuna.sampler='nope' must be one of tpe, gp, cmaes, qmc, random"):
         weekend.with_overrides(settings={"optimizer": "optuna", "optuna.sampler": "nope"})
+    study = weekend.with_overrides(settings={"optimizer": "optuna", "optuna.options": "{multivariate = true, n_startup_trials=5}"})
+    assert study.optuna.options == (("multivariate", True), ("n_startup_trials", 5))
+    assert Study.from_dict(json.loads(json.dumps(study.to_dict()))) == study
+    for options, message in {
+        "nope=3": r"\[optuna\]: optuna.options nope=3: TPESampler takes no such setting here; it takes consider_prior, ",
+        "seed=3": r"TPESampler takes no such setting here; .* \(the seed is the trial’s\)",
+        "gamma=2": r"optuna.options gamma=2: TPESampler takes no such setting here",  # a callable: not a study's
+        "n_startup_trials=ten": r"optuna.options n_startup_trials='ten' must be int \(TPESampler\)",
+        "n_startup_trials": r"optuna.options='n_startup_trials' must be a table of name = value, each value true/false",
+    }.items():
+        with pytest.raises(StudyError, match=message):
+            weekend.with_overrides(settings={"optimizer": "optuna", "optuna.options": options})
+    with pytest.raises(StudyError, match=r"optuna.options qmc_type='foo': QMCSampler refuses them: .*halton"):
+        weekend.with_overrides(settings={"optimizer": "optuna", "optuna.sampler": "qmc", "optuna.options": "qmc_type=foo"})
     monkeypatch.setitem(sys.modules, "optuna", None)  # as if it were not installed: importing it raises
     with pytest.raises(StudyError, match=r"optimizer 'optuna' needs Optuna, which is not installed: pip install "
                                          r"'bilevel_tune\[optuna\]'"):

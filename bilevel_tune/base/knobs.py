@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import tomllib
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -46,6 +47,7 @@ class Knob:
     unset: str = ""  # what the setting means when left unset (its default None); "" when it must have a value
     integer: bool = False  # an optional setting (default None) whose value is an integer
     plugin: bool = False  # a choice that also takes a class of the user's, named `module:Class`
+    options: bool = False  # a table of name = value (a flag, a number or a word), handed on as keyword arguments
 
 
 def knob(default: Any, doc: str, **range_and_flags: Any) -> Any:
@@ -54,6 +56,8 @@ def knob(default: Any, doc: str, **range_and_flags: Any) -> Any:
 
 
 def _kind(default: Any, spec: Knob) -> str:
+    if spec.options:
+        return "options"
     if default is None:
         return "int" if spec.integer else "float"  # an optional number (`unset` says what none means)
     if isinstance(default, bool):
@@ -75,8 +79,9 @@ class Setting(Knob):
     default: Any = dataclasses.field(kw_only=True)
     kind: str = dataclasses.field(
         kw_only=True
-    )  # "int", "float", "bool", "choice", "layers" (a non-empty list of positive integers), "words" (a list of names) or
-    # "range" (two numbers, low < high, within [low, high] of the setting: a rule's search range)
+    )  # "int", "float", "bool", "choice", "layers" (a non-empty list of positive integers), "words" (a list of names),
+    # "range" (two numbers, low < high, within [low, high] of the setting: a rule's search range) or "options" (a
+    # table of name = value, kept as sorted (name, value) pairs)
     field: str = dataclasses.field(default="", kw_only=True)  # the config field it is declared on (its name when empty)
 
     @classmethod
@@ -109,6 +114,8 @@ class Setting(Knob):
             return "a non-empty list of layer sizes ≥ 1"
         if self.kind == "words":
             return "a list of names"
+        if self.kind == "options":
+            return "a table of name = value, each value true/false, a number or a word"
         if self.kind == "range":
             return f"two numbers, low < high, within [{self.low:g}, {self.high:g}]"
         if self.unset:
@@ -161,6 +168,8 @@ class Setting(Knob):
             value = [part.strip() for part in split_top(text) if part.strip()]
         elif self.kind == "range":
             value = [_number(part, float) for part in text.strip("[]").split(",") if part.strip()]
+        elif self.kind == "options":
+            value = _options(text)
         else:
             value = text
         return self.check(value, where, flag=flag)
@@ -178,6 +187,12 @@ class Setting(Knob):
         if self.kind == "words":
             ok = isinstance(value, (list, tuple)) and all(isinstance(v, str) and v for v in value)
             return ok, tuple(value) if ok else value
+        if self.kind == "options":
+            pairs = list(value.items()) if isinstance(value, Mapping) else value
+            ok = isinstance(pairs, (list, tuple)) and all(isinstance(p, (list, tuple)) and len(p) == 2 for p in pairs)
+            ok = ok and all(isinstance(name, str) and name.isidentifier() and _scalar(v) for name, v in pairs)
+            ok = ok and len({name for name, _ in pairs}) == len(pairs)
+            return ok, tuple(sorted((name, v) for name, v in pairs)) if ok else value
         if self.kind == "range":
             ok = isinstance(value, (list, tuple)) and len(value) == 2
             ok = ok and all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value)
@@ -193,15 +208,38 @@ BOOLEAN_WORDS = {"true": True, "false": False}  # --set key=true, as TOML writes
 
 
 def split_top(text: str, separator: str = ",") -> list[str]:
-    """`text` split at the separators outside brackets and parentheses: 'appo(appo.lr=3e-4, network.hidden=[64,64]),
-    ppo' → ['appo(appo.lr=3e-4, network.hidden=[64,64])', 'ppo']."""
+    """`text` split at the separators outside brackets, braces and parentheses: 'appo(appo.lr=3e-4,
+    network.hidden=[64,64]), ppo' → ['appo(appo.lr=3e-4, network.hidden=[64,64])', 'ppo']."""
     parts, depth, start = [], 0, 0
     for i, char in enumerate(text):
-        depth += (char in "([") - (char in ")]")
+        depth += (char in "([{") - (char in ")]}")
         if char == separator and depth == 0:
             parts.append(text[start:i])
             start = i + 1
     return [*parts, text[start:]]
+
+
+def _scalar(value: Any) -> bool:
+    """A value an options table holds: a flag, a finite number or a word (what a keyword setting takes here)."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return isinstance(value, (bool, int, str))
+
+
+def _options(text: str) -> Any:
+    """`--set key=name=value,name=value` (or TOML's inline table, braces and all) as {name: value}; each value read
+    as TOML reads it (true, 4, 0.5, "word"), a bare word as itself; the text itself where it is no such table."""
+    inner = text[1:-1] if text.startswith("{") and text.endswith("}") else text
+    table = {}
+    for part in (p.strip() for p in split_top(inner) if p.strip()):
+        name, sep, raw = (s.strip() for s in part.partition("="))
+        if not sep or not name or name in table:
+            return text
+        try:
+            table[name] = tomllib.loads(f"value = {raw}")["value"]
+        except tomllib.TOMLDecodeError:
+            table[name] = raw
+    return table
 
 
 def _number(text: str, kind):

@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 from bilevel_tune.base.knobs import StudyError, check_knobs, knob
 
 SHAPINGS = ("zscore", "centered_rank")  # the ES's fitness shapings (es.shape)
 DECIDE_TESTS = ("paired", "adastop")  # [decide] test: verdicts.decide's tests
 DECIDE_SCORES = ("best-so-far", "search mean")  # [decide] score: which final rules' re-evaluation the rows read
-OPTIMIZER_NAMES = ("es", "cma", "bo", "random", "optuna")
-BO_ACQUISITIONS = ("qLogNEI", "qLogEI", "qUCB")  # [bo] acquisition: BoTorch's batch acquisition functions, by name  # [outer] optimizer: the built-in outer optimisers (core.outer)
+OPTIMIZER_NAMES = ("es", "cma", "bo", "random", "optuna")  # [outer] optimizer: the built-in outer optimisers
+BO_ACQUISITIONS = ("qLogNEI", "qLogEI", "qUCB")  # [bo] acquisition: BoTorch's batch acquisition functions, by name
 
 
 @dataclass(frozen=True, kw_only=True)  # keywords only: ESConfig(16) must not silently set σ
@@ -124,6 +125,10 @@ class OptunaSettings(_Checked):
     sampler: str = knob(
         "tpe", "Optuna's sampler: tpe (TPESampler), gp (GPSampler), cmaes (CmaEsSampler), qmc (QMCSampler), random "
         "(RandomSampler)", choices=OPTUNA_SAMPLERS, inner=False,
+    )  # fmt: skip
+    options: tuple[tuple[str, Any], ...] = knob(
+        (), "the sampler's own keyword settings, e.g. {n_startup_trials = 5, multivariate = true} (TPESampler's); "
+        "its seed is the trial's", options=True, inner=False,
     )  # fmt: skip
 
 

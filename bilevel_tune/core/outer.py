@@ -64,6 +64,10 @@ class OuterOptimizer:
     def from_dict(self, data: dict[str, Any]):
         raise NotImplementedError
 
+    def check_settings(self, settings, where: str) -> None:
+        """Settings of its section that are each in range but that this optimiser cannot take (a sampler's keyword
+        it does not have): StudyError, one line naming the value and what is allowed."""
+
     def check(self, population: int, evaluations: int, where: str) -> None:
         """A run this optimiser cannot make: StudyError, one line naming the value and what is allowed."""
         if population < self.min_population:

@@ -25,7 +25,7 @@ def score_column(study) -> str:
     """The trials table's column a study's rows read: `[decide] score`'s."""
     return FINAL_MEAN if study.decide.score == "search mean" else FINAL
 MECHANISM = "mechanism"
-OPTIMIZER = "optimizer"  # the outer optimiser a trial ran (es, cma, bo, random), whether or not it is an axis
+OPTIMIZER = "optimizer"  # the outer optimiser a trial ran (es, cma, bo, random, optuna, module:Class), whether or not it is an axis
 # The grid's factors besides the seed (a study's further axes add theirs). The mechanism factor is `dims` (1-D vs
 # 2-D) when each dimensionality has one set of searched rules, else `mechanism`, the set itself (2-D vs 2-D floor+risk).
 BASE_FACTORS = ("population", "dims")

@@ -158,7 +158,8 @@ def settings_table(world: str = DEFAULT_WORLD) -> SettingsTable:
 OPTIONAL_SECTIONS = ("final",)  # shown only when set: what a run adds after its trials
 # a setting left at this value is not shown: a plan with no margin, or no evaluations budget, reads as before them
 UNSET_UNSHOWN = {"decide.margin": None, "decide.margin_from": 1, "budget.evaluations": None, "summary.eps": None,
-                 "decide.equal_budget": (), "bo.acquisition": "qLogNEI", "bo.beta": 0.2, "bo.noise": None}
+                 "decide.equal_budget": (), "bo.acquisition": "qLogNEI", "bo.beta": 0.2, "bo.noise": None,
+                 "optuna.options": ()}
 # The sections of every world's table, in order: [world], [objective] and [rules] are each world's own
 OUTER_SECTIONS = ("outer", "es", "cma", "bo", "optuna")  # which optimiser searches the rules, then each one's own settings
 SECTIONS = ("world", "network", "appo", *OUTER_SECTIONS, "objective", "rules", "search", "budget", "summary", "decide",
@@ -190,8 +191,22 @@ def plain(value: Any, sep: str = ",") -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
+def _is_table(value: Any) -> bool:
+    """An options setting's value: (name, value) pairs, each name a word."""
+    return bool(value) and isinstance(value, (list, tuple)) and all(
+        isinstance(p, (list, tuple)) and len(p) == 2 and isinstance(p[0], str) and p[0].isidentifier() for p in value
+    )
+
+
+def _toml(value: Any) -> str:
+    return f'"{value}"' if isinstance(value, str) else shown(value)
+
+
 def shown(value: Any) -> str:
-    """A value as the user gave it (0.00037, not 3.7e-04): the dry run, study.json, the summary."""
+    """A value as the user gave it (0.00037, not 3.7e-04): the dry run, study.json, the summary; an options table
+    as TOML writes one ({multivariate = true, n_startup_trials = 5})."""
+    if _is_table(value):
+        return "{" + ", ".join(f"{name} = {_toml(v)}" for name, v in value) + "}"
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(shown(v) for v in value) + "]"
     if isinstance(value, bool):
@@ -218,6 +233,11 @@ def describe(
     return lines
 
 
+def default_shown(spec: Setting) -> str:
+    """A setting's default as the docs table shows it: an empty options table as {}."""
+    return "{}" if spec.kind == "options" else shown(spec.default)
+
+
 def docs_table(world: str = DEFAULT_WORLD) -> str:
     """docs/study.md's table of every setting of a study on this world (the default one's), as the declarations
     give it (a test keeps the page equal to it)."""
@@ -225,5 +245,5 @@ def docs_table(world: str = DEFAULT_WORLD) -> str:
     rows = ["| key | default | allowed | what |", "|---|---|---|---|"]
     for s in settings:
         what = s.doc + (" (APPO loops only)" if s.appo else "")
-        rows.append(f"| `{s.key}` | {shown(s.default)} | {s.allowed} | {what} |")
+        rows.append(f"| `{s.key}` | {default_shown(s)} | {s.allowed} | {what} |")
     return "\n".join(rows)

@@ -125,6 +125,11 @@ def check_optimizers(study) -> None:
         for population in study.populations:
             evaluations = study.budget.generations_for(population) * population
             optimizer.check(population, evaluations, f"population {population}")
+    for values in study.trial_values():  # each trial's own settings: a grid may cross them
+        optimizer = outer.load(values["outer.optimizer"])
+        if optimizer.section:
+            cls = study.table.section_classes[optimizer.section]
+            optimizer.check_settings(cls(**section_kwargs(values, optimizer.section, cls)), f"[{optimizer.section}]")
     runs, axes = ", ".join(names), dict(study.axes)
     for section in (s for s in OUTER_SECTIONS if s != "outer" and s not in names):
         for spec in (s for s in study.table.settings if s.section == section):
