@@ -614,3 +614,55 @@ def test_a_world_whose_own_code_raises_is_one_line_naming_where(tmp_path, capsys
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "RuntimeError in your code, test_worlds.py:" in err
     assert not (tmp_path / "r").exists()
+
+
+COASTAL = '''
+from bilevel_tune.worlds.fishery import Fishery
+
+
+class Coastal(Fishery):
+    """The fishery under another name, from a module of the user's own."""
+
+    name = "coastal"
+'''
+
+
+@pytest.mark.ray
+def test_a_shipped_folder_of_a_users_world_reads_where_its_module_is_gone(tmp_path):
+    """A run records its world's portrait in study.json: with the module deleted, the folder still summarises to the
+    same answers and settings and its status reads; the fishery's own rules, ranges and objective come back."""
+    import json
+    import os
+    import shutil
+
+    import pandas as pd
+
+    from .study_helpers import REPO
+
+    (tmp_path / "coastal.py").write_text(COASTAL)
+    (tmp_path / "coastal.toml").write_text(
+        'name = "coastal"\ninner = "analytic"\n[world]\nkind = "coastal:Coastal"\n[grid]\npopulation = [2]\n'
+        'optimize_params = [["quota_max"], ["quota_max", "fine"]]\nseed = [1, 2]\n[budget]\ngenerations = 3\n'
+    )
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "WANDB_MODE": "disabled"}
+    run = [sys.executable, "-m", "bilevel_tune.study", str(tmp_path / "coastal.toml"), "--results", str(tmp_path / "r"),
+           "--name", "run", "--wandb", "disabled"]  # fmt: skip
+    done = subprocess.run(run, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    folder = tmp_path / "shipped"
+    shutil.copytree(tmp_path / "r" / "run", folder)
+    assert json.loads((folder / "study.json").read_text())["world"]["kind"] == "coastal:Coastal"
+    (tmp_path / "coastal.py").unlink()
+    bare = {k: v for k, v in env.items() if k != "PYTHONPATH"}
+    for command in (["-m", "bilevel_tune.summary", str(folder), "--no-plots"], ["-m", "bilevel_tune.study", "--status",
+                                                                                 str(folder)]):  # fmt: skip
+        read = subprocess.run([sys.executable, *command], cwd=tmp_path, env=bare, capture_output=True, text=True,
+                              timeout=300)  # fmt: skip
+        assert read.returncode == 0, read.stdout[-2000:] + read.stderr[-2000:]
+    assert "coastal" in read.stdout
+    original, reread = (pd.read_csv(p / "answers.csv") for p in (tmp_path / "r" / "run", folder))
+    pd.testing.assert_frame_equal(original, reread)
+    summaries = [(p / "summary.md").read_text() for p in (tmp_path / "r" / "run", folder)]
+    settings = [[line for line in text.splitlines() if re.match(r"\[(world|objective|rules)\] ", line)] for text in summaries]
+    assert [line.split("]")[0] for line in settings[1]] == ["[world", "[objective", "[rules"]
+    assert settings[0] == settings[1], "the portrait gives the world's settings as the module did"

@@ -24,6 +24,7 @@ from bilevel_tune.planning.plan import Plan
 from bilevel_tune.runtime import cluster
 from bilevel_tune.study_data.definition import Study
 from bilevel_tune.study_data.run_folder import STUDY_FILE, read_study_file, write_json
+from bilevel_tune.study_data.world_portrait import PORTRAIT_KEY
 from bilevel_tune.verdicts import plan_mark
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
@@ -60,7 +61,8 @@ def git_sha() -> str | None:
 
 
 def record_start(study: Study, run_dir: Path, plan: Plan, options: RunOptions, mode: str) -> str:
-    """study.json: the resolved study, provenance, the run's plan, and this session's options and plan.
+    """study.json: the resolved study, provenance, the run's plan, its world's portrait, and this session's options
+    and plan.
 
     The top-level plan is the first session's, made for the whole command: a resume plans only what is
     left, and keeps that plan in its own session entry. Returns this session's start, its key there.
@@ -68,6 +70,7 @@ def record_start(study: Study, run_dir: Path, plan: Plan, options: RunOptions, m
     data = read_study_file(run_dir) if options.resume else {"study": study.to_dict(), "provenance": provenance()}
     if not options.resume:  # the decision plan, fixed before look 1: a later change marks the answers exploratory
         data[plan_mark.PLAN_KEY] = plan_mark.plan_entry(study, _now(), git_sha())
+    data.setdefault(PORTRAIT_KEY, study.world_portrait())  # the folder reads without its world's module
     if options.resume:
         _record_declarations(data, study)
     planned = plan.to_dict(study)

@@ -103,7 +103,7 @@ def show_status(run_dir: Path, out: Callable[[str], None] = print, now: dt.datet
         return
     try:
         record = read_study_file(run_dir)
-        study = Study.from_dict(record["study"])
+        study = Study.from_record(record)
     except (OSError, ValueError, KeyError) as err:
         raise UsageError(
             f"--status {run_dir}: its {STUDY_FILE} does not read as a run's ({type(err).__name__}: {err})"

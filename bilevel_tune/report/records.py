@@ -24,6 +24,7 @@ from bilevel_tune.study_data.run_folder import (
     trial_name,
     trial_records,
 )
+from bilevel_tune.worlds.contract import WorldError
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,12 @@ def load_run(run_dir: Path) -> tuple[Study, dict[tuple, TrialRecords]]:
             f"{run_dir} is not a study run folder (no {STUDY_FILE}); give a folder made by python -m bilevel_tune.study"
         )
     try:
-        study = Study.from_dict(read_study_file(run_dir)["study"])
+        study = Study.from_record(read_study_file(run_dir))
+    except WorldError as err:  # its world is not importable here, and the folder predates world portraits
+        raise SummaryError(
+            f"{run_dir}: {err}; its {STUDY_FILE} holds no portrait of that world (runs before portraits keep none): "
+            "read it where the world's module imports"
+        ) from None
     except (ValueError, KeyError, TypeError):
         raise SummaryError(f"{run_dir / STUDY_FILE} is not a bilevel_tune study file") from None
     trials = {}

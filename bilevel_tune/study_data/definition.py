@@ -27,10 +27,10 @@ from bilevel_tune.base.sections import (
     OuterSettings,
     SummarySettings,
 )
-from bilevel_tune.study_data import study_file, study_overrides
+from bilevel_tune.study_data import study_file, study_overrides, world_portrait
 from bilevel_tune.study_data.grid_plan import FULL_BUDGET, GridPlan
 from bilevel_tune.study_data.run_folder import Stage, json_safe
-from bilevel_tune.study_data.settings import SettingsTable, section_value, settings_table
+from bilevel_tune.study_data.settings import SettingsTable, remember_portrait, section_value, settings_table
 from bilevel_tune.study_data.study_checks import StudyError, check_study
 from bilevel_tune.study_data.study_file import available_studies
 from bilevel_tune.study_data.study_record import current_record, frozen
@@ -110,8 +110,19 @@ class Study(GridPlan):
         full = fields.get("full_budget")
         return cls(**{**fields, "full_budget": Budget(**frozen_values(full)) if full is not None else None})
 
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> "Study":
+        """From a run folder's study.json: its world read from the folder's portrait where the world's module does
+        not import here (a shipped folder read without the package that held it)."""
+        remember_portrait(record)
+        return cls.from_dict(record["study"])
+
     def to_dict(self) -> dict[str, Any]:
         return json_safe(dataclasses.asdict(self))
+
+    def world_portrait(self) -> dict[str, Any]:
+        """What a run folder keeps of its world (`world_portrait`): enough to read the folder without it."""
+        return world_portrait.portrait(self.table, self.regime)
 
     def with_overrides(self, **changes) -> "Study":
         """The study as a command line changes it: see `study_overrides.overridden` (--population, --set, --grid, …)."""

@@ -34,7 +34,7 @@ APPO loops read. Plain Python: no Ray, no numpy arrays.
 from __future__ import annotations
 
 import functools
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from bilevel_tune.base.hints import unknown_name
 from bilevel_tune.base.knobs import Setting, SettingError, section_settings
@@ -51,6 +51,7 @@ from bilevel_tune.base.sections import (
     OuterSettings,
     SummarySettings,
 )
+from bilevel_tune.study_data import world_portrait
 from bilevel_tune.worlds import DEFAULT_WORLD
 from bilevel_tune.worlds.contract import Mechanisms
 
@@ -149,10 +150,31 @@ class SettingsTable:
 
 @functools.lru_cache(maxsize=None)
 def settings_table(world: str = DEFAULT_WORLD) -> SettingsTable:
-    """The settings table of a study on this world (a built-in name or `module:Class`); WorldError if it is none."""
-    from bilevel_tune.worlds import load_world  # a user's world is imported only when a study names it
+    """The settings table of a study on this world (a built-in name or `module:Class`); WorldError if it is none.
 
-    return SettingsTable(world, load_world(world))
+    A world that does not import but whose portrait a run folder gave (`remember_portrait`) is read from that.
+    """
+    from bilevel_tune.worlds import load_world  # a user's world is imported only when a study names it
+    from bilevel_tune.worlds.contract import WorldError
+
+    try:
+        return SettingsTable(world, load_world(world))
+    except WorldError:
+        if world not in _PORTRAITS:
+            raise
+        return SettingsTable(world, world_portrait.portrayed(_PORTRAITS[world]))
+
+
+# the portraits of worlds read from run folders, by world: a reader that cannot import a folder's world reads it
+# from the folder (a process reads one folder's world as one world: the first portrait given is kept)
+_PORTRAITS: dict[str, Mapping[str, Any]] = {}
+
+
+def remember_portrait(record: Mapping[str, Any]) -> None:
+    """A run folder's study.json: its world's portrait, if it has one, kept for `settings_table`."""
+    recorded = record.get(world_portrait.PORTRAIT_KEY)
+    if isinstance(recorded, Mapping) and "kind" in recorded:
+        _PORTRAITS.setdefault(recorded["kind"], recorded)
 
 
 OPTIONAL_SECTIONS = ("final",)  # shown only when set: what a run adds after its trials
