@@ -30,6 +30,7 @@ import numpy as np
 from ray.rllib.env.multi_agent_env import MultiAgentEnv
 
 from bilevel_tune.appo.world_io import agent_spaces, block_world, kind_observations, kinds_of
+from bilevel_tune.base import seeds
 from bilevel_tune.worlds.contract import has_kinds
 
 
@@ -63,7 +64,7 @@ def kind_seed(seed: int, kind, kinds) -> int:
     for bit), else one drawn from it and the kind's place."""
     if len(kinds) == 1:
         return seed
-    return int(np.random.SeedSequence([seed, [k.name for k in kinds].index(kind.name)]).generate_state(1)[0])
+    return seeds.derived(seed, [k.name for k in kinds].index(kind.name))
 
 
 class WorldEnv(MultiAgentEnv):

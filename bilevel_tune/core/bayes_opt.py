@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from bilevel_tune.base import seeds
 from bilevel_tune.core.outer import PendingSearch, SearchState, checked, fill_failed, rows, told, uniform
 
 MAX_EVALUATIONS = 600  # the exact GP's n: its fit and qLogNEI stay seconds per generation up to here
@@ -51,7 +52,7 @@ def _acquire(x: np.ndarray, y: np.ndarray, state: SearchState, generation: int) 
     """The GP fitted to (x, y); the next batch by qLogNEI, and the evaluated point of highest posterior mean."""
     import torch
 
-    seed = int(np.random.SeedSequence([state.seed, generation]).generate_state(1)[0])
+    seed = seeds.optimizer_seed(state.seed, generation)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # n ≤ 600 points: one thread is fastest, and the inner loop's shards have the cores
     try:

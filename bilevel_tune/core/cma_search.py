@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from bilevel_tune.base import seeds
 from bilevel_tune.core.outer import PendingSearch, SearchState, checked, fill_failed, rows, told
 
 LIVE_KEPT = 4  # live CMA objects kept, each beside the state it belongs to
@@ -83,7 +84,7 @@ def _fresh(sigma0: float, population: int, dim: int):
 
 def _ask(strategy, seed: int, generation: int) -> np.ndarray:
     """The next candidates, u in the box: cma's points (kept on it for the tell) in the searched coordinates."""
-    strategy.opts["randn"].rng = np.random.default_rng(np.random.SeedSequence([seed, generation]))
+    strategy.opts["randn"].rng = seeds.optimizer_generator(seed, generation)
     with warnings.catch_warnings():  # after a generation that told nothing, cma warns of its unused mirrored point
         warnings.simplefilter("ignore")
         strategy.asked = strategy.ask()

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from bilevel_tune.base import seeds
 from bilevel_tune.base.knobs import StudyError
 from bilevel_tune.base.sections import SHAPINGS, ESSettings
 from bilevel_tune.core import metrics
@@ -130,7 +131,7 @@ def init(config: ESConfig, dim: int, seed: int, mean=None) -> ESState:
 
 def _noise(state: ESState) -> np.ndarray:
     """The generation's perturbations ε (rows), regenerated from (seed, generation)."""
-    rng = np.random.default_rng(np.random.SeedSequence([state.seed, state.generation]))
+    rng = seeds.optimizer_generator(state.seed, state.generation)
     n = state.config.population
     if n == 1:
         return rng.standard_normal((1, state.dim))

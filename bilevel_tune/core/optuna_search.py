@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from bilevel_tune.base import seeds
 from bilevel_tune.base.knobs import StudyError
 from bilevel_tune.core.outer import PendingSearch, SearchState, checked, rows, told
 
@@ -119,7 +120,7 @@ def asked(state: SearchState, generation: int) -> np.ndarray:
     from optuna.trial import TrialState, create_trial
 
     optuna.logging.set_verbosity(logging.WARNING)  # no line per trial added
-    seed = int(np.random.SeedSequence([state.seed, generation]).generate_state(1)[0])
+    seed = seeds.optimizer_seed(state.seed, generation)
     options = dict(state.settings.get("options", ()))  # none in a checkpoint from before [optuna] options
     sampler = made(state.settings["sampler"], options, seed)
     study = optuna.create_study(direction="maximize", sampler=sampler)

@@ -26,6 +26,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from bilevel_tune.base import seeds
 from bilevel_tune.base.knobs import StudyError
 from bilevel_tune.base.plugins import import_class
 from bilevel_tune.base.sections import OPTIMIZER_NAMES
@@ -238,7 +239,7 @@ def generation_metrics(
 
 def uniform(seed: int, generation: int, shape: Sequence[int], stream: int = 0) -> np.ndarray:
     """Uniform draws in the unit box, fixed by (seed, generation): the same run asks the same points."""
-    return np.random.default_rng(np.random.SeedSequence([seed, generation, stream])).random(tuple(shape))
+    return seeds.optimizer_generator(seed, generation, stream).random(tuple(shape))
 
 
 def fill_failed(objectives) -> np.ndarray:

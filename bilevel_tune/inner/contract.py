@@ -36,8 +36,7 @@ import inspect
 from dataclasses import dataclass
 from typing import Any, Mapping, Protocol, Sequence
 
-import numpy as np
-
+from bilevel_tune.base import seeds
 from bilevel_tune.base.knobs import check_knobs
 from bilevel_tune.base.plugins import import_class
 from bilevel_tune.base.sections import AppoSettings, NetworkSettings
@@ -61,13 +60,11 @@ class Seeds:
 
     def __init__(self, seed: int, eval_episodes: int, final_eval_seeds: int):
         self.seed = seed
-        self.evaluation = [int(x) for x in np.random.SeedSequence([seed, 1]).generate_state(eval_episodes)]
-        self.final = [int(x) for x in np.random.SeedSequence([seed, 2]).generate_state(max(final_eval_seeds, 1))][
-            :final_eval_seeds
-        ]
+        self.evaluation = seeds.evaluation_seeds(seed, eval_episodes)
+        self.final = seeds.final_seeds(seed, final_eval_seeds)
 
     def generation(self, g: int) -> int:
-        return int(np.random.SeedSequence([self.seed, 0, g]).generate_state(1)[0])
+        return seeds.generation_seed(self.seed, g)
 
 
 class InnerLoopError(ValueError):
@@ -177,7 +174,7 @@ class InnerLoop(Protocol):
 
 def candidate_seed(generation_seed: int, candidate: int) -> int:
     """The seed of everything candidate `candidate` draws this generation, whichever shard runs it."""
-    return int(np.random.SeedSequence([int(generation_seed), int(candidate)]).generate_state(1)[0])
+    return seeds.candidate_seed(generation_seed, candidate)
 
 
 # -- loading a loop ----------------------------------------------------------------

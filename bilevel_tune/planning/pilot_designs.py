@@ -24,6 +24,7 @@ from typing import Sequence
 
 import numpy as np
 
+from bilevel_tune.base import seeds
 from bilevel_tune.verdicts import sequential
 
 PATHS = 10_000  # simulated seed sequences per design and row (power's standard error ≤ 0.005)
@@ -117,7 +118,7 @@ def seconds(cells: Sequence[Cell], seeds: float, budget: Fraction, final_seeds: 
 def _paths(n: int, looks: int) -> tuple[np.ndarray, np.ndarray]:
     """Standard normal differences' running means and SDs (ddof 1), per path and look: PATHS seeded paths of the
     planner's own, n more differences a look (the boundaries they are held to are the calibration's)."""
-    z = np.random.default_rng(np.random.SeedSequence([PATHS_SEED, n, looks])).standard_normal((PATHS, n * looks))
+    z = seeds.generator(PATHS_SEED, n, looks).standard_normal((PATHS, n * looks))
     counts = n * np.arange(1, looks + 1)
     sums, squares = np.cumsum(z, axis=1)[:, counts - 1], np.cumsum(z * z, axis=1)[:, counts - 1]
     means = sums / counts

@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
-
+from bilevel_tune.base import seeds
 from bilevel_tune.base.knobs import StudyError
 from bilevel_tune.study_data.run_folder import Stage
 
@@ -26,22 +25,22 @@ SEED_RANGE = (1, 10_000)  # short enough for a trial name
 def drawn_seeds(study) -> tuple[int, ...]:
     """Every seed the study may add after its grid's, in the order stages take them."""
     count = study.decide.max_seeds - study.decide.seeds_per_stage
-    rng = np.random.default_rng(np.random.SeedSequence([*study.seeds, len(study.seeds)]))
-    seeds: list[int] = []
-    while len(seeds) < count:
+    rng = seeds.generator(*study.seeds, len(study.seeds))
+    drawn: list[int] = []
+    while len(drawn) < count:
         seed = int(rng.integers(*SEED_RANGE))
-        if seed not in study.seeds and seed not in seeds:
-            seeds.append(seed)
-    return tuple(seeds)
+        if seed not in study.seeds and seed not in drawn:
+            drawn.append(seed)
+    return tuple(drawn)
 
 
 def check_stageable(study) -> None:
     """A study can add seeds in stages when its grid's seeds are its first stage: as many as each stage adds."""
-    n, seeds = study.decide.seeds_per_stage, study.seeds
-    if len(seeds) != n:
+    n, grid_seeds = study.decide.seeds_per_stage, study.seeds
+    if len(grid_seeds) != n:
         raise StudyError(
-            f"--until-decided: the grid's {len(seeds)} seed(s) ({', '.join(map(str, seeds))}) are the first stage, so "
-            f"[decide] seeds_per_stage={n} must equal their number (--set decide.seeds_per_stage={len(seeds)}, or "
+            f"--until-decided: the grid's {len(grid_seeds)} seed(s) ({', '.join(map(str, grid_seeds))}) are the first "
+            f"stage, so [decide] seeds_per_stage={n} must equal their number (--set decide.seeds_per_stage={len(grid_seeds)}, or "
             f"--seed with {n} seeds)"
         )
 

@@ -31,6 +31,7 @@ from typing import Mapping
 
 import numpy as np
 
+from bilevel_tune.base import seeds
 from bilevel_tune.study_data.settings import plain
 from bilevel_tune.verdicts import family, looks
 
@@ -72,7 +73,7 @@ def describe_adastop_plan(study, n: int, looks: int, stages: str) -> str:
 
 def adastop_seed(study) -> int:
     """The permutations' seed, from the grid's seeds: the same study draws the same permutations."""
-    return int(np.random.SeedSequence([*study.seeds]).generate_state(1)[0])
+    return seeds.derived(*study.seeds)
 
 
 class AdaStopLooks:

@@ -42,6 +42,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize, stats
 
+from bilevel_tune.base import seeds
+
 GRID = 401  # points of the recursion's grid per look (odd: Simpson's rule); 2001 moves no bound by 1e-9
 PATHS = 1 << 18  # null t paths the calibration draws
 PATHS_SEED = 20261204
@@ -97,7 +99,7 @@ def _simpson(grid: np.ndarray) -> np.ndarray:
 @functools.lru_cache(maxsize=16)
 def _null_paths(n: int, looks: int) -> tuple[np.ndarray, np.ndarray]:
     """The null's paired-t paths: per path and look, the mean and SD of the first n·k standard normal differences."""
-    rng = np.random.default_rng(np.random.SeedSequence([PATHS_SEED, n, looks]))
+    rng = seeds.generator(PATHS_SEED, n, looks)
     means, sds = np.empty((PATHS, looks)), np.empty((PATHS, looks))
     sums, squares = np.zeros(PATHS), np.zeros(PATHS)
     for k in range(looks):  # n more pairs a look, drawn look by look: memory of one look's draws
