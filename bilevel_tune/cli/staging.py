@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from bilevel_tune.study_data.definition import Study
+from bilevel_tune.study_data.final_scores import final_objectives
 from bilevel_tune.study_data.run_folder import read_study_file, trial_name, write_json
 from bilevel_tune.study_data.stages import next_stage, with_stage
 from bilevel_tune.verdicts import decide, plan_mark
@@ -53,7 +54,7 @@ def note_margin(data: dict[str, Any], study: Study, record: dict[str, Any]) -> N
 def decide_run(study: Study, run_dir: Path) -> decide.Decisions:
     """The decisions on the run's finished trials (`decide.decide`)."""
     names = {c.key: trial_name(study, c) for c in study.cells()}
-    return decide.decide(study, decide.finals(run_dir, study.decide.score), names)
+    return decide.decide(study, final_objectives(run_dir, study.decide.score), names)
 
 
 def record_decisions(run_dir: Path, study: Study, decisions: decide.Decisions) -> None:

@@ -29,8 +29,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from bilevel_tune.core import metrics
-from bilevel_tune.study_data.run_folder import Cell, is_scan, key_at_evaluations, num, trial_records
 from bilevel_tune.verdicts import family, sequential
 from bilevel_tune.verdicts.adastop import decide_adastop, describe_adastop_plan
 from bilevel_tune.verdicts.looks import (  # noqa: F401 - the decisions' vocabulary, also read through this module
@@ -212,17 +210,3 @@ def describe(decisions: Decisions) -> list[str]:
         within = f" within ±{decisions.margin:g}" if d.outcome == EQUIVALENT and decisions.margin is not None else ""
         lines.append(f"  {d.hypothesis.key}: {d.outcome}{winner}{less}{within}")
     return lines
-
-
-def finals(run_dir, score: str = "best-so-far") -> dict[tuple, float]:
-    """Every finished ES trial's final re-evaluated objective, by cell key (NaN where it has none): the best-so-far
-    rules', or with `score` "search mean" the final search mean's (`[decide] score`); and its incumbent's at each
-    smaller budget it was re-scored at, by `key_at_evaluations`."""
-    key_of_score = metrics.FINAL_MEAN if score == "search mean" else metrics.FINAL_BEST
-    out = {}
-    for _, (_, final) in trial_records(run_dir).items():
-        if final is not None and not is_scan(key := Cell.key_of(final)):
-            out[key] = num(final.get(key_of_score))
-            for evaluations, scored in (final.get(metrics.FINAL_AT_EVALUATIONS) or {}).items():  # [decide] equal_budget
-                out[key_at_evaluations(key, int(evaluations))] = num(scored.get(key_of_score))
-    return out
