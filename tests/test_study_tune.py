@@ -15,8 +15,9 @@ from bilevel_tune.inner import InnerLoopConfig
 from bilevel_tune.inner.analytic import AnalyticLoop
 from bilevel_tune.planning import calibration
 from bilevel_tune.report import outputs, plots
-from bilevel_tune.study_data.definition import load_study
-from bilevel_tune.study_data.run_folder import SUMMARY_FILES, TENSORBOARD_DIR, trial_name
+from bilevel_tune.study_data.definition import Study, load_study
+from bilevel_tune.study_data.run_folder import SUMMARY_FILES, TENSORBOARD_DIR, json_safe, trial_name
+from bilevel_tune.study_data.trial_plan import TrialPlan
 from bilevel_tune.tune_edge.trainable import Seeds, candidate_rules, searched_values
 
 from .study_helpers import (
@@ -41,6 +42,7 @@ def test_the_weekend_grid_runs_under_tune(ray_cluster, tmp_path, capsys, monkeyp
     assert calibration.overheads("disabled", settings)[1].startswith("overheads: the median of this machine's runs")
     run = tmp_path / "run"
     records = trial_records(run)
+    study_record = json.loads((run / "study.json").read_text())
     assert len(records) == 8
     for name, (generations, final) in records.items():
         assert [g[metrics.GENERATION] for g in generations] == [0, 1, 2, 3], name
@@ -49,6 +51,13 @@ def test_the_weekend_grid_runs_under_tune(ray_cluster, tmp_path, capsys, monkeyp
         assert len(list(trial_dir.glob("checkpoint_*"))) >= 1
         assert (trial_dir / "progress.csv").read_text().count("\n") == 1 + 4 + 1  # header, 4 generations, final
         assert not list(trial_dir.glob("events.out.tfevents.*")), "Tune's own TensorBoard logger is off"
+        # the trial ran from its plan, which its params.json shows whole: seeds, optimiser, loop, world, rules
+        plan = json.loads((trial_dir / "params.json").read_text())[metrics.TRIAL]
+        recorded = Study.from_record(study_record)
+        assert plan == json_safe(TrialPlan.of(recorded, recorded.cell_of(generations[0])).to_dict())
+        assert plan["seeds"]["final"] == Seeds(plan["cell"]["seed"], 1, recorded.budget.final_eval_seeds).final
+        assert plan["inner"]["loop"] == "analytic" and plan["inner"]["config"]["world_kind"] == "fresh-water"
+        assert generations[0][metrics.SETTINGS] == plan["settings"] and plan["name"] == name.rsplit("_", 2)[0]
     boards = {p.name for p in (run / TENSORBOARD_DIR).iterdir()}
     assert boards == {trial_name(load_study("weekend"), r[0][0]) for r in records.values()} | {"summary"}
     study = json.loads((run / "study.json").read_text())

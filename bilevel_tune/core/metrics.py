@@ -10,7 +10,8 @@ POPULATION = "population"  # a scan trial's: its grid points
 OPTIMIZE_PARAMS = "optimize_params"
 SEED = "seed"
 TRIAL_KIND = "trial_kind"  # "scan" on a scan trial's config and records; absent on an ES trial's
-CELL = "cell"  # Tune's one grid axis: each trial's cell fields (runs before 0.2 had the fields themselves as axes)
+CELL = "cell"  # each trial's cell fields (Tune's one grid axis before trial plans; runs before 0.2 had the fields as axes)
+TRIAL = "trial"  # Tune's one grid axis: each trial's plan (study_data.trial_plan), its cell fields within
 
 # Record structure (bilevel_tune.study_data.run_folder)
 KIND = "kind"  # "generation" or "final"

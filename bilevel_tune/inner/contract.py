@@ -63,6 +63,13 @@ class Seeds:
         self.evaluation = seeds.evaluation_seeds(seed, eval_episodes)
         self.final = seeds.final_seeds(seed, final_eval_seeds)
 
+    @classmethod
+    def given(cls, seed: int, evaluation: Sequence[int], final: Sequence[int]) -> "Seeds":
+        """A trial's seeds as its plan lists them (`study_data.trial_plan`): the run seed and its derived lists."""
+        given = cls.__new__(cls)
+        given.seed, given.evaluation, given.final = int(seed), [int(s) for s in evaluation], [int(s) for s in final]
+        return given
+
     def generation(self, g: int) -> int:
         return seeds.generation_seed(self.seed, g)
 

@@ -201,12 +201,6 @@ class ShardedInnerLoop:
         self.spec, self.config, self.stop_requested, self.inner_iters = spec, config, stop_requested, inner_iters
         self.actors = [self._start() for _ in range(shards)]
 
-    @classmethod
-    def for_study(cls, study, shards: int, stop_requested: Callable[[], bool]) -> "ShardedInnerLoop":
-        """A `definition.Study`'s trial's inner loop: its loop spec, its config, and K train() calls per generation."""
-        config = InnerLoopConfig.from_study(study)
-        return cls(study.inner, config, shards, stop_requested, inner_iters=study.budget.inner_iters)
-
     def _start(self):
         import ray
 

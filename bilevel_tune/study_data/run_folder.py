@@ -81,7 +81,9 @@ class Cell:
 
     @staticmethod
     def key_of(config: Mapping[str, Any]) -> tuple:
-        """The cell key of a Tune trial config (this release's, or the flat one of runs before it) or a record."""
+        """The cell key of a Tune trial config (this release's plan, the cell alone of runs before it, or the flat one of
+        runs before 0.2), of a plan, or of a record."""
+        config = config.get(metrics.TRIAL, config)
         config = config.get(metrics.CELL, config)
         first = SCAN if config.get(metrics.TRIAL_KIND) == SCAN else int(config[metrics.POPULATION])
         extra = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in config.items() if "." in k))

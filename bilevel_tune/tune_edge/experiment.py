@@ -26,6 +26,7 @@ from bilevel_tune.core import metrics
 from bilevel_tune.runtime import ray_compat
 from bilevel_tune.study_data.definition import Study
 from bilevel_tune.study_data.run_folder import Cell, trial_dirname, trial_name
+from bilevel_tune.study_data.trial_plan import TrialPlan
 from bilevel_tune.tune_edge.trainable import study_trial, trial_resources
 from bilevel_tune.views import curves
 
@@ -38,12 +39,14 @@ class RestoreError(RuntimeError):
 
 
 def param_space(study: Study, cells: list[Cell] | None = None) -> dict[str, Any]:
-    """One grid axis, `cell`: every trial's cell fields (or these cells': a later stage's), in `tune_order`.
+    """One grid axis, `trial`: every trial's plan (or these cells': a later stage's), in `tune_order` — each trial's
+    whole config, so its params.json shows what it ran (`study_data.trial_plan`).
 
     Scan trials are not a product of the ES grid's axes, so the trials are listed rather than
     crossed; the ES trials keep the order Tune gave the crossed axes of runs before 0.2.
     """
-    return {metrics.CELL: tune.grid_search([c.as_config() for c in (tune_order(study) if cells is None else cells)])}
+    cells = tune_order(study) if cells is None else cells
+    return {metrics.TRIAL: tune.grid_search([TrialPlan.of(study, cell).to_dict() for cell in cells])}
 
 
 def tune_order(study: Study) -> list[Cell]:

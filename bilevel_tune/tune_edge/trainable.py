@@ -1,8 +1,8 @@
 """One Tune trial = one run of the outer optimiser over the mechanism's searched rules, or one scan of them
-(docs/study.md).
+(docs/study.md), run from its plan alone (`study_data.trial_plan`, Tune's config: what params.json shows).
 
-A thin adapter: restore the optimiser's state (the ES's, CMA-ES's, BO's or random search's: `core.outer`) from
-`tune.get_checkpoint()`, then per generation ask → inner loop (all its shards: reset, K × train, evaluate) →
+A thin adapter: restore the optimiser's state (the ES's, CMA-ES's, BO's, random search's, Optuna's: `core.outer`)
+from `tune.get_checkpoint()`, then per generation ask → inner loop (all its shards: reset, K × train, evaluate) →
 tell → append to `generations.jsonl` → `tune.report(reported, checkpoint=the state)`; after the last generation,
 the final re-evaluation (`final/…`).
 A scan trial (bilevel_tune.core.scan) runs its grid as the candidates of one
@@ -40,11 +40,10 @@ from bilevel_tune.study_data.run_folder import (
     KIND_GENERATION,
     Cell,
     append_record,
-    json_safe,
     num,
     read_records,
-    trial_dirname,
 )
+from bilevel_tune.study_data.trial_plan import TrialPlan
 from bilevel_tune.tune_edge.restoring import restorable
 from bilevel_tune.worlds.contract import searched_rules
 
@@ -78,20 +77,21 @@ def granted_shards(population: int) -> int:
     return max(1, min(population, sum(1 for b in bundles if b.get("CPU", 0) >= 1)))
 
 
-def candidate_rules(study: Study, params: Sequence[str], candidates) -> list[dict[str, float]]:
-    """Every rule of each candidate, physical: its searched values from u, the rest fixed by the study."""
-    specs = study.rule_specs
-    return [searched_rules(specs, params, u, study.fixed_rules) for u in np.atleast_2d(candidates)]
+def candidate_rules(plan: TrialPlan | Study, params: Sequence[str], candidates) -> list[dict[str, float]]:
+    """Every rule of each candidate, physical: its searched values from u, the rest fixed by the trial's plan (or a
+    study's: both hold `rule_specs` and `fixed_rules`)."""
+    specs = plan.rule_specs
+    return [searched_rules(specs, params, u, plan.fixed_rules) for u in np.atleast_2d(candidates)]
 
 
-def searched_values(study: Study, params: Sequence[str], u) -> dict[str, float]:
+def searched_values(plan: TrialPlan | Study, params: Sequence[str], u) -> dict[str, float]:
     """The searched rules' physical values at u."""
-    rules = searched_rules(study.rule_specs, params, u, study.fixed_rules)
+    rules = searched_rules(plan.rule_specs, params, u, plan.fixed_rules)
     return {name: rules[name] for name in params}
 
 
 def generation_metrics(
-    study: Study, cell: Cell, es_metrics, candidates, result: GenerationResult, sec: float, sec_optimizer: float
+    plan: TrialPlan, cell: Cell, es_metrics, candidates, result: GenerationResult, sec: float, sec_optimizer: float
 ):
     """The flat, scalar metrics Tune reports (REPORT_FIRST first: Tune's live table shows four)."""
     objectives = result.objectives
@@ -118,16 +118,16 @@ def generation_metrics(
         metrics.SEC_OPTIMIZER: sec_optimizer,
     }
     params = cell.optimize_params
-    for rule, value in searched_values(study, params, es_metrics[metrics.MEAN]).items():
+    for rule, value in searched_values(plan, params, es_metrics[metrics.MEAN]).items():
         out[metrics.MEAN_RULE + rule] = value
     if es_metrics[metrics.BEST_CANDIDATE] is not None:
-        for rule, value in searched_values(study, params, es_metrics[metrics.BEST_CANDIDATE]).items():
+        for rule, value in searched_values(plan, params, es_metrics[metrics.BEST_CANDIDATE]).items():
             out[metrics.BEST_RULE + rule] = value
     for key, value in best.shown().items():
         out[metrics.BEST_DIAG + key] = value
     for k, (u, outcome) in enumerate(zip(candidates, result.outcomes)):
         out[f"{metrics.CANDIDATE}{k}/{metrics.OBJECTIVE}"] = outcome.objective
-        for rule, value in searched_values(study, params, u).items():
+        for rule, value in searched_values(plan, params, u).items():
             out[f"{metrics.CANDIDATE}{k}/{rule}"] = value
     return out
 
@@ -161,13 +161,13 @@ def state_key(optimizer: outer.OuterOptimizer) -> str:
     return f"{optimizer.name}_state"
 
 
-def restore(study: Study, cell: Cell) -> tuple[outer.OuterOptimizer, Any, dict]:
+def restore(plan: TrialPlan) -> tuple[outer.OuterOptimizer, Any, dict]:
     """The trial's optimiser, and its state: from the last checkpoint, else a fresh one; with the checkpoint's rest."""
-    optimizer, settings = outer.chosen(study)
+    optimizer, cell = outer.load(plan.optimizer), plan.cell
     data = checkpointed()
     key = state_key(optimizer)
     if key not in data:
-        return optimizer, optimizer.init(settings, cell.population, cell.dims, cell.seed), data
+        return optimizer, optimizer.init(plan.optimizer_settings, cell.population, cell.dims, cell.seed), data
     return optimizer, optimizer.from_dict(data.pop(key)), data
 
 
@@ -178,15 +178,15 @@ class TrialRecord:
     empty and sync over the record, so the path is built from the run folder instead.
     """
 
-    def __init__(self, run_dir: str, study: Study, cell: Cell):
+    def __init__(self, run_dir: str, plan: TrialPlan):
         trial_id = tune.get_context().get_trial_id()
         # a trial resumed under a release that names it otherwise keeps writing where it began
         earlier = sorted(p for p in Path(run_dir).glob(f"*_{trial_id}") if (p / GENERATIONS_FILE).is_file())
-        folder = earlier[0] if earlier else Path(run_dir) / trial_dirname(study, cell, trial_id)
+        folder = earlier[0] if earlier else Path(run_dir) / f"{plan.name}_{trial_id}"  # as `run_folder.trial_dirname`
         self.path = folder / GENERATIONS_FILE
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.cell = cell.as_config()
-        self.settings = {metrics.SETTINGS: json_safe(study.settings)}  # every setting as this trial runs it
+        self.cell = plan.cell.as_config()
+        self.settings = {metrics.SETTINGS: plan.settings}  # every setting as this trial runs it
 
     def generation(self, reported: dict, candidates, result: GenerationResult) -> None:
         append_record(
@@ -217,42 +217,44 @@ class TrialRecord:
 
 
 def study_trial(study: Study, run_dir: Path) -> type:
-    """The trial function with its study in the one serialisable form `run_trial` reads back, and its run folder:
-    Tune's class for it, which a resume restores from the trial's newest checkpoint where Tune's is gone."""
-    trial = tune.with_parameters(run_trial, study=study.to_dict(), run_dir=str(Path(run_dir).resolve()))
+    """The trial function with its run folder, and every trial's plan by cell for a run whose Tune configs predate
+    plans (a resume of one: its configs hold the cell alone); Tune's class for it, which a resume restores from the
+    trial's newest checkpoint where Tune's is gone."""
+    plans = {cell.key: TrialPlan.of(study, cell).to_dict() for cell in study.trial_cells()}
+    trial = tune.with_parameters(run_trial, plans=plans, run_dir=str(Path(run_dir).resolve()))
     return restorable(trial, markers=(STATE_FILE, *LEGACY_STATE_FILES))
 
 
-def run_trial(config: dict[str, Any], study: dict[str, Any], run_dir: str) -> None:
-    """Tune function trainable: one ES run, or one scan, for one trial cell (`tune.with_parameters` passes study and run folder)."""
+def run_trial(config: dict[str, Any], plans: dict[tuple, dict[str, Any]], run_dir: str) -> None:
+    """Tune function trainable: one optimiser run, or one scan, as its plan says (`config["trial"]`; a config from
+    before plans names its cell, whose plan `tune.with_parameters` passes with the run folder)."""
     for name in ("ray.train", "ray.tune"):  # no "checkpoint created" line per generation
         logging.getLogger(name).setLevel(logging.WARNING)
-    grid = Study.from_dict(study)
-    cell = grid.cell_of(config)
-    study = grid.for_cell(cell)  # its further axes' values set: what this trial runs
-    seeds = Seeds(cell.seed, study.budget.eval_episodes, study.budget.final_eval_seeds)
-    record = TrialRecord(run_dir, study, cell)
-    with ShardedInnerLoop.for_study(study, granted_shards(cell.population), stop_requested) as inner:
-        (run_scan if cell.scan else run_search)(study, cell, seeds, record, inner)
+    plan = TrialPlan.from_dict(config.get(metrics.TRIAL) or plans[Cell.key_of(config)])
+    record = TrialRecord(run_dir, plan)
+    inner = ShardedInnerLoop(plan.loop, plan.inner_config, granted_shards(plan.cell.population), stop_requested,
+                             inner_iters=plan.inner_iters)  # fmt: skip
+    with inner:
+        (run_scan if plan.cell.scan else run_search)(plan, record, inner)
 
 
-def run_search(study: Study, cell: Cell, seeds: Seeds, record: TrialRecord, inner: ShardedInnerLoop) -> None:
+def run_search(plan: TrialPlan, record: TrialRecord, inner: ShardedInnerLoop) -> None:
     """The optimiser's run: per generation ask, train and evaluate, tell, record, report; then the final
     re-evaluation."""
-    params = cell.optimize_params
-    optimizer, state, extra = restore(study, cell)
+    cell, seeds, params = plan.cell, plan.seeds, plan.cell.optimize_params
+    optimizer, state, extra = restore(plan)
     all_failed_run = int(extra.get("all_failed_run", 0))
     while state.generation < cell.generations:
         start = time.perf_counter()
         candidates = optimizer.ask(state)
         asked = time.perf_counter()
-        rules = candidate_rules(study, params, candidates)
+        rules = candidate_rules(plan, params, candidates)
         result = inner.run(rules, seeds.generation(state.generation), seeds.evaluation)
         evaluated = time.perf_counter()
         state, es_metrics = optimizer.tell(state, candidates, result.objectives)
         end = time.perf_counter()
         optimizer_sec = (asked - start) + (end - evaluated)  # its own seconds: BO's fit and acquisition, mostly
-        reported = generation_metrics(study, cell, es_metrics, candidates, result, end - start, optimizer_sec)
+        reported = generation_metrics(plan, cell, es_metrics, candidates, result, end - start, optimizer_sec)
         record.generation(reported, candidates, result)
         all_failed_run = all_failed_run + 1 if es_metrics[metrics.ALL_FAILED] else 0
         report(reported, {state_key(optimizer): state.to_dict(), "all_failed_run": all_failed_run})
@@ -266,18 +268,19 @@ def run_search(study: Study, cell: Cell, seeds: Seeds, record: TrialRecord, inne
     final = _finals(record.recorded_final())
     if not final:
         start = time.perf_counter()
-        found = final_reevaluation(study, params, state, seeds, inner)
-        found |= equal_budget_reevaluation(study, cell, record, seeds, inner) if found else {}
+        found = final_reevaluation(plan, params, state, seeds, inner)
+        found |= equal_budget_reevaluation(plan, record, inner) if found else {}
         record.final({**found, metrics.SEC_FINAL: time.perf_counter() - start})
         final = _finals(found)
     report({metrics.OBJECTIVE: final.get(metrics.FINAL_BEST), metrics.BEST_OBJECTIVE: state.best_objective, **final},
            {state_key(optimizer): state.to_dict()})  # fmt: skip
 
 
-def run_scan(study: Study, cell: Cell, seeds: Seeds, record: TrialRecord, inner: ShardedInnerLoop) -> None:
+def run_scan(plan: TrialPlan, record: TrialRecord, inner: ShardedInnerLoop) -> None:
     """The scan: every grid point a candidate, one pass on the evaluation seeds, then one per final seed."""
-    grid = scan.scan_grid(cell.dims, study.scan)
-    rules = candidate_rules(study, cell.optimize_params, grid)
+    cell, seeds = plan.cell, plan.seeds
+    grid = scan.scan_grid(cell.dims, plan.scan_points)
+    rules = candidate_rules(plan, cell.optimize_params, grid)
     passes = scan.passes(seeds.evaluation, seeds.final, seeds.generation(0))
     first = int(checkpointed().get("scan_pass", 0))
     for p in range(first, len(passes)):
@@ -334,7 +337,7 @@ def _finals(final: dict) -> dict:
 
 
 def final_reevaluation(
-    study: Study, params: Sequence[str], state: Any, seeds: Seeds, inner: ShardedInnerLoop
+    plan: TrialPlan, params: Sequence[str], state: Any, seeds: Seeds, inner: ShardedInnerLoop
 ) -> dict[str, float]:
     """Retrain and evaluate the best-so-far candidate and the final incumbent (the ES's mean) on fresh seeds: their
     means and SDs, and seed by seed (`FINAL_BY_SEED`, which the run's finals.csv is made of).
@@ -344,7 +347,7 @@ def final_reevaluation(
     """
     if not seeds.final or state.best_candidate is None:
         return {}
-    rules = candidate_rules(study, params, np.array([state.best_candidate, state.mean]))
+    rules = candidate_rules(plan, params, np.array([state.best_candidate, state.mean]))
     values = np.array([inner.run(rules, seed, [seed]).objectives for seed in seeds.final], dtype=float)
     out: dict[str, Any] = {
         metrics.FINAL_BY_SEED: {"seeds": list(seeds.final), "best": values[:, 0].tolist(), "mean": values[:, 1].tolist()}
@@ -357,18 +360,18 @@ def final_reevaluation(
     return out
 
 
-def equal_budget_reevaluation(study: Study, cell: Cell, record: TrialRecord, seeds: Seeds, inner: ShardedInnerLoop) -> dict:
+def equal_budget_reevaluation(plan: TrialPlan, record: TrialRecord, inner: ShardedInnerLoop) -> dict:
     """At each smaller budget its study also compares this run at (`[decide] equal_budget`): its incumbent then —
     read off its own records as `--reevaluate --at-evaluations` reads a run's table (`study_data.incumbents`) —
     retrained on the same final seeds, as a block of its own (candidate indices 0 and 1, as the final rules)."""
-    budgets = study.equal_evaluations(cell.population)
-    if not budgets or not seeds.final:
+    cell, seeds = plan.cell, plan.seeds
+    if not plan.equal_evaluations or not seeds.final:
         return {}
     generations, _ = read_records(record.path)
-    rows = pd.DataFrame(generation_rows(generations, cell.population, cell.optimize_params, study.rule_specs_by_name))
+    rows = pd.DataFrame(generation_rows(generations, cell.population, cell.optimize_params, plan.rule_specs_by_name))
     out = {}
-    for evaluations in budgets:
-        rules = incumbents.incumbent(rows, evaluations, cell.optimize_params, dict(study.fixed_rules))
+    for evaluations in plan.equal_evaluations:
+        rules = incumbents.incumbent(rows, evaluations, cell.optimize_params, dict(plan.fixed_rules))
         values = np.array([inner.run(list(rules), seed, [seed]).objectives for seed in seeds.final], dtype=float)
         then = incumbents.last_row(rows, evaluations)
         out[str(evaluations)] = {
