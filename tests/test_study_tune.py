@@ -62,6 +62,8 @@ def test_the_weekend_grid_runs_under_tune(ray_cluster, tmp_path, capsys, monkeyp
     assert boards == {trial_name(load_study("weekend"), r[0][0]) for r in records.values()} | {"summary"}
     study = json.loads((run / "study.json").read_text())
     assert study["study"]["name"] == "weekend" and study["provenance"]["versions"]["ray"]
+    numerics = study["sessions"][0]["numerics"]  # what decides the last bits beside the code (benchmarks/numerics.py)
+    assert numerics["blas"] and all(name.startswith("openblas ") for name in numerics["blas"]) and numerics["simd"]
     out = capsys.readouterr().out
     assert "8 finished, 0 errored, 0 interrupted of 8 trials" in out and "## Answers" in out and "ceiling 0.2500" in out
     figures = ("best_so_far_evaluations", "best_so_far_wall", "final_pairs", "ceiling", "grid_heatmap")

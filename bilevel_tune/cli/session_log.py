@@ -51,6 +51,24 @@ def provenance() -> dict[str, Any]:
     }
 
 
+def numerics() -> dict[str, Any]:
+    """What decides a float's last bits on this machine beside the code: the BLAS numpy runs (OpenBLAS picks its
+    kernels by CPU: Haswell's and SkylakeX's sum in another order, so an ES's mean drifts by an ulp and a run
+    diverges from one made on another host) and numpy's own SIMD extensions (AVX512's exp and log differ from
+    AVX2's). Two sessions that agree here and run one commit compute the same numbers (benchmarks/numerics.py)."""
+    import numpy as np
+    from threadpoolctl import threadpool_info
+
+    blas = [f"{i.get('internal_api')} {i.get('architecture')} {i.get('version')}" for i in threadpool_info()
+            if i.get("user_api") == "blas"]  # fmt: skip
+    try:  # numpy's own record of the targets it was built for and this CPU has (what np.show_runtime prints)
+        from numpy._core._multiarray_umath import __cpu_baseline__, __cpu_dispatch__, __cpu_features__
+    except ImportError:
+        return {"blas": blas, "simd": None}
+    simd = [name for name in (*__cpu_baseline__, *__cpu_dispatch__) if __cpu_features__.get(name)]
+    return {"blas": blas, "simd": simd, "numpy": np.__version__}
+
+
 def git_sha() -> str | None:
     """The commit this code runs from (None outside a git checkout, as in an installed wheel)."""
     try:
@@ -85,6 +103,7 @@ def record_start(study: Study, run_dir: Path, plan: Plan, options: RunOptions, m
         "wandb": mode,  # as resolved
         "git_sha": git_sha(),  # a resume may run a later commit than the first session's provenance
         "version": __version__,
+        "numerics": numerics(),
         "plan": planned,
     }
     data["sessions"] = [*data.get("sessions", []), session]

@@ -2,7 +2,7 @@
 than the ES, or several, and scans its rules.
 
 A run's own best is the maximum of many noisy evaluations, biased upward; what an optimiser delivers is the rules it
-would return — its incumbent (the ES's and CMA-ES's mean, BO's best posterior mean, random search's best). Each
+would return — its incumbent (the ES's and CMA-ES's mean, BO's best posterior mean, random search's best, Optuna's best trial). Each
 generation's incumbent is read off the rules scan's landscape of the same seed and mechanism (the grid's values on
 the final seeds, linear between grid points), and compared with the landscape's best:
 
@@ -207,7 +207,8 @@ def render(table: pd.DataFrame, eps: float) -> list[str]:
         f"## Optimisers at equal evaluations (ε = {eps:g})",
         "",
         "Each generation's incumbent — the rules the optimiser would return then (the ES's and CMA-ES's mean, BO's "
-        "best posterior mean, random search's best) — read off the rules scan's landscape of its seed (the grid's "
+        f"best posterior mean, random search's best{_optuna_incumbent(table)}) — read off the rules scan's landscape "
+        "of its seed (the grid's "
         "values on the final seeds, linear between points), not off its own noisy best. A run counts its "
         "evaluations until its incumbent comes within ε of the landscape's best and stays there; a run whose last "
         "incumbent is not within ε never got there. optimizers.csv has the figures.",
@@ -216,6 +217,11 @@ def render(table: pd.DataFrame, eps: float) -> list[str]:
         "",
         *soonest(table),
     ]
+
+
+def _optuna_incumbent(table: pd.DataFrame) -> str:
+    """Optuna's incumbent, named where the table has its runs (a table without them reads as it did)."""
+    return ", Optuna's best trial" if "optuna" in set(table.get(OPTIMIZER, ())) else ""
 
 
 def csv_table(table: pd.DataFrame) -> pd.DataFrame:

@@ -2,7 +2,9 @@
 # How optimizers-analytic was run: the optimizers study (studies/optimizers.toml: ES, CMA-ES, BO and random search at
 # 200 inner-loop evaluations a run, 1-D and 2-D, a 21-point rules scan) at its full budget with the analytic inner
 # loop, until decided, from a clone of one commit (so edits in the work tree never reach a running trial):
-#   docs/results/optimizers-analytic/recipe.sh   # one session, stages of 2 seeds until decided or 6
+#   COMMIT=... docs/results/optimizers-analytic/recipe.sh   # one session, stages of 2 seeds until decided or 6
+# The shipped run adds Optuna's TPE to the grid (2026-12-06, from 7cbd506):
+#   COMMIT=7cbd506 docs/results/optimizers-analytic/recipe.sh --grid optimizer=es,cma,bo,random,optuna
 # The run folder lands in runs/optimizers-analytic (git-ignored).
 set -euo pipefail
 commit="${COMMIT:?set COMMIT to the commit to run}"
