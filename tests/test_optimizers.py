@@ -235,7 +235,7 @@ def test_a_users_optimiser_is_summarised_with_its_own_rows(tmp_path):
     folder = tmp_path / "optimizers"
     shutil.copytree(REPO / "docs" / "results" / "optimizers-analytic", folder)
     record = json.loads((folder / "study.json").read_text())
-    record["study"]["axes"] = [["outer.optimizer", ["es", "cma", "bo", user]]]
+    record["study"]["axes"] = [["outer.optimizer", ["es", "cma", "bo", user, "optuna"]]]
     (folder / "study.json").write_text(json.dumps(record))
     for name, kwargs in (("trials.csv", {}), ("generations.csv.gz", {"compression": "gzip"})):
         table = pd.read_csv(folder / name)
@@ -245,7 +245,7 @@ def test_a_users_optimiser_is_summarised_with_its_own_rows(tmp_path):
         table.to_csv(folder / name, index=False, **kwargs)
     assert main([str(folder), "--no-plots"]) == 0
     table = pd.read_csv(folder / "optimizers.csv")
-    assert list(dict.fromkeys(table["optimizer"])) == ["es", "cma", "bo", user]  # built-ins first, a user's after
+    assert list(dict.fromkeys(table["optimizer"])) == ["es", "cma", "bo", "optuna", user]  # built-ins first, a user's after
     answers = pd.read_csv(folder / "answers.csv")  # the user's optimiser by its class's label
     assert answers["comparison"].str.contains("shrinking box vs ES").any()
     assert not answers["comparison"].str.contains("ShrinkingBox").any()
