@@ -24,6 +24,23 @@ FULL_BUDGET = "full"  # the name of a study file's [budget]
 class GridPlan:
     """The trials of a study (`definition.Study`'s grid fields expanded), and its budget as run."""
 
+    # What it reads of the study it is mixed into, declared here for its readers and type checkers (annotations of
+    # a plain base class: `Study`'s dataclass fields are its own, these add none).
+    name: str
+    populations: tuple[int, ...]
+    optimize_params: tuple[tuple[str, ...], ...]
+    seeds: tuple[int, ...]
+    axes: tuple[tuple[str, tuple], ...]  # the further grid axes, (setting key, values)
+    stages: tuple  # run_folder.Stage, one a stage after the first
+    scan: int | None
+    budget: Any  # base.sections.Budget as run
+    budget_name: str
+    full_budget: Any  # the study file's Budget
+    decide: Any  # base.sections.DecideSettings
+    outer: Any  # base.sections.OuterSettings
+    settings: dict[str, Any]  # every setting as run, by key (`Study.settings`)
+    table: Any  # its world's settings.SettingsTable (`Study.table`)
+
     @property
     def optimizers(self) -> tuple[str, ...]:
         """The outer optimisers its trials run: [outer] optimizer, or that axis's values."""
