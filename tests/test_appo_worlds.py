@@ -4,6 +4,7 @@ untrained policies act alike, and a study on the fishery runs end to end with re
 
 import dataclasses
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -208,3 +209,19 @@ def test_an_mpe2_study_runs_with_real_appo_from_an_empty_folder_and_warns_of_not
     (folder,) = (tmp_path / "results").iterdir()
     trials = pd.read_csv(folder / "trials.csv")
     assert (trials["status"] == "complete").all() and np.isfinite(trials["final_objective"]).all()
+    if case != "adversary":
+        return
+    # the folder reads with the package alone: its study.json keeps the world's portrait, so with mpe_worlds.py gone
+    # the summary rebuilds to the same answers and settings, and --status reads it (once per world kind is enough)
+    before = {name: (folder / name).read_text() for name in ("summary.md", "trials.csv")}
+    (tmp_path / "mpe_worlds.py").unlink()
+    bare = {k: v for k, v in env.items() if k != "PYTHONPATH"}
+    for command in (["bilevel_tune.summary", str(folder), "--no-plots"], ["bilevel_tune.study", "--status", str(folder)]):
+        read = subprocess.run([sys.executable, "-m", *command], cwd=Path(__file__).resolve().parents[1], env=bare, capture_output=True, text=True,
+                              timeout=300)  # fmt: skip
+        assert read.returncode == 0, read.stdout[-2000:] + read.stderr[-2000:]
+    assert (folder / "trials.csv").read_text() == before["trials.csv"]
+    settings = [[line for line in text.splitlines() if re.match(r"\[(world|objective|rules)\] ", line)]
+                for text in (before["summary.md"], (folder / "summary.md").read_text())]  # fmt: skip
+    assert settings[1][0].startswith("[world] ") and settings[1][-1].startswith("[rules] ")
+    assert settings[0] == settings[1], "the portrait gives the world's settings as its module did"

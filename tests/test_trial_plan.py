@@ -7,10 +7,10 @@ import pytest
 
 from bilevel_tune.core import metrics, outer
 from bilevel_tune.inner import InnerLoopConfig
+from bilevel_tune.inner.contract import Seeds
 from bilevel_tune.study_data.definition import load_study
 from bilevel_tune.study_data.run_folder import Cell, trial_name
 from bilevel_tune.study_data.trial_plan import TrialPlan
-from bilevel_tune.tune_edge.trainable import Seeds
 
 
 @pytest.mark.parametrize("name", ["weekend", "optimizers", "fishery", "weekend-confirm", "ceiling"])
