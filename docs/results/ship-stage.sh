@@ -4,7 +4,9 @@
 # waits for STAGE's look (study.json's stage log: decided, and the next stage recorded or the session gone — the
 # plan's end), copies the folder at once to runs/looks/RUN-stageSTAGE/runs/RUN while the run goes on, ships the
 # copy to docs/results/RUN with run.md's head as its notes, scores the new trials by the held-out learners
-# (--reevaluate, only the jobs not yet run), regenerates the README's quotes and re-executes the notebook.
+# (--reevaluate, only the jobs not yet run; HELDOUT=later leaves them for a quiet moment: a copy of the shipped
+# folder scored at low priority, its heldout.csv and summary shipped together), regenerates the README's quotes and
+# re-executes the notebook.
 # Each step's start goes to runs/ship-RUN.log. Then keep the copy in history:
 #   RUN_ROOT=runs/looks/RUN-stageSTAGE docs/results/keep-run.sh RUN "MESSAGE" BASE_COMMIT BASE_PATH [OVERLAY ...]
 set -euo pipefail
@@ -35,9 +37,13 @@ awk -v head="# $run" '/^## What it answers/{exit} f; $0 == head {f=1}' "docs/res
   sed '1{/^$/d}' > "$look/notes.md"
 log "ship"
 .venv/bin/bilevel-summary "$look/runs/$run" --ship "docs/results/$run" --notes "$look/notes.md" > "$look/ship.out" 2>&1
-log "reevaluate"
-WANDB_MODE=disabled "$python" -m bilevel_tune.study --reevaluate "docs/results/$run" \
-  --learners ppo,analytic,frozen > "$look/reevaluate.out" 2>&1
+if [ "${HELDOUT:-now}" = later ]; then  # the held-out step beside a running stage costs the run its cores
+  log "reevaluate: later (HELDOUT=later)"
+else
+  log "reevaluate"
+  WANDB_MODE=disabled "$python" -m bilevel_tune.study --reevaluate "docs/results/$run" \
+    --learners ppo,analytic,frozen > "$look/reevaluate.out" 2>&1
+fi
 log "quotes"
 "$python" -m bilevel_tune.report.quotes README.md docs/worlds.md >> "$look/ship.out" 2>&1
 log "notebook"
