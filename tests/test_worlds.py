@@ -614,4 +614,3 @@ def test_a_world_whose_own_code_raises_is_one_line_naming_where(tmp_path, capsys
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "RuntimeError in your code, test_worlds.py:" in err
     assert not (tmp_path / "r").exists()
-
