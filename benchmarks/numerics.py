@@ -23,6 +23,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 # the first shipped optimizers-analytic run (2026-12-05, on a host whose OpenBLAS took Haswell's kernels), in history
 FIRST_RUN = "cb34d8b:docs/results/optimizers-analytic/generations.csv.gz"
+FIRST_TRIALS = "cb34d8b:docs/results/optimizers-analytic/trials.csv"
+SHIPPED_TRIALS = REPO / "docs" / "results" / "optimizers-analytic" / "trials.csv"  # its re-run (2026-12-06)
 AVX512 = ("AVX512F AVX512CD AVX512_KNL AVX512_KNM AVX512_SKX AVX512_CLX AVX512_CNL AVX512_ICL AVX512_SPR X86_V4 "
           "AVX512VBMI2 AVX512BITALG AVX512BF16 AVX512FP16 AVX512VNNI AVX512IFMA AVX512VBMI AVX512VPOPCNTDQ")  # fmt: skip
 SETUPS = {
@@ -73,13 +75,31 @@ def differs(a, b) -> str:
     return f"apart from generation {apart[0]} (max |Δ| {np.abs(a - b).max():.1e})"
 
 
+def kept(path: str) -> bytes:
+    return subprocess.run(["git", "show", path], cwd=REPO, capture_output=True, check=True).stdout
+
+
+def moved_trials() -> str:
+    """The first run's trials against the same trials of the shipped re-run: how many final objectives moved."""
+    import io
+
+    import pandas as pd
+
+    key = ["optimize_params", "seed", "optimizer"]
+    first, again = pd.read_csv(io.BytesIO(kept(FIRST_TRIALS))), pd.read_csv(SHIPPED_TRIALS)
+    both = first.merge(again, on=key, suffixes=("_first", "_again"))
+    delta = (both["final_objective_first"] - both["final_objective_again"]).abs()
+    return (f"the same {len(both)} trials in the shipped re-run: {int((delta > 0).sum())} final objectives moved, "
+            f"by at most {delta.max():.4f}")  # fmt: skip
+
+
 def main() -> None:
     import io
 
     import pandas as pd
 
-    kept = subprocess.run(["git", "show", FIRST_RUN], cwd=REPO, capture_output=True, check=True).stdout
-    shipped = pd.read_csv(io.BytesIO(kept), compression="gzip")
+    kept_run = kept(FIRST_RUN)
+    shipped = pd.read_csv(io.BytesIO(kept_run), compression="gzip")
     shipped = shipped[(shipped["optimizer"] == "es") & (shipped["seed"] == 42) & (shipped["mechanism"] == "2-D")]
     shipped_best = shipped.sort_values("generation")["best_so_far"].to_numpy()
     runs = {name: run(env) for name, env in SETUPS.items()}
@@ -88,6 +108,7 @@ def main() -> None:
     for name, result in runs.items():
         print(f"{name:24} {','.join(result['kernels']):22} {differs(result['best'], own):44} "
               f"{differs(result['best'], shipped_best)}")  # fmt: skip
+    print(moved_trials())
 
 
 if __name__ == "__main__":

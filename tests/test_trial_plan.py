@@ -10,7 +10,7 @@ from bilevel_tune.inner import InnerLoopConfig
 from bilevel_tune.inner.contract import Seeds
 from bilevel_tune.study_data.definition import load_study
 from bilevel_tune.study_data.run_folder import Cell, trial_name
-from bilevel_tune.study_data.trial_plan import TrialPlan
+from bilevel_tune.study_data.trial_plan import TrialPlan, plans_of
 
 
 @pytest.mark.parametrize("name", ["weekend", "optimizers", "fishery", "weekend-confirm", "ceiling"])
@@ -35,12 +35,12 @@ def test_a_plan_from_json_is_what_the_study_gives_each_of_its_trials(name):
 
 def test_stages_and_a_config_from_before_plans_find_their_plan_by_cell():
     """A later stage's cells carry their stage; a Tune config that holds the cell alone (a run started before plans)
-    names the plan `trainable.study_trial` passes beside it."""
+    names its plan among those `plans_of` compiles (what `trainable.study_trial` passes beside the trainable)."""
     from bilevel_tune.study_data.stages import next_stage, with_stage
 
     study = load_study("weekend-confirm")
     study = with_stage(study, next_stage(study, [cell.group for cell in study.stage_cells(1)]))
-    plans = {cell.key: TrialPlan.of(study, cell).to_dict() for cell in study.trial_cells()}
+    plans = plans_of(study)
     assert {plan["stage"] for plan in plans.values()} == {1, 2}
     for cell in study.stage_cells(2):
         assert plans[Cell.key_of({metrics.CELL: cell.as_config()})]["stage"] == 2

@@ -262,3 +262,7 @@ class Budget(BudgetSettings):
                 f"budget.generations has no entry for population {population}; add one or give one integer for all cells"
             )
         return table[population]
+
+
+# each built-in optimiser's own section ([es], [cma], [bo], [optuna]); random search has none
+OPTIMIZER_SECTIONS = {"es": ESSettings, "cma": CMASettings, "bo": BOSettings, "optuna": OptunaSettings}

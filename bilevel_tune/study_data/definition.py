@@ -122,7 +122,7 @@ class Study(GridPlan):
 
     def world_portrait(self) -> dict[str, Any]:
         """What a run folder keeps of its world (`world_portrait`): enough to read the folder without it."""
-        return world_portrait.portrait(self.table, self.regime)
+        return json_safe(world_portrait.portrait(self.table, self.regime))
 
     def with_overrides(self, **changes) -> "Study":
         """The study as a command line changes it: see `study_overrides.overridden` (--population, --set, --grid, …)."""

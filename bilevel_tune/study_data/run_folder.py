@@ -163,7 +163,12 @@ def trial_name(study, cell: Mapping[str, Any] | Cell) -> str:
 
 
 def trial_dirname(study, cell: Mapping[str, Any] | Cell, trial_id: str) -> str:
-    return f"{trial_name(study, cell)}_{trial_id}"
+    return trial_folder_name(trial_name(study, cell), trial_id)
+
+
+def trial_folder_name(name: str, trial_id: str) -> str:
+    """A trial's folder: its name, then Tune's id (weekend_pop16_2d_seed42_7837d_00002)."""
+    return f"{name}_{trial_id}"
 
 
 def rules_text(rules: Mapping[str, float], names) -> str:

@@ -39,15 +39,12 @@ from typing import Any, Mapping, Sequence
 from bilevel_tune.base.hints import unknown_name
 from bilevel_tune.base.knobs import Setting, SettingError, section_settings
 from bilevel_tune.base.sections import (
+    OPTIMIZER_SECTIONS,
     AppoSettings,
-    BOSettings,
     Budget,
-    CMASettings,
     DecideSettings,
-    ESSettings,
     FinalSettings,
     NetworkSettings,
-    OptunaSettings,
     OuterSettings,
     SummarySettings,
 )
@@ -82,10 +79,7 @@ class SettingsTable:
             "network": NetworkSettings,
             "appo": AppoSettings,
             "outer": OuterSettings,
-            "es": ESSettings,
-            "cma": CMASettings,
-            "bo": BOSettings,
-            "optuna": OptunaSettings,
+            **OPTIMIZER_SECTIONS,
             "objective": world_class.objective_class,
             "budget": Budget,
             "summary": SummarySettings,

@@ -23,13 +23,11 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from bilevel_tune.base.sections import BOSettings, CMASettings, ESSettings, OptunaSettings
+from bilevel_tune.base.sections import OPTIMIZER_SECTIONS
 from bilevel_tune.inner.contract import InnerLoopConfig, Seeds
 from bilevel_tune.study_data.run_folder import SCAN, Cell, json_safe, trial_name
 from bilevel_tune.study_data.study_record import frozen
 from bilevel_tune.worlds.contract import RuleSpec
-
-OPTIMIZER_SECTIONS = {"es": ESSettings, "cma": CMASettings, "bo": BOSettings, "optuna": OptunaSettings}
 
 
 @dataclass(frozen=True)
@@ -145,6 +143,11 @@ class TrialPlan:
             equal_evaluations=tuple(data["equal_evaluations"]),
             settings=dict(data["settings"]),
         )
+
+
+def plans_of(study) -> dict[tuple, dict[str, Any]]:
+    """Every trial's plan as JSON, by cell key (the grid, its stages, its scans): compiled once a session."""
+    return {cell.key: TrialPlan.of(study, cell).to_dict() for cell in study.trial_cells()}
 
 
 def _stage(study, cell: Cell) -> int:

@@ -23,20 +23,19 @@ PORTRAIT_KEY = "world"  # study.json's key for it
 
 
 def portrait(table, regime: str | None) -> dict[str, Any]:
-    """A settings table's world (`settings.SettingsTable`), as JSON; `regime`: the study's regime line, if any."""
-    return _json(
-        {
-            "kind": table.world,
-            "rules": [dataclasses.asdict(spec) for spec in table.rule_specs],
-            "plain_search": list(table.mechanisms.plain),
-            "settings": _fields(table.section_classes["world"]),
-            "objective": _fields(table.section_classes["objective"]),
-            "ceiling": table.ceiling,
-            "summary_diagnostics": table.summary_diagnostics,
-            "scan_terms": list(table.scan_terms),
-            "regime": regime,
-        }
-    )
+    """A settings table's world (`settings.SettingsTable`); `regime`: the study's regime line, if any (plain Python:
+    `Study.world_portrait` makes it JSON)."""
+    return {
+        "kind": table.world,
+        "rules": [dataclasses.asdict(spec) for spec in table.rule_specs],
+        "plain_search": list(table.mechanisms.plain),
+        "settings": _fields(table.section_classes["world"]),
+        "objective": _fields(table.section_classes["objective"]),
+        "ceiling": table.ceiling,
+        "summary_diagnostics": table.summary_diagnostics,
+        "scan_terms": list(table.scan_terms),
+        "regime": regime,
+    }
 
 
 def portrayed(recorded: Mapping[str, Any]) -> SimpleNamespace:
@@ -83,11 +82,3 @@ def _known(meaning: dict[str, Any]) -> dict[str, Any]:
 
 def _tuple(value):
     return tuple(_tuple(v) for v in value) if isinstance(value, list) else value
-
-
-def _json(value):
-    if isinstance(value, dict):
-        return {str(k): _json(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json(v) for v in value]
-    return value

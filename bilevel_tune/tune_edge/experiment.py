@@ -26,7 +26,7 @@ from bilevel_tune.core import metrics
 from bilevel_tune.runtime import ray_compat
 from bilevel_tune.study_data.definition import Study
 from bilevel_tune.study_data.run_folder import Cell, trial_dirname, trial_name
-from bilevel_tune.study_data.trial_plan import TrialPlan
+from bilevel_tune.study_data.trial_plan import plans_of
 from bilevel_tune.tune_edge.trainable import study_trial, trial_resources
 from bilevel_tune.views import curves
 
@@ -38,7 +38,7 @@ class RestoreError(RuntimeError):
     """A run folder Tune cannot restore, or an option it cannot change; one line for the user."""
 
 
-def param_space(study: Study, cells: list[Cell] | None = None) -> dict[str, Any]:
+def param_space(study: Study, plans: Mapping[tuple, dict], cells: list[Cell] | None = None) -> dict[str, Any]:
     """One grid axis, `trial`: every trial's plan (or these cells': a later stage's), in `tune_order` — each trial's
     whole config, so its params.json shows what it ran (`study_data.trial_plan`).
 
@@ -46,7 +46,7 @@ def param_space(study: Study, cells: list[Cell] | None = None) -> dict[str, Any]
     crossed; the ES trials keep the order Tune gave the crossed axes of runs before 0.2.
     """
     cells = tune_order(study) if cells is None else cells
-    return {metrics.TRIAL: tune.grid_search([TrialPlan.of(study, cell).to_dict() for cell in cells])}
+    return {metrics.TRIAL: tune.grid_search([plans[cell.key] for cell in cells])}
 
 
 def tune_order(study: Study) -> list[Cell]:
@@ -65,12 +65,12 @@ def tune_order(study: Study) -> list[Cell]:
     return ordered + study.scan_cells() + [c for k in range(2, len(study.stages) + 2) for c in study.stage_cells(k)]
 
 
-def trainable(study: Study, run_dir: Path, shards: Mapping[tuple, int]):
-    """The trial function with its study, run folder and per-trial resources (one CPU bundle per shard)."""
-    plan = dict(shards)
+def trainable(plans: Mapping[tuple, dict], run_dir: Path, shards: Mapping[tuple, int]):
+    """The trial function with the trials' plans, run folder and per-trial resources (one CPU bundle per shard)."""
+    shards = dict(shards)
     return tune.with_resources(
-        study_trial(study, run_dir),
-        resources=lambda config: trial_resources(plan[Cell.key_of(config)]),
+        study_trial(plans, run_dir),
+        resources=lambda config: trial_resources(shards[Cell.key_of(config)]),
     )
 
 
@@ -87,9 +87,10 @@ def fresh_tuner(
     study: Study, run_dir: Path, shards: Mapping[tuple, int], options: SessionOptions, cells: list[Cell] | None = None
 ) -> tune.Tuner:
     """A new Tune experiment in the run folder over the study's trials, or these cells (a stage's unfinished)."""
+    plans = plans_of(study)  # compiled once: the trials' configs, and beside the trainable for older configs
     return tune.Tuner(
-        trainable(study, run_dir, shards),
-        param_space=param_space(study, cells),
+        trainable(plans, run_dir, shards),
+        param_space=param_space(study, plans, cells),
         tune_config=tune.TuneConfig(
             metric=metrics.TUNE_METRIC,
             mode=metrics.TUNE_MODE,
@@ -121,7 +122,7 @@ def restored_tuner(study: Study, run_dir: Path, shards: Mapping[tuple, int], opt
     Restoring reads every trial's results: those not started yet would each get Tune's warning line.
     """
     with OneLineTrialFailures():
-        tuner = tune.Tuner.restore(str(run_dir), trainable=trainable(study, run_dir, shards), resume_errored=True)
+        tuner = tune.Tuner.restore(str(run_dir), trainable=trainable(plans_of(study), run_dir, shards), resume_errored=True)
     try:
         run_config, tune_config = ray_compat.tuner_configs(tuner)
     except ray_compat.RayCompatError as err:

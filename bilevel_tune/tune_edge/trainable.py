@@ -21,7 +21,7 @@ import logging
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -42,6 +42,7 @@ from bilevel_tune.study_data.run_folder import (
     append_record,
     num,
     read_records,
+    trial_folder_name,
 )
 from bilevel_tune.study_data.trial_plan import TrialPlan
 from bilevel_tune.tune_edge.restoring import restorable
@@ -182,7 +183,7 @@ class TrialRecord:
         trial_id = tune.get_context().get_trial_id()
         # a trial resumed under a release that names it otherwise keeps writing where it began
         earlier = sorted(p for p in Path(run_dir).glob(f"*_{trial_id}") if (p / GENERATIONS_FILE).is_file())
-        folder = earlier[0] if earlier else Path(run_dir) / f"{plan.name}_{trial_id}"  # as `run_folder.trial_dirname`
+        folder = earlier[0] if earlier else Path(run_dir) / trial_folder_name(plan.name, trial_id)
         self.path = folder / GENERATIONS_FILE
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.cell = plan.cell.as_config()
@@ -216,12 +217,11 @@ class TrialRecord:
         return passes[0][metrics.BEST_OBJECTIVE] if passes else None
 
 
-def study_trial(study: Study, run_dir: Path) -> type:
-    """The trial function with its run folder, and every trial's plan by cell for a run whose Tune configs predate
-    plans (a resume of one: its configs hold the cell alone); Tune's class for it, which a resume restores from the
-    trial's newest checkpoint where Tune's is gone."""
-    plans = {cell.key: TrialPlan.of(study, cell).to_dict() for cell in study.trial_cells()}
-    trial = tune.with_parameters(run_trial, plans=plans, run_dir=str(Path(run_dir).resolve()))
+def study_trial(plans: Mapping[tuple, dict[str, Any]], run_dir: Path) -> type:
+    """The trial function with its run folder, and every trial's plan by cell (`trial_plan.plans_of`) for a run whose
+    Tune configs predate plans (a resume of one: its configs hold the cell alone); Tune's class for it, which a
+    resume restores from the trial's newest checkpoint where Tune's is gone."""
+    trial = tune.with_parameters(run_trial, plans=dict(plans), run_dir=str(Path(run_dir).resolve()))
     return restorable(trial, markers=(STATE_FILE, *LEGACY_STATE_FILES))
 
 
