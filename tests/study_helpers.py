@@ -10,10 +10,28 @@ import time
 from pathlib import Path
 
 from bilevel_tune.core import metrics
-from bilevel_tune.study_data.run_folder import trial_records  # noqa: F401 - tests import it from here
+from bilevel_tune.study_data.run_folder import (
+    GENERATIONS_FILE,
+    KIND_FINAL,
+    append_record,
+    trial_name,
+    trial_records,  # noqa: F401 - tests import it from here
+)
 
 REPO = Path(__file__).resolve().parent.parent
 FAKE_KEY = "abcdef0123456789abcdef0123456789deadbeef"  # a W&B API key's shape
+
+
+def write_trial_records(run_dir: Path, study, cell, generations: int, pace: float, final=None, folder_id: str = "abcde", **final_fields):
+    """A trial's records as the trial writes them: one line a generation, then its final line (`final`: its score)."""
+    folder = run_dir / f"{trial_name(study, cell)}_{folder_id}_{cell.seed:05d}"
+    folder.mkdir(parents=True)
+    who = {metrics.POPULATION: cell.population, metrics.OPTIMIZE_PARAMS: list(cell.optimize_params), metrics.SEED: cell.seed}
+    for generation in range(generations):
+        append_record(folder / GENERATIONS_FILE, {metrics.KIND: "generation", metrics.GENERATION: generation, metrics.SEC_PER_GEN: pace, **who})
+    if final is not None:
+        append_record(folder / GENERATIONS_FILE, {metrics.KIND: KIND_FINAL, metrics.FINAL_BEST: final, **who, **final_fields})
+    return folder
 
 
 def files_containing(root: Path, needle: bytes) -> list[Path]:

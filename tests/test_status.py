@@ -22,22 +22,11 @@ from bilevel_tune.study_data import run_lock
 from bilevel_tune.study_data.definition import load_study
 from bilevel_tune.study_data.run_folder import GENERATIONS_FILE, KIND_FINAL, append_record, trial_name, write_json
 
-from .study_helpers import REPO
+from .study_helpers import REPO, write_trial_records
 from .test_plan import MODEL
 
 NOW = dt.datetime(2026, 12, 5, 20, 0, tzinfo=dt.timezone.utc)
 PACE = {("min_demand_frac",): 2.0, ("min_demand_frac", "fixed_quota"): 3.0}  # seconds a generation, by mechanism
-
-
-def _write_trial(run_dir, study, cell, generations, pace, final=None):
-    """A trial's records as the trial writes them: one line a generation, then its final line."""
-    folder = run_dir / f"{trial_name(study, cell)}_abcde_{cell.seed:05d}"
-    folder.mkdir(parents=True)
-    who = {metrics.POPULATION: cell.population, metrics.OPTIMIZE_PARAMS: list(cell.optimize_params), metrics.SEED: cell.seed}
-    for generation in range(generations):
-        append_record(folder / GENERATIONS_FILE, {metrics.KIND: "generation", metrics.GENERATION: generation, metrics.SEC_PER_GEN: pace, **who})
-    if final is not None:
-        append_record(folder / GENERATIONS_FILE, {metrics.KIND: KIND_FINAL, metrics.FINAL_BEST: final, **who})
 
 
 @pytest.fixture
@@ -51,14 +40,14 @@ def run_in_stage_2(tmp_path):
     noise = {(1, 42): 0.02, (1, 7): -0.01}  # 2-D − 1-D by seed: one up, one down, nothing decided
     for cell in study.stage_cells(1):
         final = 0.4 + noise.get((len(cell.optimize_params) - 1, cell.seed), 0.0)
-        _write_trial(run_dir, study, cell, 50, PACE[cell.optimize_params], final=final)
+        write_trial_records(run_dir, study, cell, 50, PACE[cell.optimize_params], final=final)
     decisions = staging.decide_run(study, run_dir)
     staging.record_decisions(run_dir, study, decisions)
     grown = staging.advance(study, run_dir, decisions)
     assert grown is not None, "two seeds decide nothing: stage 2 begins"
     one_d = [c for c in grown.stage_cells(2) if len(c.optimize_params) == 1]
-    _write_trial(run_dir, grown, one_d[0], 1000, 2.0, final=0.41)
-    _write_trial(run_dir, grown, one_d[1], 100, 2.0)
+    write_trial_records(run_dir, grown, one_d[0], 1000, 2.0, final=0.41)
+    write_trial_records(run_dir, grown, one_d[1], 100, 2.0)
     resume = RunOptions(study="weekend", until_decided=True, resume=True)
     session_log.record_start(grown, run_dir, make_plan(grown.stage_cells(2)[1:], grown.budget, 2, MODEL), resume, "disabled")
     return run_dir, grown
@@ -141,7 +130,7 @@ def test_a_stage_whose_trials_all_finished_with_no_look_yet(run_in_stage_2):
     run_dir, study = run_in_stage_2
     for cell in study.stage_cells(2):
         if not list(run_dir.glob(f"{trial_name(study, cell)}_*")):
-            _write_trial(run_dir, study, cell, 1000, 3.0, final=0.42)
+            write_trial_records(run_dir, study, cell, 1000, 3.0, final=0.42)
     under_way = study.stage_cells(2)[1]
     who = {metrics.POPULATION: 1, metrics.OPTIMIZE_PARAMS: list(under_way.optimize_params), metrics.SEED: under_way.seed}
     records = next(run_dir.glob(f"{trial_name(study, under_way)}_*")) / GENERATIONS_FILE

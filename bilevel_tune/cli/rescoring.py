@@ -189,8 +189,7 @@ def run_step(
     tasks = final_seed_tasks(study, runs, final_seeds, finals) if final_seeds else []
     copied = 0
     if budgets:
-        anytime = final_scores.read_table(run_dir / final_scores.ANYTIME_CSV, final_scores.ANYTIME_COLUMNS)
-        later = anytime_tasks(study, runs, budgets, anytime)
+        later = anytime_tasks(study, runs, budgets, tables.anytime)
         copied, later = _copy_final(run_dir, later, finals)
         tasks += later
     own = own_learner(study)

@@ -11,12 +11,12 @@ from pathlib import Path
 from bilevel_tune.cli import staging
 from bilevel_tune.cli.options import RunOptions, UsageError, changed_on_resume, resolve_study
 from bilevel_tune.study_data.definition import Study, StudyError, load_study
+from bilevel_tune.study_data.results_store import ResultsError, open_results
 from bilevel_tune.study_data.run_folder import (
     RunFolderError,
     check_results_root,
     find_run,
     new_run_dir,
-    read_study_file,
 )
 from bilevel_tune.study_data.stages import check_stageable, declared_margin, extended_plan
 from bilevel_tune.tune_edge.tracking import TrackingError, resolve_wandb_mode
@@ -46,7 +46,7 @@ def resolve_run(options: RunOptions) -> tuple[Study, Path, Path]:
             study = _check_stages(resolve_study(options), options)
             return study, root, new_run_dir(root, study.name, options.name, _utc_stamp())
         run_dir = find_run(root, load_study(options.study).name, options.name)
-        recorded = Study.from_dict(read_study_file(run_dir)["study"])
+        recorded = open_results(run_dir).study
         margins = [value for key, value in options.settings or () if key.strip() in ("decide.margin", "margin")]
         if margins:
             raise UsageError(
@@ -64,7 +64,7 @@ def resolve_run(options: RunOptions) -> tuple[Study, Path, Path]:
         if options.declare_margin is not None:
             recorded = declared_margin(recorded, options.declare_margin, staging.looks_taken(run_dir))
         return _check_stages(recorded, options), root, run_dir
-    except (StudyError, RunFolderError) as err:
+    except (StudyError, RunFolderError, ResultsError) as err:
         raise UsageError(str(err)) from None
 
 

@@ -37,11 +37,11 @@ from bilevel_tune.planning.plan import Plan, describe_plan, hms
 from bilevel_tune.runtime import cluster, lifecycle
 from bilevel_tune.study_data import run_lock
 from bilevel_tune.study_data.definition import Study, StudyError
+from bilevel_tune.study_data.results_store import RunResults
 from bilevel_tune.study_data.run_folder import (
     STUDY_FILE,
     TENSORBOARD_DIR,
     RunFolderError,
-    finished_cells,
     read_study_file,
     write_json,
 )
@@ -221,7 +221,7 @@ def _unfinished(study: Study, run_dir: Path) -> list:
     """The study's trials without a final record, in Tune's order."""
     from bilevel_tune.tune_edge.experiment import tune_order
 
-    done = finished_cells(run_dir) if run_dir.exists() else set()
+    done = RunResults(run_dir).finished_cells() if run_dir.exists() else set()
     return [c for c in tune_order(study) if c.key not in done]
 
 
@@ -233,7 +233,7 @@ def _start_session(study: Study, options: RunOptions, run_dir: Path, mode: str, 
 
 
 def _plan_session(study: Study, options: RunOptions, run_dir: Path, mode: str) -> Plan:
-    skip = finished_cells(run_dir) if run_dir.exists() else set()
+    skip = RunResults(run_dir).finished_cells() if run_dir.exists() else set()
     return planner.plan_run(study, options, cluster.cluster_cpus(), mode, skip, probe=False)
 
 
@@ -322,7 +322,7 @@ def _tags(study: Study) -> list[str]:
 def _counts(study: Study, run_dir: Path, errored: int) -> tuple[int, int, int]:
     """(finished, errored, interrupted): a trial finished when its record holds the final line — in any session."""
     trials = study.trial_cells()
-    finished = len(finished_cells(run_dir) & {c.key for c in trials})
+    finished = len(RunResults(run_dir).finished_cells() & {c.key for c in trials})
     return finished, errored, len(trials) - finished - errored
 
 
@@ -401,9 +401,8 @@ def reevaluate_run(
         flags = changing + ["--resume"] * options.resume + ["--until-decided"] * options.until_decided
         raise UsageError(f"--reevaluate scores a finished run as its study.json records it; drop {', '.join(flags)}")
     try:
-        recorded = read_study_file(run_dir)
-        study = Study.from_dict(recorded["study"])
-        tables = read(run_dir)
+        tables = read(run_dir)  # through the folder's results store: the study as recorded, read once
+        study = tables.study
     except (OSError, ValueError, KeyError, TypeError, RunFolderError, SummaryError, StudyError) as err:
         why = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise UsageError(f"--reevaluate {run_dir}: not a run folder or a shipped result ({why})") from None

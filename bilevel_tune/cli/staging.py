@@ -18,15 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from bilevel_tune.study_data.definition import Study
-from bilevel_tune.study_data.final_scores import final_objectives
-from bilevel_tune.study_data.run_folder import read_study_file, trial_name, write_json
+from bilevel_tune.study_data.results_store import open_results
+from bilevel_tune.study_data.run_folder import STAGES, read_study_file, trial_name, write_json
 from bilevel_tune.study_data.stages import next_stage, with_stage
 from bilevel_tune.verdicts import decide, plan_mark
 
 TUNER_FILE = "tuner.pkl"
 TUNE_STATE = (TUNER_FILE, "experiment_state-*.json", "basic-variant-state-*.json")
 ARCHIVE_DIR = "tune-stages"  # <k>/: stage k's Tune state, once the next stage has begun
-STAGES = "stages"  # study.json's log of the stages: seeds, cells, decisions
 
 
 def current_stage(study: Study) -> int:
@@ -41,7 +40,7 @@ def has_experiment(run_dir: Path) -> bool:
 
 def looks_taken(run_dir: Path) -> int:
     """The looks the run has taken: its stages decided so far (study.json's stage log)."""
-    return sum(1 for entry in read_study_file(run_dir).get(STAGES, []) if entry.get("decided_utc"))
+    return open_results(run_dir).looks_taken
 
 
 def note_margin(data: dict[str, Any], study: Study, record: dict[str, Any]) -> None:
@@ -52,9 +51,10 @@ def note_margin(data: dict[str, Any], study: Study, record: dict[str, Any]) -> N
 
 
 def decide_run(study: Study, run_dir: Path) -> decide.Decisions:
-    """The decisions on the run's finished trials (`decide.decide`)."""
+    """The decisions on the run's finished trials (`decide.decide`), from their scores as the folder's results store
+    reads them (by cell key: the same scores the summary's Answers decide from)."""
     names = {c.key: trial_name(study, c) for c in study.cells()}
-    return decide.decide(study, final_objectives(run_dir, study.decide.score), names)
+    return decide.decide(study, open_results(run_dir).final_objectives(study.decide.score), names)
 
 
 def record_decisions(run_dir: Path, study: Study, decisions: decide.Decisions) -> None:

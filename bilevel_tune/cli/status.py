@@ -18,19 +18,12 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from bilevel_tune.cli.options import UsageError
-from bilevel_tune.cli.staging import STAGES
 from bilevel_tune.core import metrics
 from bilevel_tune.planning.plan import hms, simulate
 from bilevel_tune.study_data import run_lock
 from bilevel_tune.study_data.definition import Study
-from bilevel_tune.study_data.run_folder import (
-    GENERATIONS_FILE,
-    STUDY_FILE,
-    Cell,
-    read_records,
-    read_study_file,
-    trial_name,
-)
+from bilevel_tune.study_data.results_store import ResultsError, RunResults, open_results
+from bilevel_tune.study_data.run_folder import STUDY_FILE, Cell, trial_name
 from bilevel_tune.verdicts.looks import OPEN, UNDECIDED
 
 RECENT = 20  # a trial's pace: the median seconds of its last RECENT generations
@@ -57,14 +50,13 @@ class TrialProgress:
         return f"  {self.name:<{width}} generation {self.done} of {self.generations}{pace}{left}"
 
 
-def trial_progress(run_dir: Path, name: str, generations: int) -> TrialProgress:
-    """The trial's records (its folder is `<name>_<trial id>`); none yet: not started."""
-    records, final = [], None
-    for path in sorted(run_dir.glob(f"{name}_*/{GENERATIONS_FILE}")):
-        records, final = read_records(path)
+def trial_progress(results: RunResults, study: Study, cell: Cell) -> TrialProgress:
+    """The cell's trial as its records have it (`results.trials`, by cell key); none yet: not started."""
+    trial = results.trials.get(cell.key)
+    records, final = (trial.generations, trial.final) if trial else ([], None)
     paces = [r[metrics.SEC_PER_GEN] for r in records if r.get(metrics.SEC_PER_GEN)]
     recent, typical = (statistics.median(p) if p else None for p in (paces[-RECENT:], paces))
-    return TrialProgress(name, generations, len(records), final is not None, recent, typical)
+    return TrialProgress(trial_name(study, cell), cell.generations, len(records), final is not None, recent, typical)
 
 
 def seconds_left(trial: TrialProgress, peer_pace: float | None, planned_s: float | None) -> tuple[float | None, str]:
@@ -101,15 +93,13 @@ def show_status(run_dir: Path, out: Callable[[str], None] = print, now: dt.datet
                 out("")
             show_status(run, out, now)
         return
+    results = open_results(run_dir)
     try:
-        record = read_study_file(run_dir)
-        study = Study.from_record(record)
-    except (OSError, ValueError, KeyError) as err:
-        raise UsageError(
-            f"--status {run_dir}: its {STUDY_FILE} does not read as a run's ({type(err).__name__}: {err})"
-        ) from None
+        record, study = results.record, results.study
+    except ResultsError as err:
+        raise UsageError(f"--status {run_dir}: {err.why}") from None
     now = now or dt.datetime.now(dt.timezone.utc)
-    log = record.get(STAGES, [])
+    log = results.stage_log
     stage = len(study.stages) + 1
     planned = study.decide.stages
     seeds = ", ".join(map(str, study.stage_seeds(stage)))
@@ -126,11 +116,11 @@ def show_status(run_dir: Path, out: Callable[[str], None] = print, now: dt.datet
     out(holder)
     if ended:
         return
-    if not any(run_dir.glob(f"*/{GENERATIONS_FILE}")):
+    if not results.has_records:
         out("no trial records here (a shipped folder keeps the run's tables, not its trials): ask the run's own folder")
         return
     cells = study.stage_cells(stage)
-    progress = [trial_progress(run_dir, trial_name(study, cell), cell.generations) for cell in cells]
+    progress = [trial_progress(results, study, cell) for cell in cells]
     finished = sum(t.finished for t in progress)
     under_way = sum(bool(t.done) and not t.finished for t in progress)
     out(
@@ -140,7 +130,7 @@ def show_status(run_dir: Path, out: Callable[[str], None] = print, now: dt.datet
     plan = _latest_plan(record)
     calibrated = plan.get("model", {}).get("calibrated")  # else the plan's seconds are units of work, not time
     planned_s = {t["trial"]: t["seconds"] for t in plan.get("trials", [])} if calibrated else {}
-    peers = _cell_paces(study, run_dir, stage, {t.name: t for t in progress})
+    peers = _cell_paces(study, results, stage, {t.name: t for t in progress})
     left = [seconds_left(t, peers.get(_pace_key(c)), planned_s.get(t.name)) for t, c in zip(progress, cells)]
     width = max(len(t.name) for t in progress)
     for trial, (seconds, source) in zip(progress, left):
@@ -152,7 +142,7 @@ def _pace_key(cell: Cell) -> tuple:
     return cell.population, cell.optimize_params, cell.extra
 
 
-def _cell_paces(study: Study, run_dir: Path, stage: int, known: Mapping[str, TrialProgress]) -> dict[tuple, float]:
+def _cell_paces(study: Study, results: RunResults, stage: int, known: Mapping[str, TrialProgress]) -> dict[tuple, float]:
     """Each ES cell's pace in this run, from its latest stage with any: the median of its trials' own (a machine's
     load changes from one working day to the next, so the latest seeds say most of the next). `known`: the trials
     already read (the current stage's), by name; the others are read here."""
@@ -162,7 +152,7 @@ def _cell_paces(study: Study, run_dir: Path, stage: int, known: Mapping[str, Tri
         for cell in study.stage_cells(earlier):
             if not cell.scan and _pace_key(cell) not in paces:
                 name = trial_name(study, cell)
-                pace = (known.get(name) or trial_progress(run_dir, name, cell.generations)).typical_sec_per_gen
+                pace = (known.get(name) or trial_progress(results, study, cell)).typical_sec_per_gen
                 if pace:
                     found.setdefault(_pace_key(cell), []).append(pace)
         paces.update({key: statistics.median(values) for key, values in found.items()})

@@ -1,11 +1,10 @@
-"""A run's records as tables: the trials table (one row per grid cell) and the generations table, read from each
-trial's generations.jsonl (`study_data.run_folder`) and study.json — the load step of the summary's pipeline,
-for a run folder (a shipped folder's tables are read as they are: `tables`).
+"""A run's records as tables: the trials table (one row per grid cell) and the generations table, made from each
+trial's generations.jsonl as the results store reads them (`study_data.results_store`: by cell key) — the load step
+of the summary's pipeline, for a run folder (a shipped folder's tables are read as they are: `tables`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,47 +15,18 @@ from bilevel_tune.core import metrics
 from bilevel_tune.report.columns import BEST, BOUND_BY, FINAL, FINAL_MEAN, MECHANISM, OPTIMIZER, SummaryError, at_budget
 from bilevel_tune.study_data.definition import Study
 from bilevel_tune.study_data.incumbents import generation_rows
-from bilevel_tune.study_data.run_folder import (
-    STUDY_FILE,
-    Cell,
-    num,
-    read_study_file,
-    trial_name,
-    trial_records,
-)
-from bilevel_tune.worlds.contract import WorldError
-
-
-@dataclass(frozen=True)
-class TrialRecords:
-    name: str  # the trial folder
-    generations: list[dict[str, Any]]
-    final: dict[str, Any] | None
+from bilevel_tune.study_data.results_store import ResultsError, TrialRecords, open_results
+from bilevel_tune.study_data.run_folder import Cell, num, trial_name
 
 
 def load_run(run_dir: Path) -> tuple[Study, dict[tuple, TrialRecords]]:
-    """(the study as study.json records it, the records of every trial that wrote some, by cell key)."""
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise SummaryError(f"{run_dir} is not a folder")
-    if not (run_dir / STUDY_FILE).is_file():
-        raise SummaryError(
-            f"{run_dir} is not a study run folder (no {STUDY_FILE}); give a folder made by python -m bilevel_tune.study"
-        )
+    """(the study as study.json records it, the records of every trial that wrote some, by cell key): the results
+    store's (`study_data.results_store`), SummaryError for a folder that is not a run's."""
     try:
-        study = Study.from_record(read_study_file(run_dir))
-    except WorldError as err:  # its world is not importable here, and the folder predates world portraits
-        raise SummaryError(
-            f"{run_dir}: {err}; its {STUDY_FILE} holds no portrait of that world (runs before portraits keep none): "
-            "read it where the world's module imports"
-        ) from None
-    except (ValueError, KeyError, TypeError):
-        raise SummaryError(f"{run_dir / STUDY_FILE} is not a bilevel_tune study file") from None
-    trials = {}
-    for name, (generations, final) in trial_records(run_dir).items():
-        if generations or final:
-            trials[Cell.key_of((generations or [final])[0])] = TrialRecords(name, generations, final)
-    return study, trials
+        results = open_results(run_dir)
+        return results.study, results.trials
+    except ResultsError as err:
+        raise SummaryError(str(err)) from None
 
 
 def trial_table(study: Study, trials: dict[tuple, TrialRecords]) -> pd.DataFrame:

@@ -29,12 +29,13 @@ from pathlib import Path
 import numpy as np
 
 from bilevel_tune.core import metrics
-from bilevel_tune.report.tables import GENERATIONS_CSV
-from bilevel_tune.study_data.final_scores import ANYTIME_CSV, FINALS_CSV, RULES
+from bilevel_tune.study_data.final_scores import ANYTIME_CSV, FINALS_CSV, RULES, trial_of_folder
+from bilevel_tune.study_data.results_store import open_results
 from bilevel_tune.study_data.run_folder import (
     ANSWERS_CSV,
     CEILING_CSV,
     CELLS_CSV,
+    GENERATIONS_CSV,
     GRID_CSV,
     HELDOUT_CSV,
     OPTIMIZERS_CSV,
@@ -49,8 +50,6 @@ from bilevel_tune.study_data.run_folder import (
     VERDICTS_FILE,
     read_study_file,
     rules_text,
-    trial_name,
-    trial_records,
     write_json,
 )
 
@@ -65,11 +64,13 @@ def trial_figures(run_dir: Path) -> list[dict]:
     """One row per trial folder with records: the plan's seconds against its generations' own, pace first/last
     10 %, RSS and threads first/last, and RSS after warm-up: the median over the second tenth of its generations
     against the last tenth's (flat after warm-up: within a few % over the last 90 %)."""
-    plan = read_study_file(run_dir).get("plan", {})
+    results = open_results(run_dir)
+    plan = results.record.get("plan", {})
     timed = plan.get("model", {}).get("calibrated", True)  # by work alone, "seconds" are units of work
     planned = {t["trial"]: t["seconds"] for t in plan.get("trials", [])} if timed else {}
     budgets = {}
-    for name, (generations, final) in sorted(trial_records(run_dir).items()):
+    for name, trial in results.folders.items():
+        generations, final = trial.generations, trial.final
         if not generations:
             continue
         decile = max(1, len(generations) // 10)
@@ -102,7 +103,8 @@ def spent(run_dir: Path) -> list[str]:
     evaluations = finals = at_smaller = 0
     seconds = 0.0
     trials = 0
-    for _, (generations, final) in sorted(trial_records(run_dir).items()):
+    for trial in open_results(run_dir).folders.values():
+        generations, final = trial.generations, trial.final
         if not generations or generations[0].get(metrics.TRIAL_KIND) == SCAN:
             continue
         trials += 1
@@ -155,7 +157,7 @@ def clock_or_dash(seconds: float | None) -> str:
 def sessions(run_dir: Path) -> list[str]:
     """Provenance, each session (start, end, wall, exit, commit, its plan's ETA), and the run's ETA against the wall
     time summed over its sessions. Older records (no plan or end per session) show what they hold."""
-    record = read_study_file(run_dir)
+    record = open_results(run_dir).record
     provenance = record.get("provenance", {})
     runs = record.get("sessions", [])
     lines = [
@@ -198,8 +200,8 @@ def stages(run_dir: Path) -> list[str]:
     (the elapsed time is the stage's own), and the outcomes its test gave after it (a stage decided again — a newer
     test, a plan extended — its latest with their time, the earlier beside it); then each plan extension; [] for a
     run without stages."""
-    record = read_study_file(run_dir)
-    log = record.get("stages", [])
+    results = open_results(run_dir)
+    record, log = results.record, results.stage_log
     if not log:
         return []
     lines = [
@@ -287,7 +289,7 @@ HELD_OUT_HEADING = "## Against held-out learners"
 
 def held_out_sessions(run_dir: Path) -> list[str]:
     """The held-out step's sessions (study.json's reevaluations): learners, jobs, when, wall, commit; [] without."""
-    log = read_study_file(run_dir).get(REEVALUATIONS, [])
+    log = open_results(run_dir).record.get(REEVALUATIONS, [])
     if not log:
         return []
     lines = [
@@ -379,9 +381,8 @@ def _adopt_rows(run_dir: Path, theirs: Path) -> int:
     rows = pd.read_csv(theirs, dtype=str, keep_default_na=False)  # as text: the rows kept are the rows written
     ours = run_dir / HELDOUT_CSV
     held = pd.read_csv(ours, dtype=str, keep_default_na=False) if ours.is_file() else rows.iloc[:0]
-    read = tables.read(run_dir)  # its trials table's rows are its study's cells, in order (the scans after them)
-    rows_by_cell = zip(read.study.cells(), read.trials.iterrows())
-    finals = {trial_name(read.study, cell): final_rules(row) for cell, (_, row) in rows_by_cell}
+    trials = tables.read(run_dir).trials  # by trial name (a missing trial has no folder, and no final rules)
+    finals = {trial_of_folder(row["trial"]): final_rules(row) for _, row in trials.iterrows() if isinstance(row["trial"], str)}
     scored_here = rows.set_index(["trial", "learner"]).index.isin(held.set_index(["trial", "learner"]).index)
     keep = ~scored_here & (rows["final_rules"] == rows["trial"].map(finals))
     if keep.any():

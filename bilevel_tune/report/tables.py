@@ -16,7 +16,8 @@ and reads `heldout.csv` where a held-out step wrote one (`cli.reevaluation`: per
 and the final scores seed by seed (`study_data.final_scores`: finals.csv, gathered from the records, a
 re-scoring's rows and heldout.csv; anytime.csv, the incumbents of earlier moments).
 
-A folder under docs/results/ ships those tables and study.json, not the
+Every file is read through the folder's results store (`study_data.results_store`: the study once, the records
+and score tables keyed by cell). A folder under docs/results/ ships those tables and study.json, not the
 records (tens of MB); `read` takes a folder of either kind, so
 `bilevel-summary docs/results/<run>` rebuilds the summary a run wrote, and
 the notebook opens a run or a shipped result alike.
@@ -30,22 +31,20 @@ from pathlib import Path
 
 import pandas as pd
 
-from bilevel_tune.core import metrics
 from bilevel_tune.report import landscape
 from bilevel_tune.report.columns import SummaryError
-from bilevel_tune.report.records import generation_table, load_run, trial_table
+from bilevel_tune.report.records import generation_table, trial_table
 from bilevel_tune.study_data import final_scores
 from bilevel_tune.study_data.definition import Study
-from bilevel_tune.study_data.run_folder import (
+from bilevel_tune.study_data.results_store import ResultsError, RunResults, open_results
+from bilevel_tune.study_data.run_folder import (  # noqa: F401 - GENERATIONS_CSV: also read through this module
+    GENERATIONS_CSV,
     GENERATIONS_FILE,
-    HELDOUT_CSV,
     SCAN_CSV,
     STUDY_FILE,
     TRIALS_CSV,
-    read_study_file,
 )
 
-GENERATIONS_CSV = "generations.csv.gz"
 GZIP = {"method": "gzip", "mtime": 0}  # no timestamp in the file: the same table, the same bytes
 
 
@@ -63,64 +62,38 @@ class RunTables:
 
 
 def has_records(run_dir: Path) -> bool:
-    return any(Path(run_dir).glob(f"*/{GENERATIONS_FILE}"))
+    return RunResults(Path(run_dir)).has_records
 
 
 def read(run_dir: Path) -> RunTables:
-    """The run's tables: from its trials' records when it has them, else from the tables a summary wrote."""
+    """The run's tables, through the folder's results store: from its trials' records when it has them, else from
+    the tables a summary wrote."""
     run_dir = Path(run_dir)
-    heldout = pd.read_csv(run_dir / HELDOUT_CSV, keep_default_na=False, na_values=[""]) if (
-        run_dir / HELDOUT_CSV).is_file() else pd.DataFrame()  # fmt: skip
-    anytime = final_scores.read_table(run_dir / final_scores.ANYTIME_CSV, final_scores.ANYTIME_COLUMNS)
-    if has_records(run_dir):
-        tables = from_records(run_dir)  # its finals so far: the records' seed by seed
-        recorded = tables.finals.itertuples(index=False, name=None)
-        finals = final_scores.merged(recorded, _written(run_dir), final_scores.heldout_rows(heldout))
-        return dataclasses.replace(tables, heldout=heldout, finals=finals, anytime=anytime, record=_record(run_dir))
-    if (run_dir / TRIALS_CSV).is_file() and (run_dir / GENERATIONS_CSV).is_file() and (run_dir / STUDY_FILE).is_file():
-        finals = final_scores.merged(_written(run_dir), final_scores.heldout_rows(heldout))
+    if run_dir.is_dir() and not has_records(run_dir) and not RunResults(run_dir).ships_tables:
+        raise SummaryError(
+            f"{run_dir} holds neither trial records (*/{GENERATIONS_FILE}) nor a summary's tables ({STUDY_FILE}, "
+            f"{TRIALS_CSV}, {GENERATIONS_CSV}): give a run folder made by python -m bilevel_tune.study, or one under "
+            "docs/results/"
+        )
+    try:
+        results = open_results(run_dir)
+        tables = from_results(results) if results.has_records else RunTables(
+            results.study, *results.shipped_tables(), shipped=True)  # fmt: skip
+        record = {k: v for k, v in results.record.items() if k != "study"}
         return dataclasses.replace(
-            from_shipped(run_dir), heldout=heldout, finals=finals, anytime=anytime, record=_record(run_dir))
-    if not run_dir.is_dir():
-        raise SummaryError(f"{run_dir} is not a folder")
-    raise SummaryError(
-        f"{run_dir} holds neither trial records (*/{GENERATIONS_FILE}) nor a summary's tables ({STUDY_FILE}, "
-        f"{TRIALS_CSV}, {GENERATIONS_CSV}): give a run folder made by python -m bilevel_tune.study, or one under "
-        "docs/results/"
-    )
+            tables, heldout=results.heldout, finals=results.finals, anytime=results.anytime, record=record)
+    except ResultsError as err:
+        raise SummaryError(str(err)) from None
 
 
-def _written(run_dir: Path):
-    written = final_scores.read_table(run_dir / final_scores.FINALS_CSV, final_scores.FINALS_COLUMNS)
-    return written.itertuples(index=False, name=None)
-
-
-def _record(run_dir: Path) -> dict:
-    return {k: v for k, v in read_study_file(run_dir).items() if k != "study"}
-
-
-def from_records(run_dir: Path) -> RunTables:
-    study, trials = load_run(run_dir)
+def from_results(results: RunResults) -> RunTables:
+    """The tables of a folder with trial records, made from them."""
+    study, trials = results.study, results.trials
     if not trials:
-        raise SummaryError(f"{run_dir} holds no trial records yet ({GENERATIONS_FILE}); nothing to summarise")
+        raise SummaryError(f"{results.run_dir} holds no trial records yet ({GENERATIONS_FILE}); nothing to summarise")
     scans = landscape.scan_table(study, trials)
     table = landscape.add_regret(trial_table(study, trials), landscape.scan_bests(scans, study))
-    by_seed = {final_scores.trial_of_folder(t.name): t.final[metrics.FINAL_BY_SEED] for t in trials.values()
-               if t.final and t.final.get(metrics.FINAL_BY_SEED)}  # fmt: skip
-    finals = final_scores.merged(final_scores.recorded_rows(by_seed))
-    return RunTables(study, table, generation_table(study, trials), scans, shipped=False, finals=finals)
-
-
-def from_shipped(run_dir: Path) -> RunTables:
-    study, _ = load_run(run_dir)
-    scan = run_dir / SCAN_CSV
-    return RunTables(
-        study,
-        pd.read_csv(run_dir / TRIALS_CSV),
-        pd.read_csv(run_dir / GENERATIONS_CSV),
-        pd.read_csv(scan) if scan.is_file() else pd.DataFrame(),
-        shipped=True,
-    )
+    return RunTables(study, table, generation_table(study, trials), scans, shipped=False, finals=results.finals)
 
 
 def write(run_dir: Path, tables: RunTables) -> None:

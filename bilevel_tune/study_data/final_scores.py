@@ -27,9 +27,6 @@ from typing import Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from bilevel_tune.core import metrics
-from bilevel_tune.study_data.run_folder import Cell, is_scan, key_at_evaluations, num, trial_records
-
 FINALS_CSV = "finals.csv"
 ANYTIME_CSV = "anytime.csv"
 BEST_RULES = "best-so-far"  # the rules a trial's final re-evaluation scores (its `final_objective`)
@@ -101,18 +98,4 @@ def per_seed(table: pd.DataFrame, rules: str = BEST_RULES) -> dict[str, dict[int
     out: dict[str, dict[int, float]] = {}
     for r in table[table["rules"] == rules].itertuples():
         out.setdefault(str(r.trial), {})[int(r.final_seed)] = float(r.value)
-    return out
-
-
-def final_objectives(run_dir, score: str = BEST_RULES) -> dict[tuple, float]:
-    """Every finished ES trial's final re-evaluated objective, by cell key (NaN where it has none): the best-so-far
-    rules', or with `score` "search mean" the final search mean's (`[decide] score`); and its incumbent's at each
-    smaller budget it was re-scored at, by `key_at_evaluations`: what a look decides from (`verdicts.decide`)."""
-    key_of_score = metrics.FINAL_MEAN if score == MEAN_RULES else metrics.FINAL_BEST
-    out = {}
-    for _, (_, final) in trial_records(run_dir).items():
-        if final is not None and not is_scan(key := Cell.key_of(final)):
-            out[key] = num(final.get(key_of_score))
-            for evaluations, scored in (final.get(metrics.FINAL_AT_EVALUATIONS) or {}).items():  # [decide] equal_budget
-                out[key_at_evaluations(key, int(evaluations))] = num(scored.get(key_of_score))
     return out

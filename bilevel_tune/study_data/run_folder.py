@@ -28,9 +28,11 @@ STUDY_FILE = "study.json"
 GENERATIONS_FILE = "generations.jsonl"
 SUMMARY_MARKDOWN = "summary.md"
 TRIALS_CSV, CELLS_CSV, GRID_CSV = "trials.csv", "cells.csv", "grid.csv"
+GENERATIONS_CSV = "generations.csv.gz"  # one row per ES trial and generation (a shipped folder's stand-in for the records)
 ANSWERS_CSV, CEILING_CSV = "answers.csv", "ceiling.csv"  # the Answers' comparisons; the runs at the ceiling (if any)
 HELDOUT_CSV = "heldout.csv"  # held-out learners' scores: per trial, learner and final seed (docs/verdicts.md)
 REEVALUATIONS = "reevaluations"  # study.json's log of the held-out step's sessions
+STAGES = "stages"  # study.json's log of the stages: seeds, trials, decisions
 ROBUSTNESS_CSV = "robustness.csv"  # the Robustness section's decided answers
 OPTIMIZERS_CSV = "optimizers.csv"  # per optimiser and mechanism: evaluations to ε of the scan's best, regret, its own seconds
 VERDICTS_FILE = "verdicts.json"
@@ -300,8 +302,3 @@ def find_run(root: Path, study_name: str, name: str | None) -> Path:
     if not runs:
         raise RunFolderError(f"--resume: no earlier run of study {study_name!r} under {root}")
     return runs[-1]
-
-
-def finished_cells(run_dir: Path) -> set[tuple]:
-    """Keys of the cells whose trial wrote its final record."""
-    return {Cell.key_of(final) for _, (_, final) in trial_records(run_dir).items() if final is not None}
