@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bilevel_tune.report import optimizers, plots, run_history, tables
+from bilevel_tune.report import against, optimizers, plots, run_history, tables
 from bilevel_tune.report.ceiling import CEILING, NO_CEILING  # noqa: F401 - the summary's public names
 from bilevel_tune.report.columns import BEST, FINAL, MECHANISM, SummaryError, mechanism_factor  # noqa: F401
 from bilevel_tune.report.grids import mean_grid
@@ -31,6 +31,7 @@ from bilevel_tune.study_data.run_folder import (
     GRID_CSV,
     HELDOUT_CSV,
     OPTIMIZERS_CSV,
+    PILOT_FILE,
     ROBUSTNESS_CSV,
     SUMMARY_MARKDOWN,
     VERDICTS_FILE,
@@ -151,6 +152,7 @@ def render(s: Summary) -> str:
     if s.budget_note:
         lines += [f"**{s.budget_note}.**", ""]
     lines += render_answers(s)
+    lines += render_against(s)
     lines += render_robustness(s)
     lines += render_needed(s)
     lines += render_noise(s)
@@ -220,6 +222,27 @@ def render_answers(s: Summary) -> list[str]:
     findings = s.findings()
     lines += [f"- {line}" for line in findings] + ([""] if findings else [])
     return lines
+
+
+def render_against(s: Summary) -> list[str]:
+    """## Against its pilot (with a pilot.json): each row beside the pilot's decision on the same comparison."""
+    if s.against is None:
+        return []
+    a = s.against
+    mark = {True: ", confirmatory", False: ", exploratory"}.get(a.confirmatory, "")
+    return [
+        f"## Against its pilot ({a.pilot}{mark})",
+        "",
+        f"Each row of the Answers beside the same comparison in {a.pilot}'s answers (kept in {PILOT_FILE}): it confirms "
+        "the pilot's decision, reverses it (the other side better), differs from it (a difference against "
+        "equivalence), decides what the pilot left undecided, leaves it undecided at its plan's end, or has not "
+        "decided it yet.",
+        "",
+        _markdown(a.table()),
+        "",
+        *[f"- {line}" for line in a.findings()],
+        "",
+    ]
 
 
 def render_robustness(s: Summary) -> list[str]:
@@ -384,6 +407,7 @@ def write_summary(run_dir: Path, with_plots: bool = True) -> str:
         **({"robustness": s.robustness.record()} if s.robustness is not None else {}),
         **({"noise": s.noise.record()} if s.noise is not None else {}),
         **({"needed": s.needed.record()} if s.needed is not None else {}),
+        **({"against": s.against.record()} if s.against is not None else {}),
     }
     write_json(run_dir / VERDICTS_FILE, verdicts_json)
     if with_plots:
@@ -404,6 +428,10 @@ def main(argv: list[str] | None = None) -> int:
         "--ship", type=Path, metavar="DIR", help="copy the summary, tables and plots to DIR with run.md"
     )
     parser.add_argument("--notes", type=Path, metavar="FILE", help="markdown for run.md: commands, what else ran")
+    parser.add_argument(
+        "--against", type=Path, metavar="PILOT",
+        help="compare each answer with the same comparison in PILOT's (a run's or a shipped folder): kept as pilot.json",
+    )  # fmt: skip
     try:
         args = parser.parse_args(argv)
     except SystemExit as exit_:  # argparse: --help exits 0, a bad argument 2 (its one-line usage is printed)
@@ -413,8 +441,13 @@ def main(argv: list[str] | None = None) -> int:
         if (args.record or args.ship) and args.run_dir.is_dir() and not tables.has_records(args.run_dir):
             # refused before the summary is rewritten: a bad flag writes nothing
             raise SummaryError(f"{args.run_dir} keeps no trial records: its record and shipping need the run folder")
+        pilot = against.pilot_record(args.against) if args.against else None  # checked before anything is written
         if args.ship and (adopted := run_history.adopt_held_out(args.run_dir, args.ship)):
             print(f"held-out: kept {adopted} row(s) of {args.ship / HELDOUT_CSV} (trials whose final rules it scored)")
+        if pilot is not None:
+            write_json(args.run_dir / PILOT_FILE, pilot)
+        elif args.ship:
+            run_history.adopt_pilot(args.run_dir, args.ship)
         print(write_summary(args.run_dir, with_plots=not args.no_plots))
         if args.record or args.ship:
             run_history.report(args.run_dir, args.ship, notes)

@@ -23,6 +23,7 @@ from typing import Any
 import pandas as pd
 
 from bilevel_tune.report import landscape, optimizers, tables
+from bilevel_tune.report.against import Against, compare
 from bilevel_tune.report.answers import Answers, answers
 from bilevel_tune.report.anytime import Needed, needed_section
 from bilevel_tune.report.ceiling import Ceiling, ceiling_section, ceiling_verdict
@@ -59,6 +60,7 @@ class Summary:
     noise: NoiseSection | None = None  # where each row's noise is (None: no final scores seed by seed)
     needed: Needed | None = None  # each row at earlier budgets (None: no anytime scores)
     plan: PlanMark | None = None  # confirmatory or exploratory: was the decision plan kept since look 1?
+    against: Against | None = None  # each row beside its pilot's decision (None: no pilot.json)
 
     @property
     def verdicts(self) -> dict[str, dict]:
@@ -119,6 +121,7 @@ def from_tables(read: tables.RunTables) -> Summary:
         noise=noise_section(study, found, read.finals),
         needed=needed_section(study, table, read.anytime, found),
         plan=plan_mark.mark(study, read.record),
+        against=compare(found.rows, study.decide.margin, read.pilot) if read.pilot and found.rows else None,
     )
 
 

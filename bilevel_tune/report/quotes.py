@@ -11,8 +11,10 @@ and the findings of its Robustness section (`## Robustness`, the held-out learne
 status quo and whether each winner holds, without its tables) the same way, between
 `<!-- robustness: FOLDER -->` and `<!-- /robustness -->`; and the findings of its outer optimisers compared at
 equal evaluations (`## Optimisers at equal evaluations`: which one comes within ε soonest, per mechanism) between
-`<!-- optimizers: FOLDER -->` and `<!-- /optimizers -->`; and the findings of What the answers needed (the smallest
-budget at which the decided rows read the same) between `<!-- needed: FOLDER -->` and `<!-- /needed -->`.
+`<!-- optimizers: FOLDER -->` and `<!-- /optimizers -->`; the findings of What the answers needed (the smallest
+budget at which the decided rows read the same) between `<!-- needed: FOLDER -->` and `<!-- /needed -->`; and
+those of Against its pilot (how many of the pilot's decisions the run confirms, reverses, leaves open) between
+`<!-- against: FOLDER -->` and `<!-- /against -->`.
 
 `refresh(page)` rewrites every such block from the folder's summary.md; `stale(page)` names the blocks that
 differ (a test holds README.md to it).
@@ -30,7 +32,7 @@ from bilevel_tune.report.run_history import section_block
 from bilevel_tune.study_data.run_folder import SUMMARY_MARKDOWN
 
 QUOTE = re.compile(
-    r"(?P<open><!-- (?P<kind>answers|robustness|optimizers|needed): (?P<folder>\S+) -->)(?P<block>.*?)(?P<close><!-- /(?P=kind) -->)",
+    r"(?P<open><!-- (?P<kind>answers|robustness|optimizers|needed|against): (?P<folder>\S+) -->)(?P<block>.*?)(?P<close><!-- /(?P=kind) -->)",
     re.S,
 )
 
@@ -41,8 +43,9 @@ def _source(root: Path, match: re.Match) -> str:
         return ""
     if match["kind"] == "answers":
         return section_block(summary.read_text(), "Answers")
-    heading = {"optimizers": "Optimisers at equal evaluations", "needed": "What the answers needed"}.get(
-        match["kind"], "Robustness")  # fmt: skip
+    heading = {
+        "optimizers": "Optimisers at equal evaluations", "needed": "What the answers needed", "against": "Against its pilot",
+    }.get(match["kind"], "Robustness")  # fmt: skip
     findings = section_block(summary.read_text(), heading).splitlines()
     return "\n".join(line for line in findings if line.startswith("- "))
 

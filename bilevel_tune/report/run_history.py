@@ -39,6 +39,7 @@ from bilevel_tune.study_data.run_folder import (
     GRID_CSV,
     HELDOUT_CSV,
     OPTIMIZERS_CSV,
+    PILOT_FILE,
     PLOTS_DIR,
     REEVALUATIONS,
     ROBUSTNESS_CSV,
@@ -56,7 +57,7 @@ from bilevel_tune.study_data.run_folder import (
 RUN_MD = "run.md"  # a shipped result's record: how it was run, what it answers
 SHIPPED = (
     STUDY_FILE, SUMMARY_MARKDOWN, ANSWERS_CSV, CEILING_CSV, TRIALS_CSV, GENERATIONS_CSV, CELLS_CSV, GRID_CSV, SCAN_CSV,
-    VERDICTS_FILE, HELDOUT_CSV, ROBUSTNESS_CSV, OPTIMIZERS_CSV, FINALS_CSV, ANYTIME_CSV,
+    VERDICTS_FILE, HELDOUT_CSV, ROBUSTNESS_CSV, OPTIMIZERS_CSV, FINALS_CSV, ANYTIME_CSV, PILOT_FILE,
 )  # fmt: skip
 
 
@@ -371,6 +372,16 @@ def adopt_held_out(run_dir: Path, shipped: Path) -> int:
     if adopted:
         _adopt_sessions(run_dir, read_study_file(shipped))
     return adopted
+
+
+def adopt_pilot(run_dir: Path, shipped: Path) -> bool:
+    """Re-shipping a run keeps the pilot its shipped copy is compared with (`--against` ran on an earlier ship):
+    the shipped pilot.json into a run folder that has none."""
+    theirs, ours = Path(shipped) / PILOT_FILE, Path(run_dir) / PILOT_FILE
+    if not theirs.is_file() or ours.is_file() or Path(shipped).resolve() == Path(run_dir).resolve():
+        return False
+    shutil.copy2(theirs, ours)
+    return True
 
 
 def _adopt_rows(run_dir: Path, theirs: Path) -> int:

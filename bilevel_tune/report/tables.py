@@ -59,6 +59,7 @@ class RunTables:
     finals: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)  # final scores seed by seed (`final_scores`)
     anytime: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)  # earlier incumbents' scores
     record: dict = dataclasses.field(default_factory=dict)  # study.json less the study: sessions, stages, plan changes
+    pilot: dict | None = None  # the pilot's answers this run is compared with (pilot.json: `against`)
 
 
 def has_records(run_dir: Path) -> bool:
@@ -81,7 +82,8 @@ def read(run_dir: Path) -> RunTables:
             results.study, *results.shipped_tables(), shipped=True)  # fmt: skip
         record = {k: v for k, v in results.record.items() if k != "study"}
         return dataclasses.replace(
-            tables, heldout=results.heldout, finals=results.finals, anytime=results.anytime, record=record)
+            tables, heldout=results.heldout, finals=results.finals, anytime=results.anytime, record=record,
+            pilot=results.pilot)
     except ResultsError as err:
         raise SummaryError(str(err)) from None
 

@@ -9,6 +9,7 @@ run's history and the notebook all open a folder here, and find every table keye
     results.finals, .anytime, .heldout  final scores seed by seed, earlier incumbents', held-out learners' (tables
                                         whose `trial` is the cell's name, `final_scores`: joined by cell, never by order)
     results.final_objectives(score)     {cell key: score}: what a look decides from (`verdicts.decide`)
+    results.pilot                       the pilot's answers the summary compares with (pilot.json), or None
     results.shipped_tables()            trials.csv, generations.csv.gz, scan.csv, for a folder that ships no records
 
 The folder's names and its record lines are `run_folder`'s (the writers' side); this module only reads, lazily
@@ -18,6 +19,7 @@ folder that is not a run's. No Ray, no torch.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -32,6 +34,7 @@ from bilevel_tune.study_data.run_folder import (
     GENERATIONS_CSV,
     GENERATIONS_FILE,
     HELDOUT_CSV,
+    PILOT_FILE,
     SCAN_CSV,
     STAGES,
     STUDY_FILE,
@@ -167,6 +170,15 @@ class RunResults:
             written.itertuples(index=False, name=None),
             final_scores.heldout_rows(self.heldout),
         )
+
+    @cached_property
+    def pilot(self) -> dict[str, Any] | None:
+        """The pilot's answers this run is compared with (`report.against`); None when it names none."""
+        path = self.run_dir / PILOT_FILE
+        try:
+            return json.loads(path.read_text()) if path.is_file() else None
+        except ValueError as err:
+            raise ResultsError(self.run_dir, f"its {PILOT_FILE} does not read ({err})") from None
 
     # -- a shipped folder's tables ------------------------------------------------------------------------------
     @property

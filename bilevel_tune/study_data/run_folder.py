@@ -36,6 +36,7 @@ STAGES = "stages"  # study.json's log of the stages: seeds, trials, decisions
 ROBUSTNESS_CSV = "robustness.csv"  # the Robustness section's decided answers
 OPTIMIZERS_CSV = "optimizers.csv"  # per optimiser and mechanism: evaluations to ε of the scan's best, regret, its own seconds
 VERDICTS_FILE = "verdicts.json"
+PILOT_FILE = "pilot.json"  # the pilot's answers, which the summary's "Against its pilot" compares with (report.against)
 SUMMARY_FILES = (SUMMARY_MARKDOWN, ANSWERS_CSV, TRIALS_CSV, CELLS_CSV, GRID_CSV, VERDICTS_FILE)
 PLOTS_DIR = "plots"
 TENSORBOARD_DIR = "tensorboard"  # <trial name>/ and summary/: TensorBoard's runs (bilevel_tune.views.curves)

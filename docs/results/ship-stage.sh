@@ -6,7 +6,8 @@
 # copy to docs/results/RUN with run.md's head as its notes, scores the new trials by the held-out learners
 # (--reevaluate, only the jobs not yet run; HELDOUT=later leaves them for a quiet moment: a copy of the shipped
 # folder scored at low priority, its heldout.csv and summary shipped together), regenerates the README's quotes and
-# re-executes the notebook.
+# re-executes the notebook. AGAINST=PILOT compares its answers with PILOT's (`bilevel-summary --against`: kept as
+# pilot.json, so later ships keep the comparison).
 # Each step's start goes to runs/ship-RUN.log. Then keep the copy in history:
 #   RUN_ROOT=runs/looks/RUN-stageSTAGE docs/results/keep-run.sh RUN "MESSAGE" BASE_COMMIT BASE_PATH [OVERLAY ...]
 set -euo pipefail
@@ -36,7 +37,8 @@ rm -rf "$look" && mkdir -p "$look/runs" && cp -a "runs/$run" "$look/runs/"
 awk -v head="# $run" '/^## What it answers/{exit} f; $0 == head {f=1}' "docs/results/$run/run.md" |
   sed '1{/^$/d}' > "$look/notes.md"
 log "ship"
-.venv/bin/bilevel-summary "$look/runs/$run" --ship "docs/results/$run" --notes "$look/notes.md" > "$look/ship.out" 2>&1
+.venv/bin/bilevel-summary "$look/runs/$run" --ship "docs/results/$run" --notes "$look/notes.md" ${AGAINST:+--against "$AGAINST"} \
+  > "$look/ship.out" 2>&1
 if [ "${HELDOUT:-now}" = later ]; then  # the held-out step beside a running stage costs the run its cores
   log "reevaluate: later (HELDOUT=later)"
 else
