@@ -69,7 +69,7 @@ def shipped_cells() -> tuple[list[tuple], np.ndarray, np.ndarray]:
     """The shipped weekend's groups, its cell means less the grand mean, and the covariance of a seed's four cells."""
     trials = pd.read_csv(WEEKEND_APPO / "trials.csv")
     study = weekend("paired", 12)
-    groups = study.groups()
+    groups = study.grid.groups()
     table = np.array(
         [
             [float(trials[(trials.population == g[0]) & (trials.optimize_params == ",".join(g[1])) &
@@ -107,7 +107,7 @@ def run_staged(study, scores) -> tuple[decide.Decisions, object]:
     keeps its comparator from stage to stage (`AdaStopLooks`: the replay's decisions, one look a stage)."""
     looks = AdaStopLooks(study) if study.decide.test == decide.ADASTOP else None
     while True:
-        finals = {c.key: scores[c.group][c.seed] for c in study.cells()}
+        finals = {c.key: scores[c.group][c.seed] for c in study.grid.cells()}
         if looks is None:
             decisions = decide.decide(study, finals)
         else:
@@ -143,7 +143,7 @@ def simulate(model: str, plan: int, studies: int, null: bool, base_seed: int, ad
             out[test]["any"] += bool(shown)
             out[test]["simple"] += sum(d.hypothesis.kind == family.SIMPLE for d in shown)
             out[test]["main"] += sum(d.hypothesis.kind == family.MAIN for d in shown)
-            out[test]["seeds"] += len(ended.all_seeds)
+            out[test]["seeds"] += len(ended.grid.all_seeds)
     for test in out:
         n = counts[test]
         if n == 0:  # not run (--adastop-studies 0)
@@ -218,10 +218,10 @@ def simulate_margin(model: str, plan: int, studies: int, setting: str, base_seed
         out["equivalence_error"] += any(d.within_margin and abs(t) >= MARGIN - 1e-12 for d, t in rows)
         out["decided"] += sum(d.outcome not in (decide.UNDECIDED, decide.OPEN) for d, _ in rows)
         out["equivalent"] += sum(d.within_margin for d, _ in rows)
-        out["seeds"] += len(ended.all_seeds)
+        out["seeds"] += len(ended.grid.all_seeds)
         plain, plain_ended = run_staged(two_way, scores)
         out["two_way_decided"] += len(rejected(plain))
-        out["two_way_seeds"] += len(plain_ended.all_seeds)
+        out["two_way_seeds"] += len(plain_ended.grid.all_seeds)
     hypotheses = len(truth)
     return {
         "studies": studies,

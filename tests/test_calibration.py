@@ -115,7 +115,7 @@ def test_trial_figures_recover_the_overhead_that_makes_the_schedule_last_as_long
     study = load_study("weekend").with_overrides(
         populations=[2], seeds=[1, 2], optimize_params=["fixed_quota"], outer_iters=3
     )
-    cells = study.cells()
+    cells = study.grid.cells()
     plan = make_plan(cells, study.budget, 2, CostModel.by_work("test"), cpus_per_trial=1)
 
     def records(cell, seconds, final_s):

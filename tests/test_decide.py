@@ -25,7 +25,7 @@ def staged(study, effect, rng, sd=0.01, seed_sd=0.0):
     """
     scores, looks, blocks = {}, [], {}
     while True:
-        for cell in study.cells():
+        for cell in study.grid.cells():
             block = blocks.setdefault(cell.seed, rng.normal(0, seed_sd) if seed_sd else 0.0)
             scores.setdefault(cell.key, 0.4 + effect(cell) + block + rng.normal(0, sd))
         decisions = decide.decide(study, scores)
@@ -81,9 +81,9 @@ def test_only_the_cells_of_comparisons_still_open_get_more_seeds():
     in_1d = lambda cell: 0.05 if cell.population == 16 and cell.dims == 1 else 0.0  # noqa: E731
     study, looks = staged(study, in_1d, np.random.default_rng(0))
     assert [d.outcome for d in looks[1].decisions] == [decide.B_BETTER, decide.OPEN]
-    two_d = {g for g in study.groups() if len(g[1]) == 2}
+    two_d = {g for g in study.grid.groups() if len(g[1]) == 2}
     assert looks[1].open_groups == two_d and set(study.stages[1].groups) == two_d
-    assert {c.dims for c in study.stage_cells(3)} == {2}
+    assert {c.dims for c in study.grid.stage_cells(3)} == {2}
 
 
 @pytest.mark.long
@@ -130,7 +130,7 @@ def test_replaying_the_stored_scores_gives_the_decisions_the_run_took_at_each_st
     scores: dict = {}
     study, looks = WEEKEND, []
     while True:
-        for cell in study.cells():
+        for cell in study.grid.cells():
             scores.setdefault(cell.key, rng.normal(0.4 + (0.02 if cell.population == 16 else 0.0), 0.01))
         looks.append(decide.decide(study, scores))
         stage = next_stage(study, looks[-1].open_groups)
@@ -144,10 +144,10 @@ def test_replaying_the_stored_scores_gives_the_decisions_the_run_took_at_each_st
 
 
 def test_a_stage_with_a_trial_not_finished_is_not_looked_at():
-    scores = {c.key: 0.4 for c in WEEKEND.cells()}
-    study = with_stage(WEEKEND, next_stage(WEEKEND, set(WEEKEND.groups())))
-    missing = study.stage_cells(2)[0]
-    scores.update({c.key: 0.4 for c in study.stage_cells(2) if c != missing})
+    scores = {c.key: 0.4 for c in WEEKEND.grid.cells()}
+    study = with_stage(WEEKEND, next_stage(WEEKEND, set(WEEKEND.grid.groups())))
+    missing = study.grid.stage_cells(2)[0]
+    scores.update({c.key: 0.4 for c in study.grid.stage_cells(2) if c != missing})
     decisions = decide.decide(study, scores, {missing.key: "weekend_pop1_1d_seedX"})
     assert decisions.looks == 1 and "stage 2: 1 trial(s) not finished (weekend_pop1_1d_seedX" in decisions.incomplete
     not_started = decide.decide(study, scores)  # a trial Tune has not started yet has no record: named by its cell
@@ -155,8 +155,8 @@ def test_a_stage_with_a_trial_not_finished_is_not_looked_at():
 
 
 def test_a_trial_without_a_final_score_is_named_in_one_line():
-    scores = {c.key: 0.4 for c in WEEKEND.cells()}
-    first = WEEKEND.cells()[0]
+    scores = {c.key: 0.4 for c in WEEKEND.grid.cells()}
+    first = WEEKEND.grid.cells()[0]
     scores[first.key] = float("nan")
     with pytest.raises(decide.DecideError, match="trial weekend_pop1_1d_seed42 has no final re-evaluation"):
         decide.decide(WEEKEND, scores, {first.key: "weekend_pop1_1d_seed42"})
@@ -165,14 +165,14 @@ def test_a_trial_without_a_final_score_is_named_in_one_line():
 def test_stages_add_seeds_drawn_from_the_study_to_the_open_groups_only():
     seeds = drawn_seeds(WEEKEND)
     assert len(seeds) == 4 and not set(seeds) & set(WEEKEND.seeds) and seeds == drawn_seeds(WEEKEND)
-    one_group = WEEKEND.groups()[:1]
+    one_group = WEEKEND.grid.groups()[:1]
     stage = next_stage(WEEKEND, one_group)
     assert stage == Stage(seeds[:2], tuple(one_group))
     grown = with_stage(WEEKEND, stage)
-    assert [c.seed for c in grown.stage_cells(2)] == list(seeds[:2])
-    assert len(grown.cells()) == len(WEEKEND.cells()) + 2
+    assert [c.seed for c in grown.grid.stage_cells(2)] == list(seeds[:2])
+    assert len(grown.grid.cells()) == len(WEEKEND.grid.cells()) + 2
     most = at_most(WEEKEND)
-    assert len(most.cells()) == 24 and next_stage(most, most.groups()) is None
+    assert len(most.grid.cells()) == 24 and next_stage(most, most.grid.groups()) is None
     assert type(WEEKEND).from_dict(grown.to_dict()) == grown  # study.json keeps its stages
 
 
@@ -190,7 +190,7 @@ def test_a_grid_without_the_stage_plan_is_looked_at_once_with_all_its_seeds():
     three = WEEKEND.with_overrides(seeds=(1, 2, 3, 4, 5))
     assert decide.plan_of(three) == (5, 1)
     rng = np.random.default_rng(4)
-    scores = {c.key: 0.4 + (0.1 if c.population == 16 else 0) + 0.001 * rng.normal() for c in three.cells()}
+    scores = {c.key: 0.4 + (0.1 if c.population == 16 else 0) + 0.001 * rng.normal() for c in three.grid.cells()}
     found = outcomes(decide.decide(three, scores))
     assert found["population 16 vs population 1 at 1-D"] == decide.B_BETTER
     assert found["2-D vs 1-D at population 1"] == decide.UNDECIDED
@@ -218,7 +218,7 @@ def test_the_weekend_family_leads_with_its_main_effects_and_interaction_and_gate
     ]
     assert found.graph.weights == pytest.approx((1 / 3, 1 / 3, 1 / 3, 0, 0, 0, 0))
     main = found.hypotheses[1]
-    assert dict(main.contrast) == pytest.approx({g: (0.5 if len(g[1]) == 2 else -0.5) for g in WEEKEND.groups()})
+    assert dict(main.contrast) == pytest.approx({g: (0.5 if len(g[1]) == 2 else -0.5) for g in WEEKEND.grid.groups()})
     opened = found.graph.reject(1)  # 2-D's main effect shown: its share goes to 2-D vs 1-D at each population
     shares = {h.key: opened.level(i, 0.05) for i, h in enumerate(found.hypotheses)}
     assert shares["2-D vs 1-D at population 1"] == shares["2-D vs 1-D at population 16"] == pytest.approx(0.05 / 6)
@@ -304,12 +304,12 @@ def test_beta_belongs_to_adastop():
 
 def test_a_plan_extended_keeps_its_seeds_and_stages_and_replays_every_look_under_the_larger_plan():
     study, looks = staged(WEEKEND, lambda cell: 0.0, np.random.default_rng(10), sd=0.003, seed_sd=0.010)
-    assert len(study.stages) == 2 and next_stage(study, study.groups()) is None  # the 6-seed plan has ended
+    assert len(study.stages) == 2 and next_stage(study, study.grid.groups()) is None  # the 6-seed plan has ended
     grown = extended_plan(study, 12)
     assert grown.stages == study.stages and grown.decide.stages == 6
     assert drawn_seeds(grown)[:4] == drawn_seeds(study), "the seeds run so far stay the plan's first"
-    assert next_stage(grown, grown.groups()).seeds == drawn_seeds(grown)[4:6]
-    scores = {c.key: 0.4 for c in study.cells()}
+    assert next_stage(grown, grown.grid.groups()).seeds == drawn_seeds(grown)[4:6]
+    scores = {c.key: 0.4 for c in study.grid.cells()}
     assert decide.decide(grown, scores).stages == 6 and extended_plan(grown, 12) is grown
     with pytest.raises(StudyError, match="--extend-plan 4: the run's plan already allows 6 seeds per cell"):
         extended_plan(study, 4)
@@ -324,7 +324,7 @@ def test_adastop_kept_across_stages_decides_as_its_replay():
     study, scores = ADASTOP, {}
     looks = adastop.AdaStopLooks(study)
     while True:
-        for cell in study.cells():
+        for cell in study.grid.cells():
             scores.setdefault(cell.key, rng.normal(0.4 + (0.01 if cell.population == 16 else 0.0), 0.01))
         looks.look(study, scores)
         kept = looks.decisions()

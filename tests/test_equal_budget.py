@@ -22,8 +22,8 @@ AT = ", at equal evaluations (1,000 each)"
 
 
 def test_a_larger_population_is_also_scored_at_each_smaller_populations_budget():
-    assert [EQUAL.equal_evaluations(p) for p in (1, 16)] == [(), (1000,)]
-    assert WEEKEND.equal_evaluations(16) == ()  # not declared: nothing more is scored, every run as before
+    assert [EQUAL.grid.equal_evaluations(p) for p in (1, 16)] == [(), (1000,)]
+    assert WEEKEND.grid.equal_evaluations(16) == ()  # not declared: nothing more is scored, every run as before
 
 
 def test_the_rows_at_equal_evaluations_join_the_family_their_main_effect_primary_its_simple_effects_gated():
@@ -56,7 +56,7 @@ def scores_for(study, rng, at_own: float, at_equal: float, sd: float = 0.002) ->
     """Every cell's score (population 16's `at_own` above population 1's) and population 16's at 1,000 evaluations
     (`at_equal` above)."""
     out = {}
-    for cell in study.cells():
+    for cell in study.grid.cells():
         out[cell.key] = 0.4 + (at_own if cell.population == 16 else 0.0) + rng.normal(0, sd)
         if cell.population == 16:
             out[key_at_evaluations(cell.key, 1000)] = 0.4 + at_equal + rng.normal(0, sd)
@@ -87,14 +87,14 @@ def test_an_open_row_at_equal_evaluations_adds_seeds_to_the_grid_groups_it_reads
     decisions = decide.decide(EQUAL, scores)
     open_rows = [d.hypothesis.key for d in decisions.decisions if d.outcome == decide.OPEN]
     assert "population 16 vs population 1, over mechanisms" + AT in open_rows
-    assert decisions.open_groups <= set(EQUAL.groups())  # grid groups only: never a group read at fewer evaluations
+    assert decisions.open_groups <= set(EQUAL.grid.groups())  # grid groups only: never a group read at fewer evaluations
     stage = next_stage(EQUAL, decisions.open_groups)
     assert {g[0] for g in stage.groups} == {1, 16}
 
 
 def test_a_missing_score_at_equal_evaluations_ends_its_rows_undecided_not_the_look():
     scores = scores_for(EQUAL, np.random.default_rng(2), at_own=0.05, at_equal=-0.05)
-    del scores[key_at_evaluations(EQUAL.cells()[-1].key, 1000)]
+    del scores[key_at_evaluations(EQUAL.grid.cells()[-1].key, 1000)]
     decisions = decide.decide(EQUAL, scores)
     assert decisions.looks == 1 and decisions.incomplete is None  # the look is taken
     row = next(d for d in decisions.decisions if d.hypothesis.key.endswith(AT) and d.hypothesis.kind == family.MAIN)

@@ -53,11 +53,13 @@ def test_learners_named_twice_or_that_the_world_cannot_run_are_refused():
 
 
 def finished(study, best: dict) -> pd.DataFrame:
-    """A trials table of finished trials whose best candidates' searched rules are `best`."""
+    """A trials table of finished trials whose best candidates' searched rules are `best`, its rows in reverse (a
+    reader finds each cell's row by its columns, never by its place)."""
     rows = []
-    for cell in study.cells():
-        rows.append({"status": "complete", **{f"best/{p}": best[p] for p in cell.optimize_params}})
-    return pd.DataFrame(rows)
+    for cell in study.grid.cells():
+        who = {"population": cell.population, "optimize_params": ",".join(cell.optimize_params), "seed": cell.seed}
+        rows.append({**who, "status": "complete", **{f"best/{p}": best[p] for p in cell.optimize_params}})
+    return pd.DataFrame(rows[::-1])
 
 
 def test_each_trial_is_scored_at_its_final_rules_against_the_status_quo_of_its_own_searched_rules():
@@ -79,7 +81,7 @@ def test_each_trial_is_scored_at_its_final_rules_against_the_status_quo_of_its_o
 
 def synthetic_heldout(study, gain_of, final_of=lambda learner, cell: 0.4, seeds=(1, 2)) -> pd.DataFrame:
     rows = []
-    for cell in study.cells():
+    for cell in study.grid.cells():
         for learner in ("appo (its own)", "ppo", "frozen"):
             for j, seed in enumerate(seeds):
                 final = final_of(learner, cell) + 0.001 * j
@@ -102,7 +104,7 @@ def test_a_gain_is_decided_per_cell_and_learner_and_a_winner_that_holds_nowhere_
     trials = pd.DataFrame(
         [{"status": "complete", "trial": trial_name(study, c),
           "final_objective": 0.4 + levels[c.seed] + (0.01 if c.dims == 2 else 0.0) + rng.normal(0, 0.001)}
-         for c in study.cells()]
+         for c in study.grid.cells()]
     )  # fmt: skip
     found = answers(study, trials)
     assert {r.hypothesis.key: r.decision.outcome for r in found.rows}["2-D vs 1-D, over populations"] == "B better"

@@ -154,10 +154,10 @@ def test_cma_searches_a_one_rule_mechanism():
 
 def test_the_optimizer_is_a_setting_and_an_axis_and_the_study_checks_what_each_can_run():
     weekend = load_study("weekend")
-    assert weekend.outer.optimizer == "es" and weekend.optimizers == ("es",)
+    assert weekend.outer.optimizer == "es" and weekend.grid.optimizers == ("es",)
     crossed = weekend.with_overrides(populations=[4], outer_iters=3, grid={"optimizer": "es,cma,bo,random"})
-    assert crossed.optimizers == ("es", "cma", "bo", "random") and len(crossed.cells()) == 2 * 2 * 4
-    assert {dict(c.extra)["outer.optimizer"] for c in crossed.cells()} == {"es", "cma", "bo", "random"}
+    assert crossed.grid.optimizers == ("es", "cma", "bo", "random") and len(crossed.grid.cells()) == 2 * 2 * 4
+    assert {dict(c.extra)["outer.optimizer"] for c in crossed.grid.cells()} == {"es", "cma", "bo", "random"}
     assert weekend.with_overrides(populations=[4], outer_iters=3, settings={"optimizer": "bo"}).outer.optimizer == "bo"
     cases = {
         "optimizer 'cma' needs population ≥ 2, not 1": {"settings": {"optimizer": "cma"}},
@@ -178,12 +178,12 @@ def test_a_study_file_names_its_optimizer_at_the_top_or_in_outer_and_budgets_eva
         {"name": "t", "optimizer": "random", "budget": {"evaluations": 8},
          "grid": {"population": [4], "optimize_params": [["min_demand_frac"]], "seed": [1]}}
     )  # fmt: skip
-    assert study.outer.optimizer == "random" and study.cells()[0].generations == 2
+    assert study.outer.optimizer == "random" and study.grid.cells()[0].generations == 2
     with pytest.raises(StudyError, match="optimizer is given twice"):
         Study.parse({"name": "t", "optimizer": "bo", "outer": {"optimizer": "es"}, "budget": {"generations": 2},
                      "grid": {"population": [4], "optimize_params": [["min_demand_frac"]], "seed": [1]}})  # fmt: skip
     quick = load_study("optimizers").with_budget("quick")
-    assert {c.generations for c in quick.cells()} == {3} and quick.optimizers == ("es", "cma", "bo", "random")
+    assert {c.generations for c in quick.grid.cells()} == {3} and quick.grid.optimizers == ("es", "cma", "bo", "random")
 
 
 def test_evaluations_to_eps_counts_until_the_incumbent_stays_within_eps():
@@ -201,7 +201,7 @@ def test_a_users_optimiser_is_named_as_module_and_class_like_a_world_or_a_loop()
     user = "tests.user_optimizers:ShrinkingBox"
     study = load_study("weekend").with_overrides(populations=[4], outer_iters=3, settings={"optimizer": user})
     optimizer, settings = outer.chosen(study)
-    assert study.optimizers == (user,) and settings is None and type(optimizer).__name__ == "ShrinkingBox"
+    assert study.grid.optimizers == (user,) and settings is None and type(optimizer).__name__ == "ShrinkingBox"
     state = optimizer.init(settings, 4, 2, 42)
     for _ in range(12):
         candidates = optimizer.ask(state)
@@ -210,7 +210,7 @@ def test_a_users_optimiser_is_named_as_module_and_class_like_a_world_or_a_loop()
     crossed = study.with_overrides(grid={"optimizer": f"es,{user}"})
     from bilevel_tune.study_data.run_folder import trial_name
 
-    assert {trial_name(crossed, c).rsplit("_", 1)[1] for c in crossed.cells()} == {"es", "ShrinkingBox"}
+    assert {trial_name(crossed, c).rsplit("_", 1)[1] for c in crossed.grid.cells()} == {"es", "ShrinkingBox"}
     for spec, message in {
         "tests.user_optimizers:NotAnOptimiser": "is not an outer optimiser: subclass bilevel_tune.core.outer",
         "tests.user_optimizers:Nowhere": "optimizer 'tests.user_optimizers:Nowhere' cannot be imported",

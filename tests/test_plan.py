@@ -24,7 +24,7 @@ MODEL = CostModel(
 @pytest.fixture
 def weekend():
     study = load_study("weekend")
-    return study.cells(), study.budget
+    return study.grid.cells(), study.budget
 
 
 def test_sixteen_cpus_run_the_whole_weekend_at_once_near_the_population_one_floor(weekend):

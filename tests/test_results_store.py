@@ -33,8 +33,8 @@ def run_dir(tmp_path, study):
     """Population 1 of the weekend, stage 1: three trials finished (one of them first begun in an earlier session's
     folder, whose name sorts after the later one's), the fourth under way."""
     run_dir = tmp_path / "run"
-    session_log.record_start(study, run_dir, make_plan(study.stage_cells(1), study.budget, 2, MODEL), RunOptions(study="weekend"), "disabled")
-    cells = study.stage_cells(1)
+    session_log.record_start(study, run_dir, make_plan(study.grid.stage_cells(1), study.budget, 2, MODEL), RunOptions(study="weekend"), "disabled")
+    cells = study.grid.stage_cells(1)
     for i, cell in enumerate(cells[:3]):
         by_seed = {"seeds": [11, 12], "best": [0.4 + i / 100, 0.5 + i / 100], "mean": [0.3, None]}
         scored = {"8": {metrics.FINAL_BEST: 0.2 + i / 100, metrics.FINAL_MEAN: 0.1, "evaluations": 8}}
@@ -47,7 +47,7 @@ def run_dir(tmp_path, study):
 
 def test_trials_are_keyed_by_cell_and_a_cell_in_two_folders_is_one_trial(run_dir, study):
     results = open_results(run_dir)
-    cells = study.stage_cells(1)
+    cells = study.grid.stage_cells(1)
     assert set(results.trials) == {c.key for c in cells}
     assert len(results.folders) == 5
     assert results.finished_cells() == {c.key for c in cells[:3]}
@@ -58,7 +58,7 @@ def test_trials_are_keyed_by_cell_and_a_cell_in_two_folders_is_one_trial(run_dir
 
 def test_a_looks_scores_are_keyed_by_cell_and_by_the_smaller_budget_they_were_scored_at(run_dir, study):
     results = open_results(run_dir)
-    cells = study.stage_cells(1)
+    cells = study.grid.stage_cells(1)
     best = results.final_objectives()
     assert {k: best[k] for k in (c.key for c in cells[:3])} == {c.key: 0.45 + i / 100 for i, c in enumerate(cells[:3])}
     assert best[key_at_evaluations(cells[0].key, 8)] == 0.2
@@ -68,7 +68,7 @@ def test_a_looks_scores_are_keyed_by_cell_and_by_the_smaller_budget_they_were_sc
 
 
 def test_the_finals_table_joins_every_source_by_trial_and_keeps_the_first(run_dir, study):
-    cell = study.stage_cells(1)[0]
+    cell = study.grid.stage_cells(1)[0]
     name = trial_name(study, cell)
     final_scores.append_rows(run_dir / final_scores.FINALS_CSV, final_scores.FINALS_COLUMNS, [
         (name, final_scores.BEST_RULES, 11, 9.0),  # a seed the records hold: the record's value is kept

@@ -32,7 +32,7 @@ def plan_of(study, cells):
 def two_sessions(tmp_path):
     """A fresh session stopped with 4 of the 8 trials finished, then a resume that plans the 4 left and finishes them."""
     study = load_study("weekend")
-    cells = study.cells()
+    cells = study.grid.cells()
     run_dir = tmp_path / "run"
     first = session_log.record_start(study, run_dir, plan_of(study, cells), RunOptions(study="weekend"), "disabled")
     session_log.record_end(run_dir, first, 3600.0, 130, (4, 0, 4))
@@ -107,7 +107,7 @@ def test_run_report_reads_an_older_record_whose_plan_is_the_latest_sessions(two_
 
 def test_a_plan_by_work_alone_has_no_eta_on_record(two_sessions, tmp_path):
     study = load_study("weekend")
-    plan = make_plan(study.cells(), study.budget, 2, CostModel.by_work("no figures"))
+    plan = make_plan(study.grid.cells(), study.budget, 2, CostModel.by_work("no figures"))
     run_dir = tmp_path / "by-work"
     started = session_log.record_start(study, run_dir, plan, RunOptions(study="weekend"), "disabled")
     session_log.record_end(run_dir, started, 60.0, 0, (8, 0, 0))

@@ -36,20 +36,20 @@ def run_in_stage_2(tmp_path):
     study = load_study("weekend").with_overrides(populations=(1,))
     run_dir = tmp_path / "weekend-run"
     options = RunOptions(study="weekend", until_decided=True)
-    session_log.record_start(study, run_dir, make_plan(study.stage_cells(1), study.budget, 2, MODEL), options, "disabled")
+    session_log.record_start(study, run_dir, make_plan(study.grid.stage_cells(1), study.budget, 2, MODEL), options, "disabled")
     noise = {(1, 42): 0.02, (1, 7): -0.01}  # 2-D − 1-D by seed: one up, one down, nothing decided
-    for cell in study.stage_cells(1):
+    for cell in study.grid.stage_cells(1):
         final = 0.4 + noise.get((len(cell.optimize_params) - 1, cell.seed), 0.0)
         write_trial_records(run_dir, study, cell, 50, PACE[cell.optimize_params], final=final)
     decisions = staging.decide_run(study, run_dir)
     staging.record_decisions(run_dir, study, decisions)
     grown = staging.advance(study, run_dir, decisions)
     assert grown is not None, "two seeds decide nothing: stage 2 begins"
-    one_d = [c for c in grown.stage_cells(2) if len(c.optimize_params) == 1]
+    one_d = [c for c in grown.grid.stage_cells(2) if len(c.optimize_params) == 1]
     write_trial_records(run_dir, grown, one_d[0], 1000, 2.0, final=0.41)
     write_trial_records(run_dir, grown, one_d[1], 100, 2.0)
     resume = RunOptions(study="weekend", until_decided=True, resume=True)
-    session_log.record_start(grown, run_dir, make_plan(grown.stage_cells(2)[1:], grown.budget, 2, MODEL), resume, "disabled")
+    session_log.record_start(grown, run_dir, make_plan(grown.grid.stage_cells(2)[1:], grown.budget, 2, MODEL), resume, "disabled")
     return run_dir, grown
 
 
@@ -61,13 +61,13 @@ def _lines(run_dir, **kwargs):
 
 def test_a_stage_under_way_its_trials_and_when_its_look_comes(run_in_stage_2):
     run_dir, study = run_in_stage_2
-    names = [trial_name(study, c) for c in study.stage_cells(2)]
+    names = [trial_name(study, c) for c in study.grid.stage_cells(2)]
     lock = run_lock.acquire(run_dir, out=lambda line: None)
     try:
         lines = _lines(run_dir)
     finally:
         lock.release()
-    seeds = ", ".join(map(str, study.stage_seeds(2)))
+    seeds = ", ".join(map(str, study.grid.stage_seeds(2)))
     assert lines[0] == f"weekend-run: study weekend (appo inner loop, budget full), stage 2 of 3 (seeds {seeds})"
     assert lines[1].startswith("the last look: stage 1 at ") and lines[1].endswith(": 0 of 1 rows decided, 1 not")
     assert lines[2] == f"a session holds it (pid {os.getpid()} on host {socket.gethostname()}, since {lock.me['started_utc']})"
@@ -128,10 +128,10 @@ def test_a_run_at_its_plans_end_and_a_shipped_folder_mid_run():
 
 def test_a_stage_whose_trials_all_finished_with_no_look_yet(run_in_stage_2):
     run_dir, study = run_in_stage_2
-    for cell in study.stage_cells(2):
+    for cell in study.grid.stage_cells(2):
         if not list(run_dir.glob(f"{trial_name(study, cell)}_*")):
             write_trial_records(run_dir, study, cell, 1000, 3.0, final=0.42)
-    under_way = study.stage_cells(2)[1]
+    under_way = study.grid.stage_cells(2)[1]
     who = {metrics.POPULATION: 1, metrics.OPTIMIZE_PARAMS: list(under_way.optimize_params), metrics.SEED: under_way.seed}
     records = next(run_dir.glob(f"{trial_name(study, under_way)}_*")) / GENERATIONS_FILE
     append_record(records, {metrics.KIND: KIND_FINAL, metrics.FINAL_BEST: 0.41, **who})  # it ends at once (a test's shortcut)

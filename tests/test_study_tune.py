@@ -54,7 +54,7 @@ def test_the_weekend_grid_runs_under_tune(ray_cluster, tmp_path, capsys, monkeyp
         # the trial ran from its plan, which its params.json shows whole: seeds, optimiser, loop, world, rules
         plan = json.loads((trial_dir / "params.json").read_text())[metrics.TRIAL]
         recorded = Study.from_record(study_record)
-        assert plan == json_safe(TrialPlan.of(recorded, recorded.cell_of(generations[0])).to_dict())
+        assert plan == json_safe(TrialPlan.of(recorded, recorded.grid.cell_of(generations[0])).to_dict())
         assert plan["seeds"]["final"] == Seeds(plan["cell"]["seed"], 1, recorded.budget.final_eval_seeds).final
         assert plan["inner"]["loop"] == "analytic" and plan["inner"]["config"]["world_kind"] == "fresh-water"
         assert generations[0][metrics.SETTINGS] == plan["settings"] and plan["name"] == name.rsplit("_", 2)[0]

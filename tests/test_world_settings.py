@@ -54,7 +54,7 @@ def test_a_study_on_the_fishery_holds_the_fishery_s_sections_and_rules(tmp_path)
     assert study.with_budget("quick").world.horizon == 20 and study.world.horizon == 100
     changed = study.with_overrides(settings={"world.initial_stock": "3000", "fine": "0.5"}, grid={"fine": "0,1"})
     assert (changed.world.initial_stock, changed.fixed_rules["fine"]) == (3000.0, 0.5)
-    assert [c.extra for c in changed.cells()][:2] == [(("rules.fine", 0.0),), (("rules.fine", 1.0),)]
+    assert [c.extra for c in changed.grid.cells()][:2] == [(("rules.fine", 0.0),), (("rules.fine", 1.0),)]
     assert Study.from_dict(json.loads(json.dumps(changed.to_dict()))) == changed  # study.json: the same study back
     assert "world.farms" not in study.settings and "world.fishers" in study.settings
 

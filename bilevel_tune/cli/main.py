@@ -35,7 +35,7 @@ def list_studies() -> None:
     for name in available_studies():
         s = load_study(name)
         budgets = "".join(", " + b for b, _ in s.budgets)
-        print(f"{name:<16} {len(s.cells())} trials; budgets: full{budgets}; world {s.world_kind} — {s.description}")
+        print(f"{name:<16} {len(s.grid.cells())} trials; budgets: full{budgets}; world {s.world_kind} — {s.description}")
     print(f'worlds: {", ".join(BUILTIN_WORLDS)}, or your own as [world] kind = "module:Class" (docs/worlds.md)')
 
 

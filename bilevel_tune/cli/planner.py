@@ -61,26 +61,26 @@ def dry_run(options: RunOptions, out: Callable[[str], None] = print) -> Plan:
         cpus = _cluster_cpus(address, options.address)
     b = study.budget
     out(
-        f"study {study.name} ({study.source}), budget {budget_label(study)}{' (smoke)' if study.smoke else ''}, inner loop {study.inner}"
+        f"study {study.name} ({study.source}), budget {budget_label(study)}{' (smoke)' if study.grid.smoke else ''}, inner loop {study.inner}"
     )
     further = "".join(f" × {key} [{', '.join(shown(v) for v in values)}]" for key, values in study.axes)
     out(
-        f"{len(study.cells())} trials = population {list(study.populations)} × optimize_params "
+        f"{len(study.grid.cells())} trials = population {list(study.populations)} × optimize_params "
         f"{[list(p) for p in study.optimize_params]} × seed {list(study.seeds)}{further}"
     )
     if study.scan:
         sizes = " and ".join(
-            sorted({f"{c.population} ({'×'.join([str(study.scan)] * c.dims)})" for c in study.scan_cells()})
+            sorted({f"{c.population} ({'×'.join([str(study.scan)] * c.dims)})" for c in study.grid.scan_cells()})
         )
         out(
-            f"+ {len(study.scan_cells())} scan trials = optimize_params × seed: grid points {sizes}, each trained and "
+            f"+ {len(study.grid.scan_cells())} scan trials = optimize_params × seed: grid points {sizes}, each trained and "
             f"evaluated as a candidate, then re-evaluated on the {study.budget.final_eval_seeds} final seeds"
         )
     out("settings:")
     values = {"budget.generations": dict(b.generations) if not isinstance(b.generations, int) else b.generations}
     values = values if b.evaluations is None else {}  # the evaluations set each cell's generations
     for line in describe_settings(
-        {**study.settings, **values}, study.inner.startswith("appo"), study.table, study.optimizers
+        {**study.settings, **values}, study.inner.startswith("appo"), study.table, study.grid.optimizers
     ):
         out(line)
     out(f"W&B {mode}")
@@ -152,15 +152,15 @@ def _earlier_scores(study: Study, options: RunOptions) -> tuple[dict | None, str
 def _describe_most(study: Study, options: RunOptions, cpus: int, mode: str, first: Plan, out) -> None:
     """The plan at the most: every comparison open to the last stage, each stage run after the one before."""
     most = at_most(study)
-    extra = most.all_seeds[len(study.seeds) :]
+    extra = most.grid.all_seeds[len(study.seeds) :]
     out(
-        f"at the most (every comparison open to the end): {len(most.trial_cells())} trials, the seeds "
+        f"at the most (every comparison open to the end): {len(most.grid.trial_cells())} trials, the seeds "
         f"{', '.join(map(str, extra)) or 'none'} added in stages of {study.decide.seeds_per_stage}"
     )
     etas, timed = [first.eta_s], first.model.calibrated
     for stage in range(2, len(most.stages) + 2):
-        keys = {c.key for c in most.stage_cells(stage)}
-        plan = plan_run(most, options, cpus, mode, skip={c.key for c in most.trial_cells() if c.key not in keys})
+        keys = {c.key for c in most.grid.stage_cells(stage)}
+        plan = plan_run(most, options, cpus, mode, skip={c.key for c in most.grid.trial_cells() if c.key not in keys})
         etas.append(plan.eta_s)
         out(f"  stage {stage}: {len(keys)} trials" + (f", ETA {hms(plan.eta_s)}" if timed else ""))
     if timed:

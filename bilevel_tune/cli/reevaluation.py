@@ -31,6 +31,7 @@ import numpy as np
 from bilevel_tune.core import metrics
 from bilevel_tune.inner import InnerLoopConfig
 from bilevel_tune.inner.contract import Seeds
+from bilevel_tune.report.answers import rows_by_cell
 from bilevel_tune.study_data.learners import Learner, learners_of
 from bilevel_tune.study_data.run_folder import (
     HELDOUT_CSV,
@@ -62,13 +63,14 @@ class TrialRules:
 
 
 def trial_rules(study, trials) -> list[TrialRules]:
-    """Every finished ES trial of the trials table (its rows are `study.cells()`, in order) with its rules."""
-    out = []
-    for cell, (_, row) in zip(study.cells(), trials.iloc[: len(study.cells())].iterrows()):
+    """Every finished ES trial of the trials table, matched to its cell by name (never by row order), with its rules."""
+    out, by_key = [], rows_by_cell(study, trials)
+    for cell in study.grid.cells():
+        row = by_key.get(cell.key, {})
         searched = {p: row.get(metrics.BEST_RULE + p) for p in cell.optimize_params}
         if row.get("status") not in COMPLETE or any(v is None or not np.isfinite(v) for v in searched.values()):
             continue
-        fixed = study.for_cell(cell).fixed_rules
+        fixed = study.grid.for_cell(cell).fixed_rules
         defaults = {spec.name: spec.default for spec in study.table.rule_specs}
         final = {**fixed, **{p: float(v) for p, v in searched.items()}}
         status_quo = {**fixed, **{p: defaults[p] for p in cell.optimize_params}}
@@ -79,7 +81,7 @@ def trial_rules(study, trials) -> list[TrialRules]:
 
 def learner_config(study, learner: Learner, cell: Cell) -> tuple[InnerLoopConfig, int]:
     """(the loop's config, its K) as this learner runs this trial's cell."""
-    as_run = learner.study(study).for_cell(cell)
+    as_run = learner.study(study).grid.for_cell(cell)
     return InnerLoopConfig.from_study(as_run), as_run.budget.inner_iters
 
 
@@ -186,8 +188,8 @@ PROBE_ITERS = 3  # train() calls a probe times (its K scaled from them)
 
 def probe_rules(study) -> list[TrialRules]:
     """A stand-in for a study's trials before they ran: its first cell, its status quo as the final rules too."""
-    cell = study.cells()[0]
-    fixed = study.for_cell(cell).fixed_rules
+    cell = study.grid.cells()[0]
+    fixed = study.grid.for_cell(cell).fixed_rules
     defaults = {spec.name: spec.default for spec in study.table.rule_specs}
     status_quo = {**fixed, **{p: defaults[p] for p in cell.optimize_params}}
     seeds = Seeds(cell.seed, study.budget.eval_episodes, study.budget.final_eval_seeds).final
@@ -224,7 +226,7 @@ def describe_cost(study, trials, learners: Sequence[Learner], cpus: int, out: Ca
     jobs = plan(study, trials, learners, done) if trials is not None else []
     per_learner = {learner.label: sum(j.key[1] == learner for j in jobs) for learner in learners}
     if trials is None:  # before the trials ran: every trial of the grid under every learner
-        per_learner = {learner.label: len(study.cells()) for learner in learners}
+        per_learner = {learner.label: len(study.grid.cells()) for learner in learners}
     if not rules:
         out("held-out: no finished ES trial to score")
         return 0.0

@@ -32,6 +32,7 @@ from bilevel_tune.cli.options import UsageError
 from bilevel_tune.cli.reevaluation import COMPLETE, learner_config, log_session
 from bilevel_tune.core import metrics
 from bilevel_tune.inner.contract import Seeds
+from bilevel_tune.report.answers import rows_by_cell
 from bilevel_tune.study_data import final_scores, incumbents
 from bilevel_tune.study_data.learners import own_learner
 from bilevel_tune.study_data.run_folder import Cell, trial_name
@@ -95,14 +96,14 @@ class TrialRun:
 
 
 def trial_runs(study, trials: pd.DataFrame, generations: pd.DataFrame) -> list[TrialRun]:
-    """Every finished ES trial of the run, matched to its cell by name (never by row order)."""
-    by_name = {final_scores.trial_of_folder(n): row for n, row in zip(trials["trial"], trials.to_dict("records")) if isinstance(n, str)}
+    """Every finished ES trial of the run, matched to its cell by key (`answers.rows_by_cell`: never by row order)."""
+    by_key = rows_by_cell(study, trials)
     out = []
-    for cell in study.trial_cells():
+    for cell in study.grid.trial_cells():
         if cell.scan:
             continue
         name = trial_name(study, cell)
-        row = by_name.get(name)
+        row = by_key.get(cell.key)
         if row is None or row.get("status") not in COMPLETE:
             continue
         params = cell.optimize_params
@@ -110,7 +111,7 @@ def trial_runs(study, trials: pd.DataFrame, generations: pd.DataFrame) -> list[T
         means = {p: row.get(metrics.MEAN_RULE + p) for p in params}
         if any(v is None or not np.isfinite(v) for v in (*searched.values(), *means.values())):
             continue
-        fixed = dict(study.for_cell(cell).fixed_rules)
+        fixed = dict(study.grid.for_cell(cell).fixed_rules)
         gens = generations[generations["trial"] == name].sort_values("generation")
         out.append(
             TrialRun(

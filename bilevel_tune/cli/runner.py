@@ -250,7 +250,7 @@ def _run_stage(study, options, run_dir, mode, watch, clock, out, first: bool) ->
     clock.probing_s += time.time() - calibrating  # a probe is not part of what the next ETA's launch predicts
     if not first:
         describe_plan(study, plan, out, what=f"stage {staging.current_stage(study)}")
-    shards = {c.key: plan.shards_of(c.key) if c in cells else 1 for c in study.trial_cells()}
+    shards = {c.key: plan.shards_of(c.key) if c in cells else 1 for c in study.grid.trial_cells()}
     session = experiment.SessionOptions(
         callbacks=(
             *tracking.callbacks(mode, group=run_dir.name, tags=_tags(study)),
@@ -321,7 +321,7 @@ def _tags(study: Study) -> list[str]:
 
 def _counts(study: Study, run_dir: Path, errored: int) -> tuple[int, int, int]:
     """(finished, errored, interrupted): a trial finished when its record holds the final line — in any session."""
-    trials = study.trial_cells()
+    trials = study.grid.trial_cells()
     finished = len(RunResults(run_dir).finished_cells() & {c.key for c in trials})
     return finished, errored, len(trials) - finished - errored
 

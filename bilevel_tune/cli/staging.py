@@ -53,7 +53,7 @@ def note_margin(data: dict[str, Any], study: Study, record: dict[str, Any]) -> N
 def decide_run(study: Study, run_dir: Path) -> decide.Decisions:
     """The decisions on the run's finished trials (`decide.decide`), from their scores as the folder's results store
     reads them (by cell key: the same scores the summary's Answers decide from)."""
-    names = {c.key: trial_name(study, c) for c in study.cells()}
+    names = {c.key: trial_name(study, c) for c in study.grid.cells()}
     return decide.decide(study, open_results(run_dir).final_objectives(study.decide.score), names)
 
 
@@ -101,10 +101,10 @@ def _log(data: dict[str, Any], study: Study) -> list[dict[str, Any]]:
 
 
 def _entry(study: Study, stage: int, started: str | None = None) -> dict[str, Any]:
-    cells = study.stage_cells(stage)
+    cells = study.grid.stage_cells(stage)
     return {
         "stage": stage,
-        "seeds": list(study.stage_seeds(stage)),
+        "seeds": list(study.grid.stage_seeds(stage)),
         "trials": [trial_name(study, c) for c in cells],
         "started_utc": started or _now(),
     }

@@ -102,7 +102,7 @@ def show_status(run_dir: Path, out: Callable[[str], None] = print, now: dt.datet
     log = results.stage_log
     stage = len(study.stages) + 1
     planned = study.decide.stages
-    seeds = ", ".join(map(str, study.stage_seeds(stage)))
+    seeds = ", ".join(map(str, study.grid.stage_seeds(stage)))
     what = f"study {study.name} ({study.inner} inner loop, budget {study.budget_name})"
     out(f"{run_dir.name}: {what}, stage {stage} of {planned} (seeds {seeds})")
     looked = [entry for entry in log if entry.get("decided_utc")]
@@ -119,7 +119,7 @@ def show_status(run_dir: Path, out: Callable[[str], None] = print, now: dt.datet
     if not results.has_records:
         out("no trial records here (a shipped folder keeps the run's tables, not its trials): ask the run's own folder")
         return
-    cells = study.stage_cells(stage)
+    cells = study.grid.stage_cells(stage)
     progress = [trial_progress(results, study, cell) for cell in cells]
     finished = sum(t.finished for t in progress)
     under_way = sum(bool(t.done) and not t.finished for t in progress)
@@ -149,7 +149,7 @@ def _cell_paces(study: Study, results: RunResults, stage: int, known: Mapping[st
     paces: dict[tuple, float] = {}
     for earlier in range(stage, 0, -1):
         found: dict[tuple, list[float]] = {}
-        for cell in study.stage_cells(earlier):
+        for cell in study.grid.stage_cells(earlier):
             if not cell.scan and _pace_key(cell) not in paces:
                 name = trial_name(study, cell)
                 pace = (known.get(name) or trial_progress(results, study, cell)).typical_sec_per_gen

@@ -243,7 +243,7 @@ def rows_by_cell(study, trials: pd.DataFrame) -> dict[tuple, pd.Series]:
     """The trials table's row of each ES cell, by cell key: matched on the cell's columns (population, searched
     rules, seed, further axes), else on the trial's name; never on row order — a sorted or shuffled trials.csv
     answers the same."""
-    extra_keys = sorted({k for c in study.cells() for k, _ in c.extra})
+    extra_keys = sorted({k for c in study.grid.cells() for k, _ in c.extra})
     index, by_name = {}, {}
     for _, row in trials.iterrows():
         extra = tuple(str(row.get(k)) for k in extra_keys)
@@ -251,7 +251,7 @@ def rows_by_cell(study, trials: pd.DataFrame) -> dict[tuple, pd.Series]:
         if isinstance(row.get("trial"), str):  # a table without the cell's columns: its trials' names
             by_name[row["trial"]] = by_name[final_scores.trial_of_folder(row["trial"])] = row
     out = {}
-    for c in study.cells():
+    for c in study.grid.cells():
         found = index.get(
             (str(c.population), ",".join(c.optimize_params), str(c.seed), tuple(str(_value(v)) for _, v in c.extra))
         )
@@ -266,7 +266,7 @@ def at_smaller_budgets(study, rows: dict[tuple, pd.Series]) -> dict[tuple, pd.Se
     at (`[decide] equal_budget`): its final scores, evaluations and best so far then (its wall time then unknown)."""
     out = dict(rows)
     for key, row in rows.items():
-        for e in study.equal_evaluations(key[0]):
+        for e in study.grid.equal_evaluations(key[0]):
             then = row.copy()
             for column in (FINAL, FINAL_MEAN, "evaluations", BEST):
                 then[column] = row.get(at_budget(column, e), np.nan)
@@ -313,7 +313,7 @@ def decided_seeds(study, decision: decide.Decision, decisions: decide.Decisions)
     n = decisions.seeds_per_look
     if not decided or decisions.test != decide.PAIRED or decision.seeds >= n * decisions.looks:
         return None
-    return {s for stage in range(1, decision.seeds // n + 1) for s in study.stage_seeds(stage)}
+    return {s for stage in range(1, decision.seeds // n + 1) for s in study.grid.stage_seeds(stage)}
 
 
 def _answer(study, decision: decide.Decision, by_key: dict[tuple, pd.Series], scores, level: float) -> Answer:

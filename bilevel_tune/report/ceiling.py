@@ -172,7 +172,7 @@ def ceiling_table(study, trials: pd.DataFrame, generations: pd.DataFrame, bests:
     """One row per ES run whose best is at the ceiling or within its noise of it."""
     tol = study.summary.tol
     rows = []
-    for cell, (_, row) in zip(study.cells(), trials.iterrows()):
+    for cell, (_, row) in zip(study.grid.cells(), trials.iterrows()):
         if not row.get("generations", 0):
             continue
         band = noise_band(row, tol)

@@ -44,7 +44,7 @@ def scan_table(study, trials: dict) -> pd.DataFrame:
     """One row per scan and grid point (empty without scans)."""
     rows = []
     terms = (metrics.OBJECTIVE, *study.table.scan_terms, metrics.UPPER_BOUND)  # the world's terms beside the objective
-    for cell in study.scan_cells():
+    for cell in study.grid.scan_cells():
         records = trials.get(cell.key)
         if records is None or not records.generations:
             continue

@@ -24,7 +24,7 @@ EVAL_COST = len(final_scores.RULES)  # trainings a final seed costs a trial: eac
 
 def final_scores_by_group(study, finals: pd.DataFrame, rules: str = final_scores.BEST_RULES) -> dict[tuple, dict[int, dict[int, float]]]:
     """{group: {run seed: {final seed: objective}}} of one rule set's rows, trials matched to cells by name."""
-    cells = {trial_name(study, c): c for c in study.cells() if not c.scan}
+    cells = {trial_name(study, c): c for c in study.grid.cells() if not c.scan}
     out: dict[tuple, dict[int, dict[int, float]]] = {}
     if finals.empty:
         return out

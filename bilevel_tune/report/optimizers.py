@@ -44,7 +44,7 @@ LANDSCAPE = "final_objective"  # the scan's value at a grid point: retrained on 
 
 def shown_here(study) -> bool:
     """Does the study compare optimisers (or run another than the ES) and scan its rules?"""
-    return study.scan is not None and study.optimizers != ("es",)
+    return study.scan is not None and study.grid.optimizers != ("es",)
 
 
 def epsilon(study, scans: pd.DataFrame | None = None) -> float:

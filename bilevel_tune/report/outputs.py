@@ -194,7 +194,7 @@ def render(s: Summary) -> str:
     lines += [f"- {line}" for line in verdict_lines(s, effects_only=True)]
     lines += ["", "## Settings (as run; a further axis's values are in the trials' columns)", ""]
     lines += [line.strip() for line in describe_settings(
-        study.settings, study.inner.startswith("appo"), study.table, study.optimizers
+        study.settings, study.inner.startswith("appo"), study.table, study.grid.optimizers
     )]
     return "\n".join(lines)
 

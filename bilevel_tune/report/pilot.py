@@ -143,7 +143,7 @@ def _incumbents_at(pilot: pipeline.Summary, score: str, evaluations: int) -> dic
         return {}
     rows = anytime[anytime["evaluations"].astype(int) == evaluations]
     found = final_scores_by_group(pilot.study, rows, score)
-    return {at_evaluations(g, evaluations): v for g, v in found.items() if pilot.study.evaluations_of(g[0]) > evaluations}
+    return {at_evaluations(g, evaluations): v for g, v in found.items() if pilot.study.grid.evaluations_of(g[0]) > evaluations}
 
 
 def planned_levels(fam: family.Family, claims: dict[int, str], alpha: float, margin: float | None) -> dict[int, float]:
@@ -173,13 +173,13 @@ def pilot_cells(summary: pipeline.Summary, planned=None) -> list[pilot_designs.C
     names = trials["trial"].map(lambda n: final_scores.trial_of_folder(n) if isinstance(n, str) else None)
     k = max(study.budget.final_eval_seeds, 1)
     out = []
-    for group in dict.fromkeys(c.group for c in study.cells()):
-        cells = [c for c in study.cells() if c.group == group]
+    for group in dict.fromkeys(c.group for c in study.grid.cells()):
+        cells = [c for c in study.grid.cells() if c.group == group]
         mine = trials[names.isin({_name(study, c) for c in cells})]
         wall = mine["wall_s"].to_numpy(float)
         spent = np.array([elapsed.get(final_scores.trial_of_folder(n), np.nan) for n in mine["trial"]])
         final = np.nanmean(wall - spent) if len(wall) else np.nan
-        rescorings = len(planned.equal_evaluations(group[0])) if planned is not None else 0
+        rescorings = len(planned.grid.equal_evaluations(group[0])) if planned is not None else 0
         out.append(pilot_designs.Cell(cells[0].generations * cells[0].population, float(np.nanmean(spent)),
                                       float(final) / k, rescorings))  # fmt: skip
     return out
@@ -252,7 +252,7 @@ def plan_lines(study, run_dir: Path) -> list[str]:
 def _own_design(study, pilot_study, rows, cells, margin) -> pilot_designs.Design | None:
     """The study's own design on the pilot's noise; None where its budget is no one fraction of the pilot's that
     the pilot was scored at."""
-    fractions = {Fraction(study.evaluations_of(p), pilot_study.evaluations_of(p)) for p in study.populations}
+    fractions = {Fraction(study.grid.evaluations_of(p), pilot_study.grid.evaluations_of(p)) for p in study.populations}
     if len(fractions) != 1:
         return None
     d = study.decide
@@ -288,7 +288,7 @@ def _design_table(found, pilot_trainings: int) -> list[str]:
 def study_lines(study, d: pilot_designs.Design) -> list[str]:
     """The design as lines to paste into the study file (`study`: the pilot's, whose budget the design's is a
     fraction of)."""
-    generations = {str(c.population): int(c.generations * d.budget) for c in study.cells()}
+    generations = {str(c.population): int(c.generations * d.budget) for c in study.grid.cells()}
     table = ", ".join(f'"{p}" = {g}' for p, g in sorted(generations.items(), key=lambda kv: int(kv[0])))
     return [
         "[budget]",

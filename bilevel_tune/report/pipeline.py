@@ -157,12 +157,12 @@ def is_effect(key: str) -> bool:
 
 def budget_note(study: Study) -> str | None:
     """A label for verdicts from a run shorter than its study's budget (a named smoke budget, or overrides)."""
-    short = [c for c in study.cells() if study.short_of_full(c)]
-    if not study.smoke and not short:
+    short = [c for c in study.grid.cells() if study.grid.short_of_full(c)]
+    if not study.grid.smoke and not short:
         return None
     full = study.full_budget or study.budget
-    ran = sorted({c.generations for c in study.cells()})
-    planned = sorted({g for c in study.cells() if (g := study.full_generations_for(c.population)) is not None})
+    ran = sorted({c.generations for c in study.grid.cells()})
+    planned = sorted({g for c in study.grid.cells() if (g := study.grid.full_generations_for(c.population)) is not None})
     of = f" of {'/'.join(map(str, planned))}" if planned else ""
     return (
         f"SHORT RUN (budget {budget_label(study)}): cells ran {'/'.join(map(str, ran))} generations{of}, "

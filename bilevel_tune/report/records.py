@@ -31,7 +31,7 @@ def load_run(run_dir: Path) -> tuple[Study, dict[tuple, TrialRecords]]:
 
 def trial_table(study: Study, trials: dict[tuple, TrialRecords]) -> pd.DataFrame:
     """One row per grid cell; missing and crashed trials are rows too (their status says which)."""
-    return pd.DataFrame([_trial_row(study, cell, trials.get(cell.key)) for cell in study.cells()])
+    return pd.DataFrame([_trial_row(study, cell, trials.get(cell.key)) for cell in study.grid.cells()])
 
 
 def _trial_row(study: Study, cell: Cell, trial: TrialRecords | None) -> dict[str, Any]:
@@ -151,7 +151,7 @@ def generation_table(study: Study, trials: dict[tuple, TrialRecords]) -> pd.Data
     curves, the search's paths and the shipped folders' summaries are drawn from it."""
     specs = study.rule_specs_by_name
     rows = []
-    for cell in study.cells():
+    for cell in study.grid.cells():
         t = trials.get(cell.key)
         if t is None or not t.generations:
             continue

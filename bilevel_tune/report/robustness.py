@@ -182,14 +182,14 @@ def robustness(study, heldout: pd.DataFrame, answers: Answers) -> Robustness | N
     """The section, from heldout.csv's rows (None when the run has none)."""
     if heldout is None or heldout.empty:
         return None
-    cells = {trial_name(study, c): c for c in study.cells()}
+    cells = {trial_name(study, c): c for c in study.grid.cells()}
     heldout = heldout[heldout["trial"].isin(cells)]
     per_trial = (
         heldout.groupby(["learner", "trial"], sort=False)[["final", "status_quo", "gain"]].mean().reset_index()
     )
     learners = tuple(dict.fromkeys(heldout["learner"]))
     rows = [_gain_row(study, cells, heldout, per_trial, learner, group) for learner in learners
-            for group in study.groups() if not _trials_of(per_trial, cells, learner, group).empty]  # fmt: skip
+            for group in study.grid.groups() if not _trials_of(per_trial, cells, learner, group).empty]  # fmt: skip
     rows += _winner_rows(study, cells, per_trial, learners[1:], answers)
     rows = _holm(rows, study.decide.alpha)
     return Robustness(learners, status_quo_words(study), tuple(rows), study.decide.alpha)

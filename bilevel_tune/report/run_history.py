@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from bilevel_tune.core import metrics
-from bilevel_tune.study_data.final_scores import ANYTIME_CSV, FINALS_CSV, RULES, trial_of_folder
+from bilevel_tune.study_data.final_scores import ANYTIME_CSV, FINALS_CSV, RULES
 from bilevel_tune.study_data.results_store import open_results
 from bilevel_tune.study_data.run_folder import (
     ANSWERS_CSV,
@@ -51,6 +51,7 @@ from bilevel_tune.study_data.run_folder import (
     VERDICTS_FILE,
     read_study_file,
     rules_text,
+    trial_name,
     write_json,
 )
 
@@ -388,12 +389,14 @@ def _adopt_rows(run_dir: Path, theirs: Path) -> int:
     import pandas as pd
 
     from bilevel_tune.report import tables
+    from bilevel_tune.report.answers import rows_by_cell
 
     rows = pd.read_csv(theirs, dtype=str, keep_default_na=False)  # as text: the rows kept are the rows written
     ours = run_dir / HELDOUT_CSV
     held = pd.read_csv(ours, dtype=str, keep_default_na=False) if ours.is_file() else rows.iloc[:0]
-    trials = tables.read(run_dir).trials  # by trial name (a missing trial has no folder, and no final rules)
-    finals = {trial_of_folder(row["trial"]): final_rules(row) for _, row in trials.iterrows() if isinstance(row["trial"], str)}
+    read = tables.read(run_dir)  # each cell's row by its key, never by its place in the table
+    by_key = rows_by_cell(read.study, read.trials)
+    finals = {trial_name(read.study, c): final_rules(by_key[c.key]) for c in read.study.grid.cells() if c.key in by_key}
     scored_here = rows.set_index(["trial", "learner"]).index.isin(held.set_index(["trial", "learner"]).index)
     keep = ~scored_here & (rows["final_rules"] == rows["trial"].map(finals))
     if keep.any():

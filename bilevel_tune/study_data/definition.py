@@ -4,12 +4,13 @@ A study file is read by `study_file`, a record (study.json, a trial's
 config, with the migrations of older releases) by `study_record`, a
 command line's changes applied by `study_overrides`, every value checked
 where it enters by `study_checks`; a `Study` is their frozen result, and
-expands into the trial cells of its grid (`grid_plan`, its grid and stage plan).
+expands into the trial cells of its grid through its plan (`study.grid`: `grid_plan`, its grid and stage plan).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -39,8 +40,9 @@ from bilevel_tune.worlds import DEFAULT_WORLD
 __all__ = ["Budget", "Study", "StudyError", "available_studies", "load_study"]
 
 @dataclass(frozen=True)
-class Study(GridPlan):
-    """A resolved study: the grid, every section as run (typed: `study.appo.lr`), and how it came to be."""
+class Study:
+    """A resolved study: the grid's fields, every section as run (typed: `study.appo.lr`), and how it came to be; the
+    trials its grid expands into are its plan's (`study.grid`: `grid_plan.GridPlan`)."""
 
     name: str
     populations: tuple[int, ...]
@@ -133,6 +135,11 @@ class Study(GridPlan):
 
     def validate(self) -> "Study":
         return check_study(self)
+
+    @functools.cached_property
+    def grid(self) -> GridPlan:
+        """Its grid's plan: the cells stage by stage, the scans, the budget as run (`grid_plan`)."""
+        return GridPlan(self)
 
     # -- settings, as run ---------------------------------------------------------------
     @property

@@ -49,7 +49,7 @@ def next_stage(study, open_groups) -> Stage | None:
     """The stage that serves these groups (`Cell.group`s of undecided comparisons); None when the study holds
     `max_seeds` already or no group is open."""
     stage = len(study.stages) + 2  # the grid is stage 1
-    groups = tuple(g for g in study.groups() if g in set(open_groups))
+    groups = tuple(g for g in study.grid.groups() if g in set(open_groups))
     if not groups or stage > study.decide.stages:
         return None
     n = study.decide.seeds_per_stage
@@ -109,6 +109,6 @@ def with_stage(study, stage: Stage):
 def at_most(study):
     """The study as it would be if every comparison stayed open to the end: every group at `max_seeds` (the dry
     run's plan for the maximum)."""
-    while (stage := next_stage(study, study.groups())) is not None:
+    while (stage := next_stage(study, study.grid.groups())) is not None:
         study = with_stage(study, stage)
     return study

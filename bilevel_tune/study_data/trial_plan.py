@@ -55,7 +55,7 @@ class TrialPlan:
         """The plan of this cell of a `definition.Study` (its further axes' values set)."""
         from bilevel_tune.core import outer
 
-        trial = study.for_cell(cell)
+        trial = study.grid.for_cell(cell)
         optimizer, settings = outer.chosen(trial)
         return cls(
             study=study.name,
@@ -71,7 +71,7 @@ class TrialPlan:
             fixed_rules=dict(trial.rules),
             search={name: tuple(span) for name, span in trial.search},
             scan_points=trial.scan if cell.scan else None,
-            equal_evaluations=() if cell.scan else tuple(trial.equal_evaluations(cell.population)),
+            equal_evaluations=() if cell.scan else tuple(trial.grid.equal_evaluations(cell.population)),
             settings=json_safe(trial.settings),
         )
 
@@ -147,7 +147,7 @@ class TrialPlan:
 
 def plans_of(study) -> dict[tuple, dict[str, Any]]:
     """Every trial's plan as JSON, by cell key (the grid, its stages, its scans): compiled once a session."""
-    return {cell.key: TrialPlan.of(study, cell).to_dict() for cell in study.trial_cells()}
+    return {cell.key: TrialPlan.of(study, cell).to_dict() for cell in study.grid.trial_cells()}
 
 
 def _stage(study, cell: Cell) -> int:

@@ -59,10 +59,10 @@ def tune_order(study: Study) -> list[Cell]:
         metrics.SEED: tune.grid_search(list(study.seeds)),
     }
     by_base: dict[tuple, list[Cell]] = {}
-    for cell in study.stage_cells(1):  # the further axes' combinations of each (population, params, seed)
+    for cell in study.grid.stage_cells(1):  # the further axes' combinations of each (population, params, seed)
         by_base.setdefault(cell.key[:3], []).append(cell)
     ordered = [c for _, spec in generate_variants(axes) for c in by_base[Cell.key_of(spec)[:3]]]
-    return ordered + study.scan_cells() + [c for k in range(2, len(study.stages) + 2) for c in study.stage_cells(k)]
+    return ordered + study.grid.scan_cells() + [c for k in range(2, len(study.stages) + 2) for c in study.grid.stage_cells(k)]
 
 
 def trainable(plans: Mapping[tuple, dict], run_dir: Path, shards: Mapping[tuple, int]):

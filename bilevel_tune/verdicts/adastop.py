@@ -84,7 +84,7 @@ class AdaStopLooks:
         self.pairs = family.simple_comparisons(study)
         self.n, self.looks_allowed = looks.plan_of(study)
         self.alpha = study.decide.alpha
-        self.agents = [g for g in study.groups() if any(g in (c.a, c.b) for c in self.pairs)]
+        self.agents = [g for g in study.grid.groups() if any(g in (c.a, c.b) for c in self.pairs)]
         index = {g: i for i, g in enumerate(self.agents)}
         self.comparator = two_sided_adastop(
             n=self.n,
@@ -148,8 +148,8 @@ def _pairs_array(pairs: list[tuple[int, int]]) -> np.ndarray:
 def _seeds_of(study, group: tuple, last_stage: int) -> list[int]:
     """The group's seeds of stages 1…last_stage, in stage order (AdaStop reads each look's block in order)."""
     return [
-        s for stage in range(1, last_stage + 1) for s in study.stage_seeds(stage)
-        if any(c.group == group for c in study.stage_cells(stage))
+        s for stage in range(1, last_stage + 1) for s in study.grid.stage_seeds(stage)
+        if any(c.group == group for c in study.grid.stage_cells(stage))
     ]  # fmt: skip
 
 

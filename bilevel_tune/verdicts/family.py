@@ -81,13 +81,13 @@ def check_equal_budget(study) -> None:
                 f"[decide] equal_budget: {name!r} does not change a run's evaluations; allowed: population (its levels' "
                 "evaluations differ through [budget] generations)"
             )
-        if POPULATION not in compared(study) or len({study.evaluations_of(p) for p in study.populations}) < 2:
+        if POPULATION not in compared(study) or len({study.grid.evaluations_of(p) for p in study.populations}) < 2:
             raise StudyError(
                 "[decide] equal_budget: population's levels run the same evaluations here (or population is not "
                 "compared): there is no smaller budget to compare them at; drop equal_budget"
             )
         for p in study.populations:
-            for fewer in study.equal_evaluations(p):
+            for fewer in study.grid.equal_evaluations(p):
                 if fewer < p:
                     raise StudyError(
                         f"[decide] equal_budget: population {p}'s first generation spends {p} evaluations, more than "
@@ -246,7 +246,7 @@ class Family:
 def simple_comparisons(study) -> list[Comparison]:
     """Every pair of the study's groups that differ in one compared factor, in the grid's order."""
     wanted = set(compared(study))
-    out, all_groups = [], study.groups()
+    out, all_groups = [], study.grid.groups()
     for i, a in enumerate(all_groups):
         for b in all_groups[i + 1 :]:
             differ = [f for f in factors_of(study) if level_of(a, f) != level_of(b, f)]
@@ -306,12 +306,12 @@ def at_equal_evaluations(study, hypothesis):
         levels = (hypothesis.a[0], hypothesis.b[0])
     else:
         levels = (hypothesis.a, hypothesis.b)
-    budgets = [study.evaluations_of(p) for p in levels]
+    budgets = [study.grid.evaluations_of(p) for p in levels]
     if budgets[0] == budgets[1]:
         return None
     fewer = min(budgets)
     return _regrouped(
-        hypothesis, lambda g: g if study.evaluations_of(g[0]) <= fewer else at_evaluations(g, fewer), fewer
+        hypothesis, lambda g: g if study.grid.evaluations_of(g[0]) <= fewer else at_evaluations(g, fewer), fewer
     )
 
 
@@ -338,7 +338,7 @@ def _main_effects(study, factor: str, varied: list[str]) -> list[MainEffect]:
     contexts = list(itertools.product(*(levels_of(study, f) for f in others)))
     for a, b in itertools.combinations(levels_of(study, factor), 2):
         contrast = []
-        for g in study.groups():
+        for g in study.grid.groups():
             if tuple(level_of(g, f) for f in others) in contexts and level_of(g, factor) in (a, b):
                 contrast.append((g, (1.0 if level_of(g, factor) == b else -1.0) / len(contexts)))
         out.append(MainEffect(factor, a, b, tuple(contrast), tuple(_factor_name(f) for f in others), study.mechanisms))
@@ -354,7 +354,7 @@ def _interactions(study, first: str, second: str, varied: list[str]) -> list[Int
             sign = {(b, f): 1.0, (a, f): -1.0, (b, e): -1.0, (a, e): 1.0}
             contrast = tuple(
                 (g, sign[(level_of(g, first), level_of(g, second))] / count)
-                for g in study.groups()
+                for g in study.grid.groups()
                 if (level_of(g, first), level_of(g, second)) in sign
             )
             out.append(Interaction((first, second), a, b, e, f, contrast, study.mechanisms))

@@ -109,7 +109,7 @@ class Replay:
 
     def take(self, stage: int) -> bool:
         """Score the stage's cells; False (and `incomplete` says why) when one has not finished."""
-        cells = self.study.stage_cells(stage)
+        cells = self.study.grid.stage_cells(stage)
         missing = [c for c in cells if c.key not in self.finals]
         if missing:
             first = self.names.get(missing[0].key) or trial_name(self.study, missing[0])  # not started: no record
@@ -123,7 +123,7 @@ class Replay:
                     "its comparisons cannot be decided"
                 )
             self.scores.setdefault(cell.group, {})[cell.seed] = float(value)
-            for evaluations in self.study.equal_evaluations(cell.population):
+            for evaluations in self.study.grid.equal_evaluations(cell.population):
                 key = key_at_evaluations(cell.key, evaluations)
                 if np.isfinite(self.finals.get(key, np.nan)):
                     self.scores.setdefault(group_of(key), {})[cell.seed] = float(self.finals[key])
@@ -133,7 +133,7 @@ class Replay:
     def seeds(self, hypothesis, look: int) -> list[int] | None:
         """The seeds of stages 1…look, when every group of the hypothesis holds them all; None when not (its groups
         were not continued: the hypothesis is not followed past its last complete look)."""
-        seeds = [s for stage in range(1, look + 1) for s in self.study.stage_seeds(stage)]
+        seeds = [s for stage in range(1, look + 1) for s in self.study.grid.stage_seeds(stage)]
         held = all(all(s in self.scores.get(g, {}) for s in seeds) for g in family.groups(hypothesis))
         return seeds if held else None
 

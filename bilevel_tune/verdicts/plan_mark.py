@@ -46,7 +46,7 @@ def decision_plan(study) -> dict[str, Any]:
         "max_seeds": d.max_seeds,
         "final_seeds": study.budget.final_eval_seeds,
         "score": study.decide.score,
-        "generations": {str(p): g for p, g in sorted({(c.population, c.generations) for c in study.cells()})},
+        "generations": {str(p): g for p, g in sorted({(c.population, c.generations) for c in study.grid.cells()})},
     }
 
 
