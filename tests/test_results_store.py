@@ -4,6 +4,7 @@ records line by line as a trial writes them."""
 
 import ast
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from bilevel_tune.planning.plan import make_plan
 from bilevel_tune.study_data import final_scores
 from bilevel_tune.study_data.definition import load_study
 from bilevel_tune.study_data.results_store import ResultsError, open_results
-from bilevel_tune.study_data.run_folder import key_at_evaluations, trial_name
+from bilevel_tune.study_data.run_folder import GENERATIONS_FILE, key_at_evaluations, trial_name
 
 from .study_helpers import REPO, write_trial_records
 from .test_plan import MODEL
@@ -40,8 +41,9 @@ def run_dir(tmp_path, study):
         scored = {"8": {metrics.FINAL_BEST: 0.2 + i / 100, metrics.FINAL_MEAN: 0.1, "evaluations": 8}}
         write_trial_records(run_dir, study, cell, 3, 1.0, final=0.45 + i / 100, **{
             metrics.FINAL_MEAN: 0.3, metrics.FINAL_BY_SEED: by_seed, metrics.FINAL_AT_EVALUATIONS: scored})  # fmt: skip
-    write_trial_records(run_dir, study, cells[3], 2, 1.0, folder_id="zzzzz")  # an earlier session's, given up
-    write_trial_records(run_dir, study, cells[3], 1, 1.0, folder_id="aaaaa")  # this session's: begun again
+    earlier = write_trial_records(run_dir, study, cells[3], 2, 1.0, folder_id="zzzzz")  # an earlier session's
+    write_trial_records(run_dir, study, cells[3], 1, 1.0, folder_id="aaaaa")  # this session's: begun again, under way
+    os.utime(earlier / GENERATIONS_FILE, ns=(10**18, 10**18))  # written long before (its name sorts after)
     return run_dir
 
 
@@ -53,6 +55,9 @@ def test_trials_are_keyed_by_cell_and_a_cell_in_two_folders_is_one_trial(run_dir
     assert results.finished_cells() == {c.key for c in cells[:3]}
     for cell in cells:
         assert results.trials[cell.key].trial == trial_name(study, cell)
+    assert results.trials[cells[3].key].name.split("_")[-2] == "aaaaa", "the folder written last: the one under way"
+    write_trial_records(run_dir, study, cells[0], 3, 1.0, folder_id="00000")  # begun again after it had finished
+    assert open_results(run_dir).trials[cells[0].key].final is not None, "the folder that finished the cell"
     assert results.study.name == "weekend" and results.study.populations == (1,)
 
 

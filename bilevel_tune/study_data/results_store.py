@@ -119,12 +119,17 @@ class RunResults:
 
     @cached_property
     def trials(self) -> dict[tuple, TrialRecords]:
-        """{cell key: records} for every trial that wrote some (a cell run in two sessions' folders: the later name)."""
-        out = {}
-        for t in self.folders.values():
+        """{cell key: records} for every trial that wrote some. A cell begun again in another session's folder (a
+        stage resumed without Tune's state starts its unfinished trials afresh) is the folder that finished it,
+        else the one written last: the one under way."""
+        out: dict[tuple, TrialRecords] = {}
+        for t in sorted(self.folders.values(), key=self._recency):
             if t.generations or t.final:
                 out[Cell.key_of((t.generations or [t.final])[0])] = t
         return out
+
+    def _recency(self, t: TrialRecords) -> tuple:
+        return t.final is not None, (self.run_dir / t.name / GENERATIONS_FILE).stat().st_mtime_ns, t.name
 
     @property
     def has_records(self) -> bool:

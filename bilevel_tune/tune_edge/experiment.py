@@ -74,6 +74,12 @@ def trainable(plans: Mapping[tuple, dict], run_dir: Path, shards: Mapping[tuple,
     )
 
 
+# A trial's own worker holds no model (the inner loop's PolicyActors, which do, are its children and die with each
+# trial): Tune hands a finished trial's worker to the next trial of the same resources instead of starting a process
+# and importing the trial's modules again — seconds a trial, most of a short trial's wall (benchmarks/trial_workers.py).
+REUSE_TRIAL_WORKERS = True
+
+
 @dataclasses.dataclass(frozen=True)
 class SessionOptions:
     """What a session may choose, fresh or resumed."""
@@ -95,6 +101,7 @@ def fresh_tuner(
             metric=metrics.TUNE_METRIC,
             mode=metrics.TUNE_MODE,
             max_concurrent_trials=options.max_concurrent,
+            reuse_actors=REUSE_TRIAL_WORKERS,
             trial_name_creator=lambda t: trial_name(study, t.config),
             trial_dirname_creator=lambda t: trial_dirname(study, t.config, t.trial_id),
         ),
@@ -130,6 +137,7 @@ def restored_tuner(study: Study, run_dir: Path, shards: Mapping[tuple, int], opt
     run_config.callbacks = [*options.callbacks, Replan(shards)]
     run_config.failure_config = tune.FailureConfig(max_failures=options.max_failures)
     tune_config.max_concurrent_trials = options.max_concurrent
+    tune_config.reuse_actors = REUSE_TRIAL_WORKERS  # a run begun before it was on reuses them from now
     return tuner
 
 
