@@ -1,5 +1,6 @@
 """Study files: TOML data into a frozen definition; every mistake is one line naming it."""
 
+import dataclasses
 import json
 
 import pytest
@@ -267,3 +268,15 @@ def test_a_setting_the_study_crosses_as_an_axis_is_refused_by_set_and_named_for_
     one = optimizers.with_overrides(settings={"optimizer": "cma"}, grid={"optimizer": ["cma"]})  # re-crossed: allowed
     assert dict(one.axes)["outer.optimizer"] == ("cma",)
     assert load_study("weekend").with_overrides(settings={"es.sigma": "0.1"}).get("es.sigma") == 0.1  # not an axis
+
+
+def test_a_study_pickles_its_settings_not_the_plan_it_caches():
+    """Tune pickles the study into tuner.pkl: only its fields go there; its plan is made again when read."""
+    import pickle
+
+    study = load_study("weekend")
+    cells = study.grid.cells()
+    state = study.__getstate__()
+    assert "grid" not in state and set(state) == {f.name for f in dataclasses.fields(study)}
+    again = pickle.loads(pickle.dumps(study))
+    assert again == study and "grid" not in again.__dict__ and again.grid.cells() == cells

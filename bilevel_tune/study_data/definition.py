@@ -141,6 +141,11 @@ class Study:
         """Its grid's plan: the cells stage by stage, the scans, the budget as run (`grid_plan`)."""
         return GridPlan(self)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Its fields alone: the plan it caches is made again where it is read (Tune pickles a study into a run's
+        tuner.pkl, which a later release restores)."""
+        return {k: v for k, v in self.__dict__.items() if k != "grid"}
+
     # -- settings, as run ---------------------------------------------------------------
     @property
     def table(self) -> SettingsTable:
