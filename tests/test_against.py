@@ -106,3 +106,13 @@ def test_the_readme_quotes_the_confirmatory_runs_comparison_with_its_pilot():
     (found,) = [source for folder, _, source in quotes.quoted(REPO / "README.md")
                 if folder == "docs/results/weekend-confirm" and source.startswith("- Of the pilot's")]  # fmt: skip
     assert pd.notna(found) and "decided row(s) asked here" in found
+
+
+def test_run_md_quotes_the_section_whole_and_a_run_without_a_pilot_has_none(run):
+    from bilevel_tune.report.run_history import against_block
+
+    assert main([str(run), "--no-plots", "--against", str(PILOT)]) == 0
+    block = against_block((run / "summary.md").read_text())
+    assert block[0] == "## Against its pilot (weekend-appo, exploratory)" and "pilot.json" in block[2]
+    assert "| comparison" in block[4] and "- Of the pilot's 6 decided row(s) asked here: 6 confirms." in block[4]
+    assert against_block((PILOT / "summary.md").read_text()) == []

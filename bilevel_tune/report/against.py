@@ -22,6 +22,7 @@ from bilevel_tune.report.columns import SummaryError
 from bilevel_tune.study_data.run_folder import ANSWERS_CSV, VERDICTS_FILE
 from bilevel_tune.verdicts.looks import A_BETTER, B_BETTER, EQUIVALENT, NO_DIFFERENCE, OPEN
 
+HEADING = "Against its pilot"  # the summary's section (quoted in run.md and, its findings, in the README)
 CONFIRMS, REVERSES, DIFFERS = "confirms", "reverses", "differs"
 DECIDES = "decides what the pilot left undecided"
 LEAVES_UNDECIDED = "leaves undecided"

@@ -231,7 +231,7 @@ def render_against(s: Summary) -> list[str]:
     a = s.against
     mark = {True: ", confirmatory", False: ", exploratory"}.get(a.confirmatory, "")
     return [
-        f"## Against its pilot ({a.pilot}{mark})",
+        f"## {against.HEADING} ({a.pilot}{mark})",
         "",
         f"Each row of the Answers beside the same comparison in {a.pilot}'s answers (kept in {PILOT_FILE}): it confirms "
         "the pilot's decision, reverses it (the other side better), differs from it (a difference against "

@@ -28,6 +28,7 @@ import re
 import sys
 from pathlib import Path
 
+from bilevel_tune.report import against
 from bilevel_tune.report.run_history import section_block
 from bilevel_tune.study_data.run_folder import SUMMARY_MARKDOWN
 
@@ -44,7 +45,7 @@ def _source(root: Path, match: re.Match) -> str:
     if match["kind"] == "answers":
         return section_block(summary.read_text(), "Answers")
     heading = {
-        "optimizers": "Optimisers at equal evaluations", "needed": "What the answers needed", "against": "Against its pilot",
+        "optimizers": "Optimisers at equal evaluations", "needed": "What the answers needed", "against": against.HEADING,
     }.get(match["kind"], "Robustness")  # fmt: skip
     findings = section_block(summary.read_text(), heading).splitlines()
     return "\n".join(line for line in findings if line.startswith("- "))

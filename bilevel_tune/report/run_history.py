@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from bilevel_tune.core import metrics
+from bilevel_tune.report import against
 from bilevel_tune.study_data.final_scores import ANYTIME_CSV, FINALS_CSV, RULES
 from bilevel_tune.study_data.results_store import open_results
 from bilevel_tune.study_data.run_folder import (
@@ -308,6 +309,15 @@ def held_out_sessions(run_dir: Path) -> list[str]:
     return lines
 
 
+def against_block(summary_md: str) -> list[str]:
+    """run.md's section on the run's pilot: summary.md's Against its pilot section quoted; [] for a run with none."""
+    heading = next((line for line in summary_md.splitlines() if line.startswith(f"## {against.HEADING}")), None)
+    if heading is None:
+        return []
+    quoted = f"Quoted from its [summary.md]({SUMMARY_MARKDOWN}), as the tool wrote it ({PILOT_FILE}: the pilot's answers):"
+    return [heading, "", quoted, "", section_block(summary_md, against.HEADING), ""]
+
+
 def held_out_block(run_dir: Path, summary_md: str) -> list[str]:
     """run.md's section on the held-out step: summary.md's Robustness section quoted, then the step's sessions;
     [] for a run no held-out learner scored."""
@@ -440,6 +450,7 @@ def ship(run_dir: Path, out: Path, rows: list[dict], notes: str) -> None:
     text = [f"# {run_dir.resolve().name}", "", notes.strip(), ""]  # the run's name, wherever it ships
     text += ["## What it answers", "", f"Quoted from its [summary.md]({SUMMARY_MARKDOWN}), as the tool wrote it:", ""]
     text += [answers_block(summary), ""]
+    text += against_block(summary)
     text += held_out_block(run_dir, summary)
     if stages(run_dir):
         text += ["## Stages", "", *stages(run_dir), ""]

@@ -126,7 +126,7 @@ class RunResults:
         for t in sorted(self.folders.values(), key=self._recency):
             if t.generations or t.final:
                 out[Cell.key_of((t.generations or [t.final])[0])] = t
-        return out
+        return dict(sorted(out.items(), key=lambda item: item[1].name))  # in folder-name order, as the tables are
 
     def _recency(self, t: TrialRecords) -> tuple:
         return t.final is not None, (self.run_dir / t.name / GENERATIONS_FILE).stat().st_mtime_ns, t.name
