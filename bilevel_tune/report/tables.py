@@ -36,7 +36,7 @@ from bilevel_tune.report.columns import SummaryError
 from bilevel_tune.report.records import generation_table, trial_table
 from bilevel_tune.study_data import final_scores
 from bilevel_tune.study_data.definition import Study
-from bilevel_tune.study_data.results_store import ResultsError, RunResults, open_results
+from bilevel_tune.study_data.results_store import ResultsError, RunResults
 from bilevel_tune.study_data.run_folder import (  # noqa: F401 - GENERATIONS_CSV: also read through this module
     GENERATIONS_CSV,
     GENERATIONS_FILE,
@@ -70,14 +70,15 @@ def read(run_dir: Path) -> RunTables:
     """The run's tables, through the folder's results store: from its trials' records when it has them, else from
     the tables a summary wrote."""
     run_dir = Path(run_dir)
-    if run_dir.is_dir() and not has_records(run_dir) and not RunResults(run_dir).ships_tables:
+    results = RunResults(run_dir)  # one reader of the folder: each file read once
+    if run_dir.is_dir() and not results.has_records and not results.ships_tables:
         raise SummaryError(
             f"{run_dir} holds neither trial records (*/{GENERATIONS_FILE}) nor a summary's tables ({STUDY_FILE}, "
             f"{TRIALS_CSV}, {GENERATIONS_CSV}): give a run folder made by python -m bilevel_tune.study, or one under "
             "docs/results/"
         )
     try:
-        results = open_results(run_dir)
+        results.checked()
         tables = from_results(results) if results.has_records else RunTables(
             results.study, *results.shipped_tables(), shipped=True)  # fmt: skip
         record = {k: v for k, v in results.record.items() if k != "study"}

@@ -131,7 +131,17 @@ class RunResults:
     def _recency(self, t: TrialRecords) -> tuple:
         return t.final is not None, (self.run_dir / t.name / GENERATIONS_FILE).stat().st_mtime_ns, t.name
 
-    @property
+    def checked(self) -> "RunResults":
+        """Itself, once its folder is seen to be a run's (a folder with a study.json); ResultsError, one line, else."""
+        if not self.run_dir.is_dir():
+            raise ResultsError(self.run_dir, "not a folder")
+        if not (self.run_dir / STUDY_FILE).is_file():
+            raise ResultsError(
+                self.run_dir, f"not a study run folder (no {STUDY_FILE}); give a folder made by python -m bilevel_tune.study"
+            )
+        return self
+
+    @cached_property
     def has_records(self) -> bool:
         return any(self.run_dir.glob(f"*/{GENERATIONS_FILE}"))
 
@@ -202,11 +212,4 @@ class RunResults:
 
 def open_results(run_dir: Path) -> RunResults:
     """A run folder's results (`RunResults`); ResultsError, one line, for what is not a run folder."""
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise ResultsError(run_dir, "not a folder")
-    if not (run_dir / STUDY_FILE).is_file():
-        raise ResultsError(
-            run_dir, f"not a study run folder (no {STUDY_FILE}); give a folder made by python -m bilevel_tune.study"
-        )
-    return RunResults(run_dir)
+    return RunResults(run_dir).checked()
