@@ -84,13 +84,16 @@ def node_label(node: dict[str, Any]) -> str:
     return f"{node.get('NodeManagerAddress', '?')} ({node['NodeID'][:12]})"
 
 
-def on_every_node(fn: Callable, *args) -> list[tuple[dict[str, Any], Any]]:
-    """fn(*args) on each alive node, pinned there and taking no CPU: [(node, result or the exception)]."""
+def on_every_node(fn: Callable, *args, skip: str | None = None) -> list[tuple[dict[str, Any], Any]]:
+    """fn(*args) on each alive node but the one whose id is `skip`, pinned there and taking no CPU: [(node, result
+    or the exception)]."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+    nodes = [n for n in alive_nodes() if n["NodeID"] != skip]
+    if not nodes:
+        return []
     remote = ray.remote(num_cpus=0, max_retries=0)(fn)
-    nodes = alive_nodes()
     refs = [
         remote.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)).remote(*args)
         for n in nodes
@@ -128,16 +131,19 @@ def _read_marker(path: str) -> str | None:
 def check_shared_storage(root: Path) -> None:
     """Every alive node must read back the marker this process writes under `root`; ClusterError names the first that cannot.
 
-    Creates `root` if needed and leaves nothing behind either way (a folder it
-    created is removed again when the check fails).
+    The node of a Ray this process started is not asked: its workers are this process's own children, on its
+    disk (asking costs a worker's start, seconds, on every run). Creates `root` if needed and leaves nothing
+    behind either way (a folder it created is removed again when the check fails).
     """
+    from bilevel_tune.runtime import ray_init
+
     created = [p for p in [root, *root.parents] if not p.exists()]
     root.mkdir(parents=True, exist_ok=True)
     token = secrets.token_hex(16)
     marker = root / f"{MARKER_PREFIX}{token[:8]}"
     marker.write_text(token)
     try:
-        for node, seen in on_every_node(_read_marker, str(marker)):
+        for node, seen in on_every_node(_read_marker, str(marker), skip=ray_init.own_node()):
             if seen == token:
                 continue
             if _no_answer(seen):  # the node, not the storage: Ray still lists a lost node until its health checks fail

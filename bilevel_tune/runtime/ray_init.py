@@ -146,20 +146,34 @@ def init(config: RuntimeConfig = RuntimeConfig()) -> bool:
         log_to_driver=config.log_to_driver,
         configure_logging=True,
     )
+    global _own_node
     if config.address is None:
         if config.include_dashboard and config.dashboard_host:
             kwargs["dashboard_host"] = config.dashboard_host
         ray.init(address="local", num_cpus=config.num_cpus, include_dashboard=config.include_dashboard, **kwargs)
+        _own_node = ray.get_runtime_context().get_node_id()
     else:
         ray.init(address=config.address, **kwargs)
     return True
 
 
+_own_node: str | None = None  # the node of the Ray this process started: its raylet and workers are our children
+
+
+def own_node() -> str | None:
+    """The id of the node this process started Ray on, while that Ray is up; None on a cluster it joined."""
+    import ray
+
+    return _own_node if ray.is_initialized() else None
+
+
 def shutdown() -> None:
+    global _own_node
     import ray
 
     if ray.is_initialized():
         ray.shutdown()
+    _own_node = None
 
 
 @contextmanager
