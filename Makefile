@@ -25,15 +25,15 @@ setup: $(STAMP)
 study: $(STAMP)
 	$(BIN)/python -m bilevel_tune.study weekend --quick --wandb offline
 
-## Every test tier (unit, ray, slow), in two lanes at once: the numpy tier and the wheel's install beside the
-## tiers that start Ray (mostly waiting on processes and Tune). Each pytest session has a scratch folder of its own,
-## and the numpy lane ends minutes before the tests that watch /tmp begin; its report follows the other's.
-LANE := not ray and not slow and not rllib and not long
+## Every test tier (unit, ray, slow), in two lanes at once (tests/lanes.py): the numpy tier with the Ray tests
+## whole in one process, beside the tests that own more of the machine (a study's process stopped by a signal,
+## extra Ray nodes, /tmp watched last). Each pytest session has a scratch folder of its own; the shared lane's
+## report follows the other's.
 test: $(STAMP)
-	@WANDB_MODE=offline $(BIN)/python -m pytest -p no:cacheprovider -m "$(LANE)" > .pytest-lane.log 2>&1 & lane=$$!; \
-	WANDB_MODE=offline $(BIN)/python -m pytest -m "not ($(LANE))"; rest=$$?; \
-	wait $$lane; fast=$$?; echo; echo "== the numpy lane (pytest -m \"$(LANE)\")"; cat .pytest-lane.log; \
-	rm -f .pytest-lane.log; [ $$rest -eq 0 ] && [ $$fast -eq 0 ]
+	@WANDB_MODE=offline $(BIN)/python -m pytest -p no:cacheprovider --lane shared > .pytest-lane.log 2>&1 & lane=$$!; \
+	WANDB_MODE=offline $(BIN)/python -m pytest --lane own; rest=$$?; \
+	wait $$lane; shared=$$?; echo; echo "== the shared lane (pytest --lane shared)"; cat .pytest-lane.log; \
+	rm -f .pytest-lane.log; [ $$rest -eq 0 ] && [ $$shared -eq 0 ]
 
 ## The APPO loops' tests (leak-free stop, exactness, parity; on any world, less the whole studies of the fishery and MPE2) on Ray 2.53, in a separate small virtualenv.
 $(STAMP253): pyproject.toml

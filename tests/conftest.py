@@ -14,12 +14,25 @@ import pytest
 
 from bilevel_tune.runtime.lifecycle import Scratch
 
+from . import lanes
+
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
 TEST_THREAD_CAP = 1
 _SCRATCH = Scratch().__enter__()  # before any test imports Ray or W&B: they read TMPDIR once
 os.environ["BILEVEL_CACHE_DIR"] = tempfile.mkdtemp(prefix="calibration-", dir=_SCRATCH.path)
+
+
+def pytest_addoption(parser):
+    parser.addoption("--lane", choices=lanes.LANES, help="one of make test's two lanes (tests/lanes.py)")
+
+
+def pytest_collection_modifyitems(config, items):
+    lane = config.getoption("--lane")
+    if lane:
+        items[:], deselected = lanes.select(items, lane)
+        config.hook.pytest_deselected(items=deselected)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -1,0 +1,45 @@
+"""`make test`'s two lanes, run at once: pytest --lane shared | --lane own.
+
+Measured on 2 cores (docs/benchmarks.md, "make test"): the tests that start Ray keep the CPUs about two thirds
+busy, mostly waiting on processes, Tune and Ray's own start. So the numpy tier shares its lane with the Ray
+tests that are whole in one process — studies on the session's Ray, real APPO included — and the other lane
+keeps the tests that own more of the machine: a study's process of its own stopped by a signal (Ctrl-C,
+SIGTERM, SIGKILL), extra Ray nodes, the run lock, the live view, W&B's bounded wait. Its last file watches
+/tmp itself (a second Ctrl-C leaves nothing there), so it runs last, when the shared lane has ended.
+
+A new test file joins the shared lane when it runs in this process alone; every other file is the own lane's.
+"""
+
+from __future__ import annotations
+
+LANES = ("shared", "own")
+NUMPY_TIER = ("ray", "slow", "rllib", "long")  # a test with none of these markers is the numpy tier's
+
+# The Ray and RLlib tests beside the numpy tier: in-process studies and loops on the session's Ray.
+SHARED_RAY_FILES = frozenset(
+    {
+        "test_appo_worlds.py",
+        "test_calibration.py",
+        "test_heldout.py",
+        "test_notebook.py",
+        "test_pilot.py",
+        "test_population.py",
+        "test_rescoring.py",
+        "test_scan.py",
+        "test_study_appo.py",
+        "test_world_settings.py",
+    }
+)
+LAST_IN_OWN_LANE = "test_lifecycle.py"  # it watches /tmp
+
+
+def lane_of(item) -> str:
+    numpy_tier = not any(item.get_closest_marker(name) for name in NUMPY_TIER)
+    return "shared" if numpy_tier or item.path.name in SHARED_RAY_FILES else "own"
+
+
+def select(items: list, lane: str) -> tuple[list, list]:
+    """(the lane's tests in the order they run, the others): the own lane's /tmp watcher last."""
+    kept = [item for item in items if lane_of(item) == lane]
+    kept.sort(key=lambda item: item.path.name == LAST_IN_OWN_LANE)  # stable: the rest keep pytest's order
+    return kept, [item for item in items if lane_of(item) != lane]
