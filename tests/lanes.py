@@ -1,13 +1,15 @@
 """`make test`'s two lanes, run at once: pytest --lane shared | --lane own.
 
-Measured on 2 cores (docs/benchmarks.md, "make test"): the tests that start Ray keep the CPUs about two thirds
-busy, mostly waiting on processes, Tune and Ray's own start. So the numpy tier shares its lane with the Ray
-tests that are whole in one process — studies on the session's Ray, real APPO included — and the other lane
-keeps the tests that own more of the machine: a study's process of its own stopped by a signal (Ctrl-C,
-SIGTERM, SIGKILL), extra Ray nodes, the run lock, the live view, W&B's bounded wait. Its last file watches
-/tmp itself (a second Ctrl-C leaves nothing there), so it runs last, when the shared lane has ended.
+Measured on 2 cores (docs/benchmarks.md, "make test"): alone, the tests that start Ray keep the CPUs about two
+thirds busy, mostly waiting on processes, Tune and Ray's own start. So the numpy tier shares its lane with the
+Ray tests that run in this process — loops and studies on the session's Ray, real APPO included — or run a study
+to its end, and the other lane keeps the tests that own more of the machine: a study's process stopped by a
+signal (Ctrl-C, SIGTERM, SIGKILL), extra Ray nodes, a second session racing the first, the live view, W&B's
+bounded wait. Its last file watches /tmp itself (a second Ctrl-C leaves nothing there), so it runs last, when the
+shared lane has ended or nearly.
 
-A new test file joins the shared lane when it runs in this process alone; every other file is the own lane's.
+A new test file joins the own lane unless it is named here; the test of lanes keeps these files free of what
+the own lane is for.
 """
 
 from __future__ import annotations
@@ -18,14 +20,20 @@ NUMPY_TIER = ("ray", "slow", "rllib", "long")  # a test with none of these marke
 # The Ray and RLlib tests beside the numpy tier: in-process studies and loops on the session's Ray.
 SHARED_RAY_FILES = frozenset(
     {
+        "test_appo.py",
         "test_appo_worlds.py",
         "test_calibration.py",
+        "test_decide.py",
+        "test_declared.py",
+        "test_env.py",
         "test_heldout.py",
         "test_notebook.py",
         "test_pilot.py",
         "test_population.py",
+        "test_ray_compat.py",
         "test_rescoring.py",
         "test_scan.py",
+        "test_storage_check.py",
         "test_study_appo.py",
         "test_world_settings.py",
     }

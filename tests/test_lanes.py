@@ -5,7 +5,7 @@ from pathlib import Path
 from . import lanes
 
 TESTS = Path(__file__).parent
-OWNS_THE_MACHINE = ("study_process(", "command_process(", "send_signal", "LocalCluster", '"/tmp"')
+OWNS_THE_MACHINE = ("study_process(", "command_process(", "send_signal", "interrupt(", "killpg", "LocalCluster", '"/tmp"')
 
 
 def test_the_shared_lanes_ray_files_exist_stop_no_process_by_signal_start_no_node_and_watch_no_tmp():
