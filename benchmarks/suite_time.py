@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-OUTCOME = re.compile(r"=+ (.*?) in [\d.]+s")
+OUTCOME = re.compile(r"^=*\s*(\d+ (?:passed|failed).*?) in [\d.]+s", re.M)  # pytest's last line, -q or not
 
 
 def cpu_times() -> tuple[int, int]:

@@ -3,9 +3,9 @@
 Measured on 2 cores (docs/benchmarks.md, "make test"): alone, the tests that start Ray keep the CPUs about two
 thirds busy, mostly waiting on processes, Tune and Ray's own start. So the numpy tier shares its lane with the
 Ray tests that run in this process — loops and studies on the session's Ray, real APPO included — or run a study
-to its end, and the other lane keeps the tests that own more of the machine: a study's process stopped by a
-signal (Ctrl-C, SIGTERM, SIGKILL), extra Ray nodes, a second session racing the first, the live view, W&B's
-bounded wait. Its last file watches /tmp itself (a second Ctrl-C leaves nothing there), so it runs last, when the
+to its end in one of its own, and the other lane keeps the tests that own more of the machine: a study's process
+stopped by a signal (Ctrl-C, SIGTERM, SIGKILL), extra Ray nodes, a second session racing the first, the live
+view. Its last file watches /tmp itself (a second Ctrl-C leaves nothing there), so it runs last, when the
 shared lane has ended or nearly.
 
 A new test file joins the own lane unless it is named here; the test of lanes keeps these files free of what
@@ -34,6 +34,8 @@ SHARED_RAY_FILES = frozenset(
         "test_rescoring.py",
         "test_scan.py",
         "test_storage_check.py",
+        "test_study_cli.py",
+        "test_tracking.py",
         "test_study_appo.py",
         "test_world_settings.py",
     }

@@ -5,10 +5,10 @@ from pathlib import Path
 from . import lanes
 
 TESTS = Path(__file__).parent
-OWNS_THE_MACHINE = ("study_process(", "command_process(", "send_signal", "interrupt(", "killpg", "LocalCluster", '"/tmp"')
+OWNS_THE_MACHINE = ("send_signal", "interrupt(", "killpg", "SIGKILL", "LocalCluster", '"/tmp"')
 
 
-def test_the_shared_lanes_ray_files_exist_stop_no_process_by_signal_start_no_node_and_watch_no_tmp():
+def test_the_shared_lanes_ray_files_exist_signal_no_process_start_no_node_and_watch_no_tmp():
     for name in sorted(lanes.SHARED_RAY_FILES):
         text = (TESTS / name).read_text()
         assert not [word for word in OWNS_THE_MACHINE if word in text], f"{name} belongs in the own lane"
