@@ -17,7 +17,7 @@ from __future__ import annotations
 LANES = ("shared", "own")
 NUMPY_TIER = ("ray", "slow", "rllib", "long")  # a test with none of these markers is the numpy tier's
 
-# The Ray and RLlib tests beside the numpy tier: in-process studies and loops on the session's Ray.
+# The Ray and RLlib tests beside the numpy tier: loops and studies in this process, or a study run to its end.
 SHARED_RAY_FILES = frozenset(
     {
         "test_appo.py",
@@ -34,9 +34,9 @@ SHARED_RAY_FILES = frozenset(
         "test_rescoring.py",
         "test_scan.py",
         "test_storage_check.py",
+        "test_study_appo.py",
         "test_study_cli.py",
         "test_tracking.py",
-        "test_study_appo.py",
         "test_world_settings.py",
     }
 )
