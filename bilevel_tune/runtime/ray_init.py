@@ -132,8 +132,12 @@ def runtime_env(config: RuntimeConfig) -> dict:
     }
 
 
+_own_node: str | None = None  # the node of the Ray this process started: its raylet and workers are our children
+
+
 def init(config: RuntimeConfig = RuntimeConfig()) -> bool:
     """Start (or join) Ray with caps everywhere; True when this call connected, False if Ray was already up."""
+    global _own_node
     import ray
 
     cap_threads(config.thread_cap)
@@ -146,7 +150,6 @@ def init(config: RuntimeConfig = RuntimeConfig()) -> bool:
         log_to_driver=config.log_to_driver,
         configure_logging=True,
     )
-    global _own_node
     if config.address is None:
         if config.include_dashboard and config.dashboard_host:
             kwargs["dashboard_host"] = config.dashboard_host
@@ -155,9 +158,6 @@ def init(config: RuntimeConfig = RuntimeConfig()) -> bool:
     else:
         ray.init(address=config.address, **kwargs)
     return True
-
-
-_own_node: str | None = None  # the node of the Ray this process started: its raylet and workers are our children
 
 
 def own_node() -> str | None:
