@@ -158,6 +158,16 @@ def test_a_shipped_record_names_the_calibration_store_under_home_as_tilde(two_se
     assert json.loads(shipped)["sessions"] == record["sessions"]  # the rest of the record as it was
 
 
+def test_notes_taken_from_a_shipped_run_md_ship_its_title_once(two_sessions, tmp_path):
+    """A re-ship's notes are the shipped run.md's head, title and all: the run's name heads run.md once."""
+    run_dir, _, _ = two_sessions
+    title = f"# {run_dir.resolve().name}"
+    rows = run_history.trial_figures(run_dir)
+    run_history.ship(run_dir, tmp_path / "shipped", rows, f"{title}\n\n{title}\n\nWhy it ran.\n\n# elsewhere")
+    text = (tmp_path / "shipped" / run_history.RUN_MD).read_text()
+    assert text.startswith(f"{title}\n\nWhy it ran.\n\n# elsewhere\n") and text.count(title + "\n") == 1
+
+
 def test_a_shipped_run_md_carries_the_held_out_step_as_its_summary_says_it(tmp_path):
     folder = tmp_path / "shipped"
     folder.mkdir()

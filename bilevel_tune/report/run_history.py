@@ -447,7 +447,8 @@ def ship(run_dir: Path, out: Path, rows: list[dict], notes: str) -> None:
     for png in sorted((run_dir / PLOTS_DIR).glob("*.png")):
         shutil.copy2(png, out / PLOTS_DIR / png.name)
     summary = (run_dir / SUMMARY_MARKDOWN).read_text() if (run_dir / SUMMARY_MARKDOWN).is_file() else ""
-    text = [f"# {run_dir.resolve().name}", "", notes.strip(), ""]  # the run's name, wherever it ships
+    title = f"# {run_dir.resolve().name}"  # the run's name, wherever it ships
+    text = [title, "", untitled(notes, title), ""]
     text += ["## What it answers", "", f"Quoted from its [summary.md]({SUMMARY_MARKDOWN}), as the tool wrote it:", ""]
     text += [answers_block(summary), ""]
     text += against_block(summary)
@@ -458,6 +459,15 @@ def ship(run_dir: Path, out: Path, rows: list[dict], notes: str) -> None:
         text += ["## What it spent", "", *cost, ""]
     text += ["## Provenance and sessions", "", *sessions(run_dir), "", "## Per trial", "", markdown(rows), ""]
     (out / RUN_MD).write_text("\n".join(text))
+
+
+def untitled(notes: str, title: str) -> str:
+    """Notes without the run's title at their head: notes taken from a shipped run.md's head carry it, and a ship
+    writes it once."""
+    lines = notes.strip().splitlines()
+    while lines and lines[0].strip() in ("", title):
+        lines.pop(0)
+    return "\n".join(lines)
 
 
 def report(run_dir: Path, ship_to: Path | None = None, notes: str = "", out=print) -> None:
