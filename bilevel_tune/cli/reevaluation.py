@@ -183,7 +183,33 @@ def _now() -> str:
 
 
 # -- what it will cost ------------------------------------------------------------------------------------------
-PROBE_ITERS = 3  # train() calls a probe times (its K scaled from them)
+PROBE_ITERS = (1, 4)  # train() calls of the probe's two measured seeds, after a warm-up seed at the first: a
+# steady train() is their difference, as the study's calibration (`planning.calibration`) measures it
+
+
+@dataclass(frozen=True)
+class JobCost:
+    """A learner's held-out seconds, probed: a warm seed's, and what an actor's first seed costs beyond it."""
+
+    per_seed: float  # a fresh build under the seed, K train() calls, one evaluation season
+    warm_up: float  # once per actor: its process's imports and first build (an actor scores many jobs)
+
+    def eta(self, jobs: int, seeds: int, cpus: int) -> float:
+        """`jobs` jobs of `seeds` seeds on `cpus` actors at once, each actor warmed up once."""
+        return jobs * seeds * self.per_seed / max(cpus, 1) + (self.warm_up if jobs else 0.0)
+
+
+def job_cost(warm_up, once, more, k: int) -> JobCost:
+    """A learner's cost from three probed seeds (`ShardReport`s, each with sec_reset, sec_train, sec_evaluate): a
+    warm-up at `PROBE_ITERS[0]` train() calls, then `once` and `more` at `PROBE_ITERS[0]` and `PROBE_ITERS[1]`. A
+    seed's first train() calls cost more than its steady ones; its build is paid per seed, the first build once."""
+    steady = max(0.0, (more.sec_train - once.sec_train) / (PROBE_ITERS[1] - PROBE_ITERS[0]))
+    first_extra = max(0.0, once.sec_train - steady * PROBE_ITERS[0])  # the seed's first calls, beyond steady ones
+    reset = (once.sec_reset + more.sec_reset) / 2
+    evaluate = (once.sec_evaluate + more.sec_evaluate) / 2
+    per_seed = reset + evaluate + (first_extra + steady * k if k else 0.0)
+    total = lambda r: r.sec_reset + r.sec_train + r.sec_evaluate  # noqa: E731
+    return JobCost(per_seed, max(0.0, total(warm_up) - total(once)))
 
 
 def probe_rules(study) -> list[TrialRules]:
@@ -196,9 +222,8 @@ def probe_rules(study) -> list[TrialRules]:
     return [TrialRules(cell, trial_name(study, cell), status_quo, status_quo, tuple(seeds))]
 
 
-def seconds_per_job(study, learners: Sequence[Learner], trial: TrialRules) -> dict[str, float]:
-    """Each learner's seconds for one job, measured on this machine: one final seed at `PROBE_ITERS` train() calls
-    in a shard actor, its train() scaled to the learner's K, times the job's seeds (a build is a job's warm-up)."""
+def probe_costs(study, learners: Sequence[Learner], trial: TrialRules) -> dict[str, JobCost]:
+    """Each learner's `JobCost`, measured on this machine: three of the trial's final seeds in one shard actor."""
     import ray
 
     from bilevel_tune.inner import Shard
@@ -207,13 +232,16 @@ def seconds_per_job(study, learners: Sequence[Learner], trial: TrialRules) -> di
     for learner in learners:
         config, k = learner_config(study, learner, trial.cell)
         actor = ray.remote(Shard).options(num_cpus=1, max_restarts=0).remote(learner.loop, config)
+        block = [trial.final, trial.status_quo]
+        seeds = (list(trial.seeds or (0,)) * 3)[:3]  # the trial's first three (a one-seed trial's, thrice)
         try:
-            seed = trial.seeds[0] if trial.seeds else 0
-            report = ray.get(actor.generation.remote([trial.final, trial.status_quo], seed, 0, [seed], PROBE_ITERS))
+            warm_up, once, more = (
+                ray.get(actor.generation.remote(block, seed, 0, [seed], iters))
+                for seed, iters in zip(seeds, (PROBE_ITERS[0], *PROBE_ITERS))
+            )
         finally:
             ray.kill(actor)
-        per_seed = report.sec_reset + report.sec_train * k / PROBE_ITERS + report.sec_evaluate
-        out[learner.label] = per_seed * max(len(trial.seeds), 1)
+        out[learner.label] = job_cost(warm_up, once, more, k)
     return out
 
 
@@ -230,15 +258,20 @@ def describe_cost(study, trials, learners: Sequence[Learner], cpus: int, out: Ca
     if not rules:
         out("held-out: no finished ES trial to score")
         return 0.0
-    seconds = seconds_per_job(study, [learner for learner in learners if per_learner[learner.label]], rules[0])
+    costs = probe_costs(study, [learner for learner in learners if per_learner[learner.label]], rules[0])
+    seeds = max(len(rules[0].seeds), 1)
     total = 0.0
     for learner in learners:
         n = per_learner[learner.label]
         if not n:
             out(f"  {learner.label}: 0 job(s) left (scored)")
             continue
-        eta = n * seconds[learner.label] / max(cpus, 1)
+        cost = costs[learner.label]
+        eta = cost.eta(n, seeds, cpus)
         total += eta
-        out(f"  {learner.label}: {n} job(s) × ~{seconds[learner.label]:.0f} s (probed) = {hms(eta)} on {cpus} CPU(s)")
+        out(
+            f"  {learner.label}: {n} job(s) × ~{cost.per_seed * seeds:.0f} s (probed: {seeds} seed(s) × "
+            f"{cost.per_seed:.1f} s, a {cost.warm_up:.0f} s warm-up per actor) = {hms(eta)} on {cpus} CPU(s)"
+        )
     out(f"held-out ETA {hms(total)} for every learner, one after another")
     return total
