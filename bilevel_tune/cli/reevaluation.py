@@ -143,7 +143,7 @@ def run_step(
     jobs = plan(study, trials, learners, scored_already(run_dir))
     entry = {
         "learners": [learner.label for learner in learners],
-        "started_utc": _now(),
+        "started_utc": now_utc(),
         "git_sha": commit,
         "jobs": len(jobs),
         "scored": 0,
@@ -162,7 +162,7 @@ def run_step(
             said = f"failed: {scored.error}" if scored.error else f"gain {np.nanmean(gains):+.4f}"
             out(f"  {trial.name} · {learner.label}: {said} ({scored.seconds:.0f} s)")
     finally:
-        entry.update(ended_utc=_now(), wall_s=round(time.time() - start, 1))
+        entry.update(ended_utc=now_utc(), wall_s=round(time.time() - start, 1))
         log_session(run_dir, entry, replace=True)
     return entry
 
@@ -178,7 +178,14 @@ def log_session(run_dir: Path, entry: dict, replace: bool = False) -> None:
     write_json(Path(run_dir) / STUDY_FILE, data)
 
 
-def _now() -> str:
+def sessions_since(run_dir: Path, since: str) -> list[dict]:
+    """The sessions of a step on a finished run that study.json logs as started at `since` (`now_utc()`) or later:
+    each with its jobs scored and failed, those of a session stopped midway included."""
+    log = read_study_file(run_dir).get(REEVALUATIONS, [])
+    return [entry for entry in log if entry.get("started_utc", "") >= since]
+
+
+def now_utc() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat()
 
 

@@ -18,7 +18,6 @@ to the last bit; each job's rows are flushed as it ends (a stopped step resumes 
 
 from __future__ import annotations
 
-import datetime as dt
 import time
 from dataclasses import dataclass
 from fractions import Fraction
@@ -29,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from bilevel_tune.cli.options import UsageError
-from bilevel_tune.cli.reevaluation import COMPLETE, learner_config, log_session
+from bilevel_tune.cli.reevaluation import COMPLETE, learner_config, log_session, now_utc
 from bilevel_tune.core import metrics
 from bilevel_tune.inner.contract import Seeds
 from bilevel_tune.report.answers import rows_by_cell
@@ -199,7 +198,7 @@ def run_step(
     entry = {
         "learners": [f"{own.label}: {'; '.join(asked)}"],  # how run.md's table of sessions names the step
         "rescoring": {"final_seeds": final_seeds, "at_evaluations": [b.text for b in budgets]},
-        "started_utc": dt.datetime.now(dt.timezone.utc).isoformat(), "git_sha": commit, "jobs": len(tasks),
+        "started_utc": now_utc(), "git_sha": commit, "jobs": len(tasks),
         "scored": 0, "failed": 0, "copied": copied,
     }  # fmt: skip
     log_session(run_dir, entry)
@@ -222,7 +221,7 @@ def run_step(
             said = f"failed: {scored.error}" if scored.error else "scored"
             out(f"  {task.run.name} · {what}, {len(task.seeds)} seed(s): {said} ({scored.seconds:.0f} s)")
     finally:
-        entry.update(ended_utc=dt.datetime.now(dt.timezone.utc).isoformat(), wall_s=round(time.time() - start, 1))
+        entry.update(ended_utc=now_utc(), wall_s=round(time.time() - start, 1))
         log_session(run_dir, entry, replace=True)
     return entry
 

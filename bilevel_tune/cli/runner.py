@@ -389,7 +389,7 @@ def reevaluate_run(
     not run again): `--learners a,b` scores them by held-out learners (`reevaluation`), `--final-seeds N` and
     `--at-evaluations E1,E2` retrain them, and the incumbents of earlier moments, with the run's own
     (`rescoring`); then its summary is rebuilt. Resumable. Returns the exit status."""
-    from bilevel_tune.cli import rescoring
+    from bilevel_tune.cli import reevaluation, rescoring
     from bilevel_tune.report.columns import SummaryError
     from bilevel_tune.report.tables import read
     from bilevel_tune.study_data.learners import check_learners, with_learners
@@ -421,14 +421,12 @@ def reevaluate_run(
         raise UsageError(str(err)) from None
     cpus = options.num_cpus or os.cpu_count() or 1
     if dry:
-        from bilevel_tune.cli import reevaluation
-
         planner.describe_held_out(study, trials, (), cpus, options, out, reevaluation.scored_already(run_dir))
         return lifecycle.EXIT_OK
     mode = wandb_mode(options)
-    start = time.time()
+    start, since = time.time(), reevaluation.now_utc()  # the sessions this command logs start after `since`
     signals = lifecycle.Signals().install()
-    entries, code = [], lifecycle.EXIT_OK
+    code = lifecycle.EXIT_OK
     try:
         with run_lock.held(run_dir, fresh=False, out=out), lifecycle.Scratch() as scratch:
             started_ray = _connect(options, scratch)
@@ -439,12 +437,12 @@ def reevaluate_run(
                     data["study"].setdefault("final", {})["learners"] = list(study.final.learners)
                     write_json(run_dir / STUDY_FILE, data)
                 if final_seeds or budgets:
-                    entries.append(rescoring.run_step(
+                    rescoring.run_step(
                         study, run_dir, read(run_dir), final_seeds, budgets, cluster.cluster_cpus(), out,
                         commit=session_log.git_sha(),
-                    ))  # fmt: skip
+                    )  # fmt: skip
                 if study.final.learners and (options.learners or not (final_seeds or budgets)):
-                    entries.append(_held_out(study, run_dir, out))
+                    _held_out(study, run_dir, out)
                 if not _summarise(run_dir, mode if (run_dir / "tensorboard").is_dir() else "disabled", study, out):
                     code = lifecycle.EXIT_ERRORED
             except KeyboardInterrupt:
@@ -453,6 +451,7 @@ def reevaluate_run(
                 _leave_ray(options, scratch, started_ray, signals)
     except RunFolderError as err:
         raise UsageError(str(err)) from None
+    entries = reevaluation.sessions_since(run_dir, since)  # as recorded: a step stopped midway counts its jobs
     scored, failed = sum(e.get("scored", 0) for e in entries), sum(e.get("failed", 0) for e in entries)
     said = f"{scored} job(s) scored, {failed} failed, in {hms(time.time() - start)}"
     if code == lifecycle.EXIT_OK and not failed:
