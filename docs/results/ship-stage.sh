@@ -13,6 +13,7 @@
 set -euo pipefail
 [ $# -eq 2 ] || { echo "usage: ship-stage.sh RUN STAGE" >&2; exit 2; }
 run="$1" stage="$2"
+here="$(cd "$(dirname "$0")" && pwd)"
 cd "$(git -C "$(dirname "$0")" rev-parse --show-toplevel)"
 python=.venv/bin/python
 [ -f "runs/$run/study.json" ] || { echo "ship-stage.sh: no run folder runs/$run with a study.json" >&2; exit 2; }
@@ -46,15 +47,6 @@ else
   WANDB_MODE=disabled "$python" -m bilevel_tune.study --reevaluate "docs/results/$run" \
     --learners ppo,analytic,frozen > "$look/reevaluate.out" 2>&1
 fi
-log "quotes"
-"$python" -m bilevel_tune.report.quotes README.md docs/worlds.md >> "$look/ship.out" 2>&1
-log "notebook"
-"$python" - <<'PY' >> "$look/ship.out" 2>&1
-import nbformat
-from nbclient import NotebookClient
-
-notebook = nbformat.read("notebooks/study_results.ipynb", as_version=4)
-NotebookClient(notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": "."}}).execute()
-nbformat.write(notebook, "notebooks/study_results.ipynb")
-PY
+log "quotes and notebook"
+"$here/refresh-quotes.sh" >> "$look/ship.out" 2>&1
 log "done"
