@@ -68,6 +68,9 @@ def main() -> int:
     print(f"make test on {os.cpu_count()} CPUs, {'one pytest' if args.one_lane else 'two lanes at once'}:")
     for line in lines:
         print("  " + line)
+    for lane in lanes:  # what failed, as pytest's short summary names it
+        for failed in (x for x in lane.out.splitlines() if x.startswith(("FAILED ", "ERROR "))):
+            print(f"  {lane.name}: {failed}")
     print(f"  wall {int(wall) // 60}:{int(wall) % 60:02d}; the CPUs {100 * (busy1 - busy0) / (total1 - total0):.0f} % busy")
     return max(lane.proc.returncode for lane in lanes)
 
