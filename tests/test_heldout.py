@@ -132,7 +132,8 @@ def test_a_gain_is_decided_per_cell_and_learner_and_a_winner_that_holds_nowhere_
 
 def test_a_learner_is_costed_by_a_warm_seed_its_first_build_paid_once_per_actor():
     """Each final seed rebuilds the learner (cheap once its process is warm); the first build, imports and all, is
-    an actor's once. The probe's ETA counted it per seed: ~8 h for a held-out step that takes ~2 (16 seeds a job)."""
+    an actor's once. The probe counted it per seed and scaled a seed's first, slowest train() calls to K: 8:32 for
+    weekend-confirm's 168 jobs, 4:17 now."""
     seed = lambda reset, train, evaluate: types.SimpleNamespace(sec_reset=reset, sec_train=train, sec_evaluate=evaluate)  # noqa: E731
     steady, first_extra = 0.5, 0.3  # a seed's train() calls: its first ones cost more
     once = seed(0.2, first_extra + steady * PROBE_ITERS[0], 0.1)
