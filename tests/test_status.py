@@ -9,15 +9,17 @@ import shutil
 import socket
 import subprocess
 import sys
+from types import SimpleNamespace
 
+import pandas as pd
 import pytest
 
-from bilevel_tune.cli import session_log, staging
+from bilevel_tune.cli import reevaluation, session_log, staging
 from bilevel_tune.cli.main import main
 from bilevel_tune.cli.options import RunOptions
 from bilevel_tune.cli.status import show_status
 from bilevel_tune.core import metrics
-from bilevel_tune.planning.plan import make_plan
+from bilevel_tune.planning.plan import hms, make_plan
 from bilevel_tune.study_data import run_lock
 from bilevel_tune.study_data.definition import load_study
 from bilevel_tune.study_data.run_folder import GENERATIONS_FILE, KIND_FINAL, append_record, trial_name, write_json
@@ -187,3 +189,74 @@ def test_a_reader_that_closes_the_pipe_early_gets_no_traceback(run_in_stage_2):
     proc.stdout.close()  # as `| head -0` would, before the command prints anything
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 0 and b"Traceback" not in err and b"BrokenPipe" not in err, err.decode()
+
+
+# -- the held-out step: its jobs by learner, when the rest end, or how to resume it ----------------------------
+def test_a_finished_held_out_step_says_so():
+    lines = _lines(REPO / "docs" / "results" / "fishery-analytic")
+    assert lines[-1] == (
+        "held-out step: 96 of 96 jobs scored (analytic (its own) 24 of 24, appo 24 of 24, ppo 24 of 24, frozen 24 of "
+        "24): every finished trial under every learner"
+    )
+
+
+@pytest.fixture
+def held_out_midway(tmp_path):
+    """fishery-analytic's held-out step as if stopped midway: ppo's jobs of 10 trials left, frozen's all, and its
+    last session logged by the step's own writer with two jobs scored (it has not ended)."""
+    run_dir = tmp_path / "fishery-analytic"
+    shutil.copytree(REPO / "docs" / "results" / "fishery-analytic", run_dir)
+    rows = pd.read_csv(run_dir / "heldout.csv", keep_default_na=False, na_values=[""])
+    trials = sorted(rows["trial"].unique())
+    dropped = (rows["learner"] == "frozen") | ((rows["learner"] == "ppo") & rows["trial"].isin(trials[:10]))
+    kept = rows[~dropped]
+    kept.to_csv(run_dir / "heldout.csv", index=False)
+    entry = {"learners": list(rows["learner"].unique()), "started_utc": NOW.isoformat(), "jobs": 34, "cpus": 2,
+             "scored": 0, "failed": 0}  # fmt: skip
+    scored = SimpleNamespace(error=None)
+    with pytest.raises(KeyboardInterrupt), reevaluation.logged_session(run_dir, entry) as job_done:
+        job_done(scored)
+        job_done(scored)
+        logged = json.loads((run_dir / "study.json").read_text())["reevaluations"][-1]
+        assert logged["scored"] == 2 and "ended_utc" not in logged, "each job logged as it is scored"
+        raise KeyboardInterrupt
+    data = json.loads((run_dir / "study.json").read_text())
+    assert data["reevaluations"][-1]["scored"] == 2 and data["reevaluations"][-1]["ended_utc"]
+    data["reevaluations"][-1].pop("ended_utc")  # as a session killed outright leaves it
+    write_json(run_dir / "study.json", data)
+    ppo_s = kept[kept["learner"] == "ppo"].drop_duplicates("trial")["job_seconds"].median()
+    return run_dir, ppo_s
+
+
+def test_a_held_out_step_stopped_midway_says_how_to_resume(held_out_midway):
+    run_dir, _ = held_out_midway
+    lines = _lines(run_dir)
+    assert lines[-2] == (
+        "held-out step: 62 of 96 jobs scored (analytic (its own) 24 of 24, appo 24 of 24, ppo 14 of 24, frozen 0 of "
+        "24)"
+    )
+    assert lines[-1] == (
+        f"it stopped with 34 job(s) left: python -m bilevel_tune.study --reevaluate {run_dir} resumes it (its "
+        "learners are recorded)"
+    )
+
+
+def test_a_held_out_step_under_way_times_what_it_can(held_out_midway):
+    run_dir, ppo_s = held_out_midway
+    lock = run_lock.acquire(run_dir, out=lambda line: None)
+    try:
+        lines = _lines(run_dir)
+        assert lines[-1] == (
+            f"its session since 2026-12-05 20:00 UTC goes on, 2 job(s) at once: ppo's 10 left about "
+            f"{hms(10 * ppo_s / 2)} ({ppo_s:.0f} s a job); not timed yet: frozen's 24 (none scored)"
+        )
+        rows = pd.read_csv(run_dir / "heldout.csv", keep_default_na=False, na_values=[""])
+        frozen = rows[rows["learner"] == "appo"].assign(learner="frozen", job_seconds=30.0)
+        pd.concat([rows, frozen]).to_csv(run_dir / "heldout.csv", index=False)  # frozen's jobs scored, 30 s each
+        end = NOW + dt.timedelta(seconds=10 * ppo_s / 2)
+        assert _lines(run_dir)[-1] == (
+            f"its session since 2026-12-05 20:00 UTC goes on, 2 job(s) at once: ppo's 10 left about "
+            f"{hms(10 * ppo_s / 2)} ({ppo_s:.0f} s a job); done about {end:%Y-%m-%d %H:%M} UTC if it runs on"
+        )
+    finally:
+        lock.release()

@@ -22,6 +22,7 @@ import csv
 import datetime as dt
 import os
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -146,25 +147,40 @@ def run_step(
         "started_utc": now_utc(),
         "git_sha": commit,
         "jobs": len(jobs),
+        "cpus": cpus,
         "scored": 0,
         "failed": 0,
     }
-    log_session(run_dir, entry)
     out(f"held-out: {len(jobs)} job(s) (finished trials × learners: {', '.join(entry['learners'])}) on {cpus} CPU(s)")
-    start = time.time()
-    try:
+    with logged_session(run_dir, entry) as job_done:
         for scored in score(jobs, cpus, stop_requested):
             append_rows(run_dir, scored)
-            entry["scored"] += 1
-            entry["failed"] += scored.error is not None
+            job_done(scored)
             trial, learner = scored.job.key
             gains = [f - s for f, s in scored.scores]
             said = f"failed: {scored.error}" if scored.error else f"gain {np.nanmean(gains):+.4f}"
             out(f"  {trial.name} · {learner.label}: {said} ({scored.seconds:.0f} s)")
+    return entry
+
+
+@contextmanager
+def logged_session(run_dir: Path, entry: dict):
+    """A session of a step on a finished run, logged in study.json from its start; yields `job_done(scored)`, which
+    counts a job and logs the count at once, so a session that ends without a word (killed, its machine lost) is
+    logged as far as it got; its end and wall time are logged as it ends, however it ends."""
+    log_session(run_dir, entry)
+    start = time.time()
+
+    def job_done(scored) -> None:
+        entry["scored"] += 1
+        entry["failed"] += scored.error is not None
+        log_session(run_dir, entry, replace=True)
+
+    try:
+        yield job_done
     finally:
         entry.update(ended_utc=now_utc(), wall_s=round(time.time() - start, 1))
         log_session(run_dir, entry, replace=True)
-    return entry
 
 
 def log_session(run_dir: Path, entry: dict, replace: bool = False) -> None:
@@ -187,6 +203,45 @@ def sessions_since(run_dir: Path, since: str) -> list[dict]:
 
 def now_utc() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat()
+
+
+# -- where it stands --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class StepProgress:
+    """The held-out step as a run folder has it (`--status`): each learner's jobs scored, out of the run's finished
+    trials (heldout.csv against the trials table, by trial name), each learner's median job so far, and the
+    step's last session as study.json logs it."""
+
+    learners: tuple[str, ...]  # the step's learners, in its order (the run's own loop first)
+    trials: int  # the finished ES trials: each learner's jobs
+    scored: dict[str, int]  # jobs scored, by learner
+    job_s: dict[str, float]  # a scored job's median seconds, by learner (those with one)
+    session: dict[str, Any]  # the step's last logged session
+
+    @property
+    def left(self) -> dict[str, int]:
+        """Jobs left, by learner, for the learners with any."""
+        return {label: self.trials - n for label, n in self.scored.items() if n < self.trials}
+
+
+def progress(results) -> StepProgress | None:
+    """The held-out step of the folder `results` reads (`study_data.results_store`); None where none was logged."""
+    from bilevel_tune.report.tables import trials_only
+
+    sessions = [entry for entry in results.record.get(REEVALUATIONS, []) if "rescoring" not in entry]
+    if not sessions:
+        return None
+    learners = tuple(sessions[-1]["learners"])
+    finished = {t.name for t in trial_rules(results.study, trials_only(results))}
+    rows = results.heldout
+    jobs = rows[rows["trial"].isin(finished)].drop_duplicates(["trial", "learner"]) if len(rows) else rows
+    scored = {label: int((jobs["learner"] == label).sum()) if len(jobs) else 0 for label in learners}
+    job_s = {
+        label: float(seconds.median())
+        for label, seconds in (jobs.groupby("learner")["job_seconds"] if len(jobs) else ())
+        if label in scored
+    }
+    return StepProgress(learners, len(finished), scored, job_s, sessions[-1])
 
 
 # -- what it will cost ------------------------------------------------------------------------------------------

@@ -18,7 +18,6 @@ to the last bit; each job's rows are flushed as it ends (a stopped step resumes 
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -28,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from bilevel_tune.cli.options import UsageError
-from bilevel_tune.cli.reevaluation import COMPLETE, learner_config, log_session, now_utc
+from bilevel_tune.cli.reevaluation import COMPLETE, learner_config, logged_session, now_utc
 from bilevel_tune.core import metrics
 from bilevel_tune.inner.contract import Seeds
 from bilevel_tune.report.answers import rows_by_cell
@@ -201,7 +200,6 @@ def run_step(
         "started_utc": now_utc(), "git_sha": commit, "jobs": len(tasks),
         "scored": 0, "failed": 0, "copied": copied,
     }  # fmt: skip
-    log_session(run_dir, entry)
     seeds = sum(len(t.seeds) for t in tasks)
     out(f"re-scoring: {len(tasks)} job(s), {seeds} final seed(s) × 2 rule sets, on {cpus} CPU(s)"
         + (f"; {copied} incumbent(s) at a whole budget copied from finals.csv" if copied else ""))  # fmt: skip
@@ -210,19 +208,14 @@ def run_step(
         config, k = learner_config(study, own, task.run.cell)
         rules = task.run.incumbent(task.evaluations) if task.evaluations is not None else (task.run.best, task.run.mean)
         jobs.append(Job(task, own.loop, config, rules, task.seeds, k))
-    start = time.time()
-    try:
+    with logged_session(run_dir, entry) as job_done:
         for scored in score(jobs, cpus, stop_requested):
             task = scored.job.key
             _append(run_dir, task, scored.scores, finals)
-            entry["scored"] += 1
-            entry["failed"] += scored.error is not None
+            job_done(scored)
             what = "final rules" if task.evaluations is None else f"incumbent at {task.evaluations} evaluations"
             said = f"failed: {scored.error}" if scored.error else "scored"
             out(f"  {task.run.name} · {what}, {len(task.seeds)} seed(s): {said} ({scored.seconds:.0f} s)")
-    finally:
-        entry.update(ended_utc=now_utc(), wall_s=round(time.time() - start, 1))
-        log_session(run_dir, entry, replace=True)
     return entry
 
 

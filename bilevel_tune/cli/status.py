@@ -1,7 +1,7 @@
 """`--status RUN_DIR`: where a run stands, read from its folder alone — while a session runs it, between sessions, or
 on another machine after a restore. The stage under way and the last look's answers, who holds the folder, each of
-the stage's trials at its generation, and when the stage's look comes at the trials' own pace. Starts nothing, writes
-nothing, imports neither Ray nor torch.
+the stage's trials at its generation, and when the stage's look comes at the trials' own pace; after the run's last
+look, how far its held-out step is. Starts nothing, writes nothing, imports neither Ray nor torch.
 
     python -m bilevel_tune.study --status runs/weekend-appo
     python -m bilevel_tune.study --status runs              # every run under a results folder
@@ -23,7 +23,7 @@ from bilevel_tune.planning.plan import hms, simulate
 from bilevel_tune.study_data import run_lock
 from bilevel_tune.study_data.definition import Study
 from bilevel_tune.study_data.results_store import ResultsError, RunResults, open_results
-from bilevel_tune.study_data.run_folder import STUDY_FILE, Cell, trial_name
+from bilevel_tune.study_data.run_folder import REEVALUATIONS, STUDY_FILE, Cell, trial_name
 from bilevel_tune.verdicts.looks import OPEN, UNDECIDED
 
 RECENT = 20  # a trial's pace: the median seconds of its last RECENT generations
@@ -114,6 +114,9 @@ def show_status(run_dir: Path, out: Callable[[str], None] = print, now: dt.datet
         out(f"the run has ended: stage {stage} was its last look ({why})")
     held, holder = run_lock.holder(run_dir)
     out(holder)
+    if results.record.get(REEVALUATIONS):
+        for line in _held_out_lines(results, held, now):
+            out(line)
     if ended:
         return
     if not results.has_records:
@@ -136,6 +139,35 @@ def show_status(run_dir: Path, out: Callable[[str], None] = print, now: dt.datet
     for trial, (seconds, source) in zip(progress, left):
         out(trial.line(width, seconds, source))
     out(_look_eta(stage, stage >= planned, progress, [s for s, _ in left], plan, record, now if held else None))
+
+
+def _held_out_lines(results: RunResults, held: bool, now: dt.datetime) -> list[str]:
+    """The held-out step (`reevaluation.progress`): its jobs scored by learner; while a session runs it, when the
+    jobs left end at each learner's median job so far; stopped midway, the command that resumes it."""
+    from bilevel_tune.cli import reevaluation
+
+    step = reevaluation.progress(results)
+    if step is None:  # only re-scorings logged
+        return []
+    each = ", ".join(f"{label} {step.scored[label]} of {step.trials}" for label in step.learners)
+    head = f"held-out step: {sum(step.scored.values())} of {step.trials * len(step.learners)} jobs scored ({each})"
+    left = step.left
+    if not left:
+        return [head + ": every finished trial under every learner"]
+    if not held or step.session.get("ended_utc"):
+        return [head, f"it stopped with {sum(left.values())} job(s) left: python -m bilevel_tune.study --reevaluate "
+                      f"{results.run_dir} resumes it (its learners are recorded)"]  # fmt: skip
+    cpus = step.session.get("cpus") or _latest_plan(results.record).get("cpus") or 1
+    timed = {label: n * step.job_s[label] / cpus for label, n in left.items() if label in step.job_s}
+    said = [f"{label}'s {left[label]} left about {hms(s)} ({step.job_s[label]:.0f} s a job)" for label, s in timed.items()]
+    untimed = [f"{label}'s {n}" for label, n in left.items() if label not in timed]
+    when = (
+        f"; not timed yet: {', '.join(untimed)} (none scored)"
+        if untimed
+        else f"; done about {_clock((now + dt.timedelta(seconds=sum(timed.values()))).isoformat())} if it runs on"
+    )
+    since = _clock(step.session["started_utc"])
+    return [head, f"its session since {since} goes on, {cpus} job(s) at once: {', '.join(said) or 'none timed'}{when}"]
 
 
 def _pace_key(cell: Cell) -> tuple:

@@ -89,6 +89,13 @@ def read(run_dir: Path) -> RunTables:
         raise SummaryError(str(err)) from None
 
 
+def trials_only(results: RunResults) -> pd.DataFrame:
+    """The trials table alone, without the generations or the scan: from the trials' records, else trials.csv."""
+    if results.has_records:
+        return trial_table(results.study, results.trials)
+    return pd.read_csv(results.run_dir / TRIALS_CSV)
+
+
 def from_results(results: RunResults) -> RunTables:
     """The tables of a folder with trial records, made from them."""
     study, trials = results.study, results.trials
