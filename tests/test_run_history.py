@@ -216,3 +216,31 @@ def test_a_stage_decided_again_keeps_its_own_elapsed_time_and_says_when_each_loo
         "| 3 | 1671, 6578 | 2 | 2026-12-03T14:24:40 | 2026-12-03T18:31:12 | 4:06:32 | 1 open (paired t, 12-seed plan) "
         "at 2026-12-05T15:51:38; before: 1 undecided (AdaStop) at 2026-12-03T18:31:12 |"
     )
+
+
+def test_a_held_out_session_ended_without_a_word_shows_what_it_logged(tmp_path):
+    """A step's session logs its count as each job ends (`reevaluation.logged_session`): killed outright, its row
+    says how far it got; one logged before that counted only as it ended, and its row says it was not recorded."""
+    import shutil
+    from types import SimpleNamespace
+
+    from bilevel_tune.cli import reevaluation
+    from bilevel_tune.study_data.run_folder import REEVALUATIONS, write_json
+
+    run_dir = tmp_path / "fishery-analytic"
+    shutil.copytree(Path(__file__).parents[1] / "docs" / "results" / "fishery-analytic", run_dir)
+    base = {"learners": ["analytic (its own)", "ppo"], "jobs": 5, "scored": 0, "failed": 0}
+    reevaluation.log_session(run_dir, {**base, "started_utc": "2026-12-06T10:00:00+00:00"})  # as a step of old
+    with pytest.raises(KeyboardInterrupt), reevaluation.logged_session(
+        run_dir, {**base, "started_utc": "2026-12-06T11:00:00+00:00"}
+    ) as job_done:
+        job_done(SimpleNamespace(error=None))
+        job_done(SimpleNamespace(error="a crash"))
+        raise KeyboardInterrupt
+    data = read_study_file(run_dir)
+    data[REEVALUATIONS][-1].pop("ended_utc")  # as a session killed outright leaves it
+    data[REEVALUATIONS][-1].pop("wall_s")
+    write_json(run_dir / STUDY_FILE, data)
+    rows = run_history.held_out_sessions(run_dir)[-2:]
+    assert "| 5 | not recorded | 2026-12-06T10:00:00 | not recorded | — |" in rows[0]
+    assert "| 5 | 2 / 1 | 2026-12-06T11:00:00 | not recorded | — |" in rows[1]

@@ -168,6 +168,7 @@ def logged_session(run_dir: Path, entry: dict):
     """A session of a step on a finished run, logged in study.json from its start; yields `job_done(scored)`, which
     counts a job and logs the count at once, so a session that ends without a word (killed, its machine lost) is
     logged as far as it got; its end and wall time are logged as it ends, however it ends."""
+    entry["counted_per_job"] = True  # what a session ended without a word logged is its count, not a 0 of old
     log_session(run_dir, entry)
     start = time.time()
 

@@ -301,8 +301,10 @@ def held_out_sessions(run_dir: Path) -> list[str]:
     ]
     for i, entry in enumerate(log, 1):
         ended = "wall_s" in entry
+        counted = ended or entry.get("counted_per_job")  # else a session logged its count only as it ended
+        scored = f"{entry['scored']} / {entry['failed']}" if counted else "not recorded"
         lines.append(
-            f"| {i} | {', '.join(entry['learners'])} | {entry['jobs']} | {entry['scored']} / {entry['failed']} | "
+            f"| {i} | {', '.join(entry['learners'])} | {entry['jobs']} | {scored} | "
             f"{entry['started_utc'][:19]} | {entry['ended_utc'][:19] if ended else 'not recorded'} | "
             f"{clock(entry['wall_s']) if ended else '—'} | {(entry.get('git_sha') or '—')[:7]} |"
         )
