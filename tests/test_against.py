@@ -115,3 +115,30 @@ def test_run_md_quotes_the_section_whole_and_a_run_without_a_pilot_has_none(run)
     assert block[0] == "## Against its pilot (weekend-appo, exploratory)" and "pilot.json" in block[2]
     assert "| comparison" in block[4] and "- Of the pilot's 6 decided row(s) asked here: 6 confirms." in block[4]
     assert against_block((PILOT / "summary.md").read_text()) == []
+
+
+def test_the_effects_figure_shows_each_row_beside_its_pilots_where_the_pilot_kept_its_effects(run):
+    """plots.effects: every row's B − A with its interval; against itself, the pilot's marks lie on the run's own
+    effects, row by row; a pilot.json from before the pilot's effects were kept draws the run's alone."""
+    import matplotlib.pyplot as plt
+
+    from bilevel_tune.report.plots import plot_effects
+
+    pilot = against.pilot_record(PILOT)
+    (run / PILOT_FILE).write_text(json.dumps(pilot))
+    s = summarise(run)
+    fig = plot_effects(s)
+    (ax,) = fig.axes
+    ours = [(line.get_xdata()[0], line.get_ydata()[0]) for line in ax.lines if line.get_marker() == "o"]
+    theirs = [(line.get_xdata()[0], line.get_ydata()[0]) for line in ax.lines if line.get_marker() == "D"]
+    plt.close(fig)
+    effects = [r.effect.mean for r in s.answers.rows]
+    assert [x for x, _ in ours] == effects and [y for _, y in ours] == [-i for i in range(len(effects))]
+    assert [x for x, _ in theirs] == pytest.approx(effects) and len(theirs) == 7
+    assert [y for _, y in theirs] == pytest.approx([-i - 0.3 for i in range(7)])
+    old = {**pilot, "comparisons": [{k: v for k, v in c.items() if k not in ("effect", "interval")}
+                                    for c in pilot["comparisons"]]}  # fmt: skip
+    (run / PILOT_FILE).write_text(json.dumps(old))
+    fig = plot_effects(summarise(run))
+    assert not [line for line in fig.axes[0].lines if line.get_marker() == "D"]
+    plt.close(fig)

@@ -45,7 +45,7 @@ def test_the_notebook_opens_a_shipped_result_from_the_notebooks_folder(monkeypat
     assert "docs/results/ceiling-appo" in text and "study ceiling · inner loop appo · budget full" in text
     assert "| comparison" in text and "2-D floor+risk vs 1-D at population 1" in text and "B − A" in text
     assert "ceiling_pop16_2d_seed42" in text  # the ceiling table
-    assert images(outputs) == 2 + 1 + 1 + 3  # best so far ×2, final pairs, ceiling, three landscapes
+    assert images(outputs) == 2 + 1 + 1 + 1 + 3  # best so far ×2, final pairs, effects, ceiling, three landscapes
 
 
 @pytest.mark.ray
@@ -58,4 +58,4 @@ def test_the_notebook_opens_a_run_folder_from_the_repository_root(ray_cluster, t
     outputs, text = execute(REPO, monkeypatch, tmp_path / "run")
     assert str(tmp_path / "run") in text and "population 2 vs population 1 at 1-D" in text
     assert "no held-out learners scored this run" in text
-    assert images(outputs) == 2 + 1 + 1 + 1  # and the 1-D landscape
+    assert images(outputs) == 2 + 1 + 1 + 1 + 1  # and the 1-D landscape

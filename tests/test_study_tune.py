@@ -66,7 +66,7 @@ def test_the_weekend_grid_runs_under_tune(ray_cluster, tmp_path, capsys, monkeyp
     assert numerics["blas"] and all(name.startswith("openblas ") for name in numerics["blas"]) and numerics["simd"]
     out = capsys.readouterr().out
     assert "8 finished, 0 errored, 0 interrupted of 8 trials" in out and "## Answers" in out and "ceiling 0.2500" in out
-    figures = ("best_so_far_evaluations", "best_so_far_wall", "final_pairs", "ceiling", "grid_heatmap")
+    figures = ("best_so_far_evaluations", "best_so_far_wall", "final_pairs", "effects", "ceiling", "grid_heatmap")
     for f in (*SUMMARY_FILES, "generations.csv.gz", *(f"plots/{name}.png" for name in figures)):
         assert (run / f).is_file(), f
     assert "SHORT RUN (budget quick, outer_iters=4)" in (run / "summary.md").read_text()

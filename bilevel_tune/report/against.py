@@ -49,7 +49,7 @@ def pilot_record(pilot_dir: Path) -> dict[str, Any]:
         ) from None
     marks = pd.read_csv(pilot_dir / ANSWERS_CSV) if (pilot_dir / ANSWERS_CSV).is_file() else pd.DataFrame()
     confirmatory = bool(marks["confirmatory"].all()) if "confirmatory" in marks and len(marks) else None
-    keep = ("comparison", "kind", "a", "b", "decision", "within_margin")
+    keep = ("comparison", "kind", "a", "b", "decision", "within_margin", "effect", "interval")
     return {
         "pilot": pilot_dir.resolve().name,
         "confirmatory": confirmatory,
@@ -69,6 +69,8 @@ class Side:
     a: str
     b: str
     interaction: bool
+    effect: float | None = None  # B − A, and its 95 % interval: where the record keeps them (pilot.json since
+    interval: tuple[float, float] | None = None  # 2026-12-06; the run's own answers always)
 
     def words(self, margin: float | None) -> str:
         if self.decision in SIDES:
@@ -155,12 +157,16 @@ def compare(rows: Sequence, margin: float | None, pilot: dict[str, Any]) -> Agai
         key = r.hypothesis.key
         a, b = r.hypothesis.levels()
         interaction = r.hypothesis.kind == "interaction"
-        here = Side(r.decision.decision, bool(r.decision.within_margin), a, b, interaction)
+        e = r.effect
+        here = Side(r.decision.decision, bool(r.decision.within_margin), a, b, interaction, e.mean, (e.low, e.high))
         c = theirs.get(key)
-        other = Side(c["decision"], bool(c["within_margin"]), c["a"], c["b"], c["kind"] == "interaction") if c else None
-        out.append(Row(key, other, here))
+        out.append(Row(key, _pilot_side(c) if c else None, here))
         seen.add(key)
-    for key, c in theirs.items():
-        if key not in seen:
-            out.append(Row(key, Side(c["decision"], bool(c["within_margin"]), c["a"], c["b"], c["kind"] == "interaction"), None))
+    out += [Row(key, _pilot_side(c), None) for key, c in theirs.items() if key not in seen]
     return Against(pilot["pilot"], pilot.get("confirmatory"), margin, pilot.get("margin"), tuple(out))
+
+
+def _pilot_side(c: dict[str, Any]) -> Side:
+    interval = tuple(c["interval"]) if c.get("interval") is not None else None
+    return Side(c["decision"], bool(c["within_margin"]), c["a"], c["b"], c["kind"] == "interaction", c.get("effect"),
+                interval)  # fmt: skip

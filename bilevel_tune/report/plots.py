@@ -7,6 +7,7 @@ Each figure is titled with its study, inner loop and budget, so it keeps where i
   over seeds with a min–max band (a population of 16 spends 16 evaluations a generation, one of 1 spends one:
   against generations they cannot be compared);
 * `final_pairs` — one panel per comparison (the Answers'): each run's final re-evaluation, matched seeds joined;
+* `effects` — every comparison's B − A with its 95 % interval, the margin's band, and its pilot's where it has one;
 * `ceiling` — where the study has a ceiling: each run's best against its upper bound, the fixed rules that set it;
 * `objective_over_generations` — per trial, its own y range: the generation's mean ± SD, best, best so far;
 * `es_population` — where the search went, physical units: each generation's best candidate and the search mean;
@@ -37,11 +38,13 @@ from bilevel_tune.study_data.run_folder import PLOTS_DIR
 from bilevel_tune.study_data.settings import is_setting_key, plain
 from bilevel_tune.study_data.study_overrides import budget_label
 from bilevel_tune.verdicts.family import SIMPLE
+from bilevel_tune.verdicts.looks import A_BETTER, B_BETTER, EQUIVALENT
 
 PLOT_NAMES = (
     "best_so_far_evaluations",
     "best_so_far_wall",
     "final_pairs",
+    "effects",
     "objective_over_generations",
     "es_population",
     "grid_heatmap",
@@ -219,6 +222,43 @@ def plot_final_pairs(s: Summary):
                      f"B − A {answer.effect.mean:+.4f}", fontsize=8)  # fmt: skip
         ax.set_ylabel("final re-evaluated objective")
     return _finish(fig, s, "Final re-evaluations per run, matched seeds joined (bar: the mean)")
+
+
+# -- every comparison's effect, beside its pilot's ----------------------------------------------------------
+def plot_effects(s: Summary):
+    """Each Answers row's B − A with its 95 % interval, as the table has it (a row decided at an earlier look: that
+    look's), against 0 and the margin's band; beside it, where the run has a pilot whose record keeps them, the
+    pilot's (`against`). The figure a paper shows for a confirmatory run."""
+    rows = list(s.answers.rows)
+    fig, ax = plt.subplots(figsize=(10.0, 1.6 + 0.42 * max(len(rows), 1)))
+    if not rows:
+        ax.text(0.5, 0.5, "no comparison", ha="center")
+        return _finish(fig, s, "Each comparison's effect")
+    margin = s.answers.decisions.margin
+    if margin:
+        ax.axvspan(-margin, margin, color="0.92", lw=0, label=f"within ±{margin:g}, the margin")
+    ax.axvline(0, color="0.4", lw=0.8)
+    pilots = {r.comparison: r.pilot for r in s.against.rows} if s.against is not None else {}
+    here = {A_BETTER: ("a difference decided here", COLOURS[1]), B_BETTER: ("a difference decided here", COLOURS[1]),
+            EQUIVALENT: ("equivalence decided here", COLOURS[2])}  # fmt: skip
+    for i, answer in enumerate(rows):
+        e = answer.effect
+        label, colour = here.get(answer.decision.decision, ("undecided here", "0.45"))
+        if np.isfinite(e.low):
+            ax.hlines(-i, e.low, e.high, color=colour, lw=2.2)
+        ax.plot(e.mean, -i, "o", color=colour, ms=6, label=label)
+        pilot = pilots.get(answer.hypothesis.key)
+        if pilot is not None and pilot.effect is not None:
+            if pilot.interval is not None:
+                ax.hlines(-i - 0.3, *pilot.interval, color=COLOURS[0], lw=1.2)
+            ax.plot(pilot.effect, -i - 0.3, "D", mfc="white", mec=COLOURS[0], ms=5, label=f"the pilot ({s.against.pilot})")
+    ax.set_yticks([-i for i in range(len(rows))], [r.hypothesis.key for r in rows], fontsize=8)
+    ax.set_ylim(-len(rows) + 0.4, 0.6)
+    ax.xaxis.set_major_locator(plt.MaxNLocator(6))
+    ax.set_xlabel("B − A, final re-evaluated objective (95 % interval)")
+    _finish(fig, s, "Each comparison's effect", [[ax]])
+    fig.subplots_adjust(top=1 - 0.75 / fig.get_figheight())  # the title's two lines, however many rows below
+    return fig
 
 
 # -- the ceiling -------------------------------------------------------------------------------------------
@@ -441,6 +481,7 @@ def drawings(s: Summary) -> dict[str, object]:
         "best_so_far_evaluations": lambda: plot_best_so_far(s, "evaluations"),
         "best_so_far_wall": lambda: plot_best_so_far(s, "elapsed_s"),
         "final_pairs": lambda: plot_final_pairs(s),
+        "effects": lambda: plot_effects(s),
         "objective_over_generations": lambda: plot_objective(s),
         "es_population": lambda: plot_population(s),
         "grid_heatmap": lambda: plot_grid(s),
