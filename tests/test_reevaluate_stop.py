@@ -32,4 +32,7 @@ def test_a_held_out_step_stopped_midway_counts_the_jobs_it_scored(tmp_path):
     match = STOPPED.match(out.strip().splitlines()[-1])
     assert match, out[-3000:]
     assert int(match[1]) == scored_jobs(run) >= 1 and match[2] == "0"
+    jobs = int(re.search(r"^held-out: (\d+) job\(s\)", out, re.M)[1])
+    counted = [int(k) for k in re.findall(rf"; (\d+) of {jobs}\)$", out, re.M)]
+    assert counted == list(range(1, len(counted) + 1)) and len(counted) >= 1, "each job's line counts it"
     assert match[3].endswith(f"--reevaluate {run} --learners ppo")

@@ -159,7 +159,7 @@ def run_step(
             trial, learner = scored.job.key
             gains = [f - s for f, s in scored.scores]
             said = f"failed: {scored.error}" if scored.error else f"gain {np.nanmean(gains):+.4f}"
-            out(f"  {trial.name} · {learner.label}: {said} ({scored.seconds:.0f} s)")
+            out(f"  {trial.name} · {learner.label}: {said} ({scored.seconds:.0f} s; {entry['scored']} of {len(jobs)})")
     return entry
 
 

@@ -215,7 +215,8 @@ def run_step(
             job_done(scored)
             what = "final rules" if task.evaluations is None else f"incumbent at {task.evaluations} evaluations"
             said = f"failed: {scored.error}" if scored.error else "scored"
-            out(f"  {task.run.name} · {what}, {len(task.seeds)} seed(s): {said} ({scored.seconds:.0f} s)")
+            out(f"  {task.run.name} · {what}, {len(task.seeds)} seed(s): {said} ({scored.seconds:.0f} s; "
+                f"{entry['scored']} of {len(jobs)})")  # fmt: skip
     return entry
 
 
