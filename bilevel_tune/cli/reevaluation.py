@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
+import pandas as pd
 
 from bilevel_tune.core import metrics
 from bilevel_tune.inner import InnerLoopConfig
@@ -234,14 +235,10 @@ def progress(results) -> StepProgress | None:
         return None
     learners = tuple(sessions[-1]["learners"])
     finished = {t.name for t in trial_rules(results.study, trials_only(results))}
-    rows = results.heldout
-    jobs = rows[rows["trial"].isin(finished)].drop_duplicates(["trial", "learner"]) if len(rows) else rows
-    scored = {label: int((jobs["learner"] == label).sum()) if len(jobs) else 0 for label in learners}
-    job_s = {
-        label: float(seconds.median())
-        for label, seconds in (jobs.groupby("learner")["job_seconds"] if len(jobs) else ())
-        if label in scored
-    }
+    rows = results.heldout if len(results.heldout) else pd.DataFrame(columns=list(COLUMNS))
+    jobs = rows[rows["trial"].isin(finished)].drop_duplicates(["trial", "learner"])
+    scored = {label: int((jobs["learner"] == label).sum()) for label in learners}
+    job_s = {label: float(s.median()) for label, s in jobs.groupby("learner")["job_seconds"] if label in scored}
     return StepProgress(learners, len(finished), scored, job_s, sessions[-1])
 
 

@@ -161,13 +161,12 @@ def _held_out_lines(results: RunResults, held: bool, now: dt.datetime) -> list[s
     timed = {label: n * step.job_s[label] / cpus for label, n in left.items() if label in step.job_s}
     said = [f"{label}'s {left[label]} left about {hms(s)} ({step.job_s[label]:.0f} s a job)" for label, s in timed.items()]
     untimed = [f"{label}'s {n}" for label, n in left.items() if label not in timed]
-    when = (
-        f"; not timed yet: {', '.join(untimed)} (none scored)"
-        if untimed
-        else f"; done about {_clock((now + dt.timedelta(seconds=sum(timed.values()))).isoformat())} if it runs on"
-    )
+    if untimed:
+        said.append(f"not timed yet: {', '.join(untimed)} (none scored)")
+    else:
+        said.append(f"done about {_clock((now + dt.timedelta(seconds=sum(timed.values()))).isoformat())} if it runs on")
     since = _clock(step.session["started_utc"])
-    return [head, f"its session since {since} goes on, {cpus} job(s) at once: {', '.join(said) or 'none timed'}{when}"]
+    return [head, f"its session since {since} goes on, {cpus} job(s) at once: {'; '.join(said)}"]
 
 
 def _pace_key(cell: Cell) -> tuple:

@@ -69,8 +69,8 @@ class Side:
     a: str
     b: str
     interaction: bool
-    effect: float | None = None  # B − A, and its 95 % interval: where the record keeps them (pilot.json since
-    interval: tuple[float, float] | None = None  # 2026-12-06; the run's own answers always)
+    effect: float | None = None  # a pilot's B − A and its 95 % interval, where its record keeps them (pilot.json
+    interval: tuple[float, float] | None = None  # since 2026-12-06): the effects figure draws them
 
     def words(self, margin: float | None) -> str:
         if self.decision in SIDES:
@@ -157,8 +157,7 @@ def compare(rows: Sequence, margin: float | None, pilot: dict[str, Any]) -> Agai
         key = r.hypothesis.key
         a, b = r.hypothesis.levels()
         interaction = r.hypothesis.kind == "interaction"
-        e = r.effect
-        here = Side(r.decision.decision, bool(r.decision.within_margin), a, b, interaction, e.mean, (e.low, e.high))
+        here = Side(r.decision.decision, bool(r.decision.within_margin), a, b, interaction)
         c = theirs.get(key)
         out.append(Row(key, _pilot_side(c) if c else None, here))
         seen.add(key)
