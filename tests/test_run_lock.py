@@ -56,6 +56,25 @@ def test_a_reused_pid_is_another_process(tmp_path):
     assert said and "took over" in said[0]
 
 
+@pytest.mark.skipif(run_lock._start_since_boot(os.getpid()) is None, reason="a start since boot is Linux's")
+def test_a_live_session_keeps_its_folder_through_a_correction_of_the_clock(tmp_path):
+    """The lock of a live process whose wall-clock start has moved 20 s since it was written (Linux derives it from
+    the boot time, which a correction of the clock moves) is still held: judged by the start in ticks since boot.
+    Another start in ticks (a reused pid), or another boot, is a gone session's."""
+    boot, ticks = run_lock._start_since_boot(os.getpid())
+    me = {"host": socket.gethostname(), "pid": os.getpid(), "process_start": run_lock._process_start(os.getpid()) - 20}
+    write_lock(tmp_path, **me, boot_id=boot, start_ticks=ticks)
+    with pytest.raises(run_lock.LockError, match="in use by another session"):
+        run_lock.acquire(tmp_path)
+    assert run_lock.holder(tmp_path)[0]
+    for other in ({"boot_id": boot, "start_ticks": ticks + 1}, {"boot_id": "another boot", "start_ticks": ticks}):
+        write_lock(tmp_path, **me, **other)
+        assert not run_lock.holder(tmp_path)[0]
+        said = []
+        run_lock.acquire(tmp_path, out=said.append).release()
+        assert said and "took over" in said[0]
+
+
 def test_another_hosts_lock_is_judged_by_its_heartbeat(tmp_path):
     write_lock(tmp_path, host="node-2", pid=1)
     beating = threading.Event()

@@ -14,7 +14,12 @@ A lock left by a session that was killed is *stale* and taken over, with a
 line that says so. How staleness is judged (docs/running.md):
 
 * the lock names this host: stale when no process has its pid and start
-  time (a reused pid is another process);
+  time (a reused pid is another process). On Linux the start is the
+  boot's id and the process's start in clock ticks since boot, which no
+  correction of the wall clock moves: a start in wall-clock seconds is
+  derived there from the boot time, which moves with each correction (a
+  VM's clock stepped 20 s in two hours on 2026-12-06, and a live
+  session's lock read as a gone one's);
 * it names another host (a cluster's node sharing the results root): the
   holder rewrites its heartbeat every `HEARTBEAT_S`; stale when the
   heartbeat does not move while this session watches it for
@@ -56,14 +61,30 @@ def _process_start(pid: int) -> float | None:
         return None
 
 
+def _start_since_boot(pid: int) -> tuple[str, int] | None:
+    """(this boot's id, the process's start in clock ticks since boot) on Linux: fixed while the process lives,
+    whatever the wall clock does; None elsewhere, or for no such process."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (OSError, ValueError):
+        return None
+    after_name = stat[stat.rindex(")") + 2 :].split()  # the fields after (comm), which may hold spaces: field 3 on
+    return boot, int(after_name[19])  # starttime is field 22
+
+
 def _me() -> dict:
-    return {
+    me = {
         "host": socket.gethostname(),
         "pid": os.getpid(),
         "process_start": _process_start(os.getpid()),
         "started_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "beat": 0,
     }
+    since_boot = _start_since_boot(os.getpid())
+    if since_boot is not None:
+        me.update(boot_id=since_boot[0], start_ticks=since_boot[1])
+    return me
 
 
 def _read(path: Path) -> dict | None:
@@ -76,7 +97,10 @@ def _read(path: Path) -> dict | None:
 
 
 def _alive_here(holder: dict) -> bool:
-    start = _process_start(int(holder.get("pid", -1)))
+    pid = int(holder.get("pid", -1))
+    if "start_ticks" in holder:  # Linux: exact, and no clock correction moves it
+        return _start_since_boot(pid) == (holder.get("boot_id"), holder["start_ticks"])
+    start = _process_start(pid)  # elsewhere (or a lock written before start_ticks): the wall-clock start
     return start is not None and (holder.get("process_start") is None or abs(start - holder["process_start"]) < 1.0)
 
 
