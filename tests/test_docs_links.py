@@ -81,3 +81,34 @@ def test_a_stale_quote_is_seen(tmp_path):
     page.write_text(page.read_text() + "<!-- robustness: run -->\nold\n<!-- /robustness -->\n")
     assert quotes.stale(page) == ["run"] and quotes.refresh(page) == 1
     assert page.read_text().endswith("end\n<!-- robustness: run -->\n- holds\n<!-- /robustness -->\n")
+
+
+def test_the_quotes_command_checks_and_refuses_before_it_writes(tmp_path, capsys):
+    from bilevel_tune.report import quotes
+
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "summary.md").write_text("# Study x\n\n## Answers\n\n| a |\n|---|\n| 1 |\n\n## Trials\n")
+    page = tmp_path / "page.md"
+    page.write_text("intro\n<!-- answers: run -->\n| a |\n|---|\n| 2 |\n<!-- /answers -->\n")
+    before = page.read_text()
+
+    # --check names the stale quote and writes nothing
+    assert quotes.main(["--check", str(page)]) == 1
+    assert f"{page}: the quote of run differs" in capsys.readouterr().out and page.read_text() == before
+
+    # a quote of a folder with no summary.md would be emptied: refused, no page written, the good one neither
+    other = tmp_path / "other.md"
+    other.write_text("<!-- answers: gone -->\nkept\n<!-- /answers -->\n")
+    assert quotes.main([str(page), str(other)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"quotes: {other} quotes gone, which has no summary.md: ship it or mend the marker"
+    assert page.read_text() == before and "kept" in other.read_text()
+
+    # a page that is not there: one line, exit 2
+    assert quotes.main([str(tmp_path / "nope.md")]) == 2
+    assert capsys.readouterr().err.startswith(f"quotes: no page {tmp_path / 'nope.md'}")
+
+    # refreshed, then current
+    assert quotes.main([str(page)]) == 0 and "1 block(s) refreshed" in capsys.readouterr().out
+    assert quotes.main(["--check", str(page)]) == 0 and "| 1 |" in page.read_text()

@@ -19,11 +19,16 @@ those of Against its pilot (how many of the pilot's decisions the run confirms, 
 `refresh(page)` rewrites every such block from the folder's summary.md; `stale(page)` names the blocks that
 differ (a test holds README.md to it).
 
-    python -m bilevel_tune.report.quotes README.md      # refresh the quoted blocks
+    python -m bilevel_tune.report.quotes README.md docs/worlds.md   # refresh the quoted blocks
+    python -m bilevel_tune.report.quotes --check README.md          # name the stale ones (exit 1), write nothing
+
+A page that is not there, or a quote of a folder without a summary.md, is refused in one line (exit 2) before any
+page is written: refreshed, such a quote would be emptied.
 """
 
 from __future__ import annotations
 
+import argparse
 import re
 import sys
 from pathlib import Path
@@ -51,10 +56,22 @@ def _source(root: Path, match: re.Match) -> str:
     return "\n".join(line for line in findings if line.startswith("- "))
 
 
+class QuoteError(Exception):
+    """A page that cannot be refreshed: the message names it and what is wrong."""
+
+
 def root_of(page: Path) -> Path:
     """The repository a page lives in (the folder holding pyproject.toml)."""
     page = Path(page).resolve()
-    return next(p for p in page.parents if (p / "pyproject.toml").is_file())
+    root = next((p for p in page.parents if (p / "pyproject.toml").is_file()), None)
+    if root is None:
+        raise QuoteError(f"{page} is in no repository (no pyproject.toml above it): its quotes name folders from one")
+    return root
+
+
+def unquotable(page: Path) -> list[str]:
+    """The folders a page quotes that have no summary.md to quote."""
+    return [folder for folder, _, source in quoted(page) if not source]
 
 
 def quoted(page: Path) -> list[tuple[str, str, str]]:
@@ -83,6 +100,37 @@ def refresh(page: Path) -> int:
     return changed
 
 
+def _checked(pages: list[Path]) -> None:
+    """Every page there and every quote's folder summarised, or a QuoteError before anything is written."""
+    for page in pages:
+        if not page.is_file():
+            raise QuoteError(f"no page {page}: name markdown files that quote shipped results (README.md, docs/*.md)")
+        if missing := unquotable(page):
+            raise QuoteError(f"{page} quotes {', '.join(missing)}, which has no {SUMMARY_MARKDOWN}: ship it or mend the marker")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bilevel_tune.report.quotes", description=__doc__.splitlines()[0])
+    parser.add_argument("pages", nargs="*", type=Path, default=[Path("README.md")], help="markdown pages (README.md)")
+    parser.add_argument("--check", action="store_true", help="name the stale quotes and exit 1 if any; write nothing")
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:  # argparse: --help exits 0, a bad argument 2 (its one-line usage is printed)
+        return int(exit_.code or 0)
+    try:
+        _checked(args.pages)
+    except QuoteError as error:
+        print(f"quotes: {error}", file=sys.stderr)
+        return 2
+    if args.check:
+        stale_quotes = [(page, folder) for page in args.pages for folder in stale(page)]
+        for page, folder in stale_quotes:
+            print(f"{page}: the quote of {folder} differs from its {SUMMARY_MARKDOWN}")
+        return 1 if stale_quotes else 0
+    for page in args.pages:
+        print(f"{page}: {refresh(page)} block(s) refreshed")
+    return 0
+
+
 if __name__ == "__main__":
-    for name in sys.argv[1:] or ["README.md"]:
-        print(f"{name}: {refresh(Path(name))} block(s) refreshed")
+    sys.exit(main())
