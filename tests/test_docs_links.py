@@ -112,3 +112,10 @@ def test_the_quotes_command_checks_and_refuses_before_it_writes(tmp_path, capsys
     # refreshed, then current
     assert quotes.main([str(page)]) == 0 and "1 block(s) refreshed" in capsys.readouterr().out
     assert quotes.main(["--check", str(page)]) == 0 and "| 1 |" in page.read_text()
+
+
+def test_the_docs_index_lists_every_shipped_result():
+    index = (ROOT / "docs" / "README.md").read_text()
+    shipped = sorted(p.parent.name for p in (ROOT / "docs" / "results").glob("*/summary.md"))
+    assert len(shipped) >= 8
+    assert [name for name in shipped if f"(results/{name}/summary.md)" not in index] == []
