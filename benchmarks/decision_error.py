@@ -48,6 +48,7 @@ import pandas as pd
 
 from bilevel_tune.base.sections import DecideSettings
 from bilevel_tune.study_data.definition import load_study
+from bilevel_tune.study_data.design import compile_design
 from bilevel_tune.study_data.stages import drawn_seeds, extended_plan, next_stage, with_stage
 from bilevel_tune.verdicts import decide, family
 from bilevel_tune.verdicts.adastop import AdaStopLooks
@@ -69,7 +70,7 @@ def shipped_cells() -> tuple[list[tuple], np.ndarray, np.ndarray]:
     """The shipped weekend's groups, its cell means less the grand mean, and the covariance of a seed's four cells."""
     trials = pd.read_csv(WEEKEND_APPO / "trials.csv")
     study = weekend("paired", 12)
-    groups = study.grid.groups()
+    groups = compile_design(study).groups
     table = np.array(
         [
             [float(trials[(trials.population == g[0]) & (trials.optimize_params == ",".join(g[1])) &
@@ -105,13 +106,13 @@ def draw_scores(model: str, groups, means, covariance, rng, seeds) -> dict[tuple
 def run_staged(study, scores) -> tuple[decide.Decisions, object]:
     """The study in stages over pre-drawn scores, to its last decision; (decisions, the study as it ended). AdaStop
     keeps its comparator from stage to stage (`AdaStopLooks`: the replay's decisions, one look a stage)."""
-    looks = AdaStopLooks(study) if study.decide.test == decide.ADASTOP else None
+    looks = AdaStopLooks(compile_design(study)) if study.decide.test == decide.ADASTOP else None
     while True:
-        finals = {c.key: scores[c.group][c.seed] for c in study.grid.cells()}
+        finals = {c.key: scores[c.group][c.seed] for c in compile_design(study).cells}
         if looks is None:
-            decisions = decide.decide(study, finals)
+            decisions = decide.decide(compile_design(study), finals)
         else:
-            looks.look(study, finals)
+            looks.look(compile_design(study), finals)
             decisions = looks.decisions()
         stage = next_stage(study, decisions.open_groups)
         if stage is None:
@@ -143,7 +144,7 @@ def simulate(model: str, plan: int, studies: int, null: bool, base_seed: int, ad
             out[test]["any"] += bool(shown)
             out[test]["simple"] += sum(d.hypothesis.kind == family.SIMPLE for d in shown)
             out[test]["main"] += sum(d.hypothesis.kind == family.MAIN for d in shown)
-            out[test]["seeds"] += len(ended.grid.all_seeds)
+            out[test]["seeds"] += len(compile_design(ended).all_seeds)
     for test in out:
         n = counts[test]
         if n == 0:  # not run (--adastop-studies 0)
@@ -202,7 +203,7 @@ def simulate_margin(model: str, plan: int, studies: int, setting: str, base_seed
     cell_means = margin_settings(groups, means)[setting]
     two_way, three_way = weekend("paired", plan), weekend("paired", plan, MARGIN)
     three_way = dataclasses.replace(three_way, decide=dataclasses.replace(three_way.decide, margin_from=declared_before))
-    truth = {h.key: sum(w * cell_means[groups.index(g)] for g, w in h.contrast) for h in family.family(two_way).hypotheses}
+    truth = {h.key: sum(w * cell_means[groups.index(g)] for g, w in h.contrast) for h in family.family(compile_design(two_way)).hypotheses}
     rng = np.random.default_rng([base_seed, MODELS.index(model), plan, list(margin_settings(groups, means)).index(setting)])
     seeds = two_way.seeds + drawn_seeds(two_way)
     out = {"direction_error": 0, "equivalence_error": 0, "decided": 0, "equivalent": 0, "seeds": 0.0,
@@ -218,10 +219,10 @@ def simulate_margin(model: str, plan: int, studies: int, setting: str, base_seed
         out["equivalence_error"] += any(d.within_margin and abs(t) >= MARGIN - 1e-12 for d, t in rows)
         out["decided"] += sum(d.outcome not in (decide.UNDECIDED, decide.OPEN) for d, _ in rows)
         out["equivalent"] += sum(d.within_margin for d, _ in rows)
-        out["seeds"] += len(ended.grid.all_seeds)
+        out["seeds"] += len(compile_design(ended).all_seeds)
         plain, plain_ended = run_staged(two_way, scores)
         out["two_way_decided"] += len(rejected(plain))
-        out["two_way_seeds"] += len(plain_ended.grid.all_seeds)
+        out["two_way_seeds"] += len(compile_design(plain_ended).all_seeds)
     hypotheses = len(truth)
     return {
         "studies": studies,

@@ -41,11 +41,12 @@ from bilevel_tune.inner import InnerLoopConfig
 from bilevel_tune.inner.analytic import AnalyticLoop
 from bilevel_tune.study_data.definition import load_study
 from bilevel_tune.tune_edge.trainable import Seeds, candidate_rules
+from bilevel_tune.study_data.design import compile_design
 from threadpoolctl import threadpool_info
 
 study = load_study("optimizers").with_overrides(inner="analytic")
-cell = next(c for c in study.grid.cells() if c.seed == 42 and c.dims == 2 and dict(c.extra)["outer.optimizer"] == "es")
-trial = study.grid.for_cell(cell)
+cell = next(c for c in compile_design(study).cells if c.seed == 42 and c.dims == 2 and dict(c.extra)["outer.optimizer"] == "es")
+trial = for_cell(study, cell)
 loop = AnalyticLoop(InnerLoopConfig.from_study(trial))
 seeds = Seeds(cell.seed, trial.budget.eval_episodes, trial.budget.final_eval_seeds)
 optimizer, settings = outer.chosen(trial)

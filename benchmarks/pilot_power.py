@@ -23,6 +23,7 @@ import numpy as np
 from bilevel_tune.planning import pilot_designs
 from bilevel_tune.report.pilot import pilot_cells, pilot_rows, read_pilot, scored_at
 from bilevel_tune.study_data.definition import load_study
+from bilevel_tune.study_data.design import compile_design
 from bilevel_tune.verdicts import decide, sequential
 from bilevel_tune.verdicts.noise import contrasts
 
@@ -58,7 +59,7 @@ def main() -> None:
     args = parser.parse_args()
     study = load_study(args.study)
     pilot = read_pilot(study, args.pilot)
-    rows = [r for r in pilot_rows(pilot) if r.key in {h.key for h in decide.hypotheses_of(study)}]
+    rows = [r for r in pilot_rows(pilot) if r.key in {h.key for h in decide.hypotheses_of(compile_design(study))}]
     hypotheses = {a.hypothesis.key: a.hypothesis for a in pilot.answers.rows}
     scored = scored_at(pilot)
     margin = study.decide.margin

@@ -18,7 +18,7 @@ LAYERS = (
     "base", "core", "worlds", "runtime", "inner", "appo", "study_data", "verdicts", "planning", "views", "tune_edge",
     "report", "cli",
 )  # fmt: skip
-ENTRY_POINTS = ("study", "summary", "es", "objective", "world")  # the root's entry points and re-exports: the top
+ENTRY_POINTS = ("study", "summary", "reader", "es", "objective", "world")  # the root's entry points and re-exports: the top
 REPORT_SIDE = ("pandas", "matplotlib")
 RLLIB, TUNE = "ray.rllib", "ray.tune"
 

@@ -1,5 +1,6 @@
 """Helpers for tests that run real studies."""
 
+import contextlib
 import json
 import os
 import signal
@@ -10,13 +11,14 @@ import time
 from pathlib import Path
 
 from bilevel_tune.core import metrics
+from bilevel_tune.study_data import run_lock
 from bilevel_tune.study_data.run_folder import (
     GENERATIONS_FILE,
     KIND_FINAL,
-    append_record,
     trial_name,
     trial_records,  # noqa: F401 - tests import it from here
 )
+from bilevel_tune.study_data.run_store import RunStore, append_record
 
 REPO = Path(__file__).resolve().parent.parent
 FAKE_KEY = "abcdef0123456789abcdef0123456789deadbeef"  # a W&B API key's shape
@@ -32,6 +34,13 @@ def write_trial_records(run_dir: Path, study, cell, generations: int, pace: floa
     if final is not None:
         append_record(folder / GENERATIONS_FILE, {metrics.KIND: KIND_FINAL, metrics.FINAL_BEST: final, **who, **final_fields})
     return folder
+
+
+@contextlib.contextmanager
+def held_store(run_dir: Path, fresh: bool = False):
+    """The run folder's store, writing, for as long as this test holds its lock (as a session does)."""
+    with run_lock.held(run_dir, fresh=fresh, out=lambda line: None) as lock:
+        yield RunStore(run_dir, lock)
 
 
 def files_containing(root: Path, needle: bytes) -> list[Path]:

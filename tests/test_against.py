@@ -11,8 +11,9 @@ import pytest
 from bilevel_tune.report import against, quotes
 from bilevel_tune.report.outputs import main
 from bilevel_tune.report.pipeline import summarise
-from bilevel_tune.report.run_history import adopt_pilot
+from bilevel_tune.study_data import run_lock
 from bilevel_tune.study_data.run_folder import PILOT_FILE
+from bilevel_tune.study_data.run_store import RunStore, open_store
 
 from .study_helpers import REPO
 
@@ -28,7 +29,7 @@ def run(tmp_path):
 
 def _against(folder, pilot: dict) -> against.Against:
     (folder / PILOT_FILE).write_text(json.dumps(pilot))
-    return summarise(folder).against
+    return summarise(open_store(folder)).against
 
 
 def test_a_run_against_itself_confirms_every_decided_row_and_says_so_in_its_summary(run):
@@ -96,9 +97,12 @@ def test_a_reship_keeps_the_pilot_its_shipped_copy_is_compared_with(tmp_path):
     shipped, run = tmp_path / "shipped", tmp_path / "run"
     shipped.mkdir(), run.mkdir()
     (shipped / PILOT_FILE).write_text(json.dumps(against.pilot_record(PILOT)))
-    assert adopt_pilot(run, shipped) and (run / PILOT_FILE).read_text() == (shipped / PILOT_FILE).read_text()
-    (run / PILOT_FILE).write_text("{}")
-    assert not adopt_pilot(run, shipped) and (run / PILOT_FILE).read_text() == "{}"  # its own is kept
+    with run_lock.held(run, fresh=False) as lock:
+        RunStore(run, lock).adopt(RunStore(shipped))
+        assert (run / PILOT_FILE).read_text() == (shipped / PILOT_FILE).read_text()
+        (run / PILOT_FILE).write_text("{}")
+        RunStore(run, lock).adopt(RunStore(shipped))
+    assert (run / PILOT_FILE).read_text() == "{}"  # its own is kept
 
 
 def test_the_readme_quotes_the_confirmatory_runs_comparison_with_its_pilot():
@@ -126,7 +130,7 @@ def test_the_effects_figure_shows_each_row_beside_its_pilots_where_the_pilot_kep
 
     pilot = against.pilot_record(PILOT)
     (run / PILOT_FILE).write_text(json.dumps(pilot))
-    s = summarise(run)
+    s = summarise(open_store(run))
     fig = plot_effects(s)
     (ax,) = fig.axes
     ours = [(line.get_xdata()[0], line.get_ydata()[0]) for line in ax.lines if line.get_marker() == "o"]
@@ -139,6 +143,6 @@ def test_the_effects_figure_shows_each_row_beside_its_pilots_where_the_pilot_kep
     old = {**pilot, "comparisons": [{k: v for k, v in c.items() if k not in ("effect", "interval")}
                                     for c in pilot["comparisons"]]}  # fmt: skip
     (run / PILOT_FILE).write_text(json.dumps(old))
-    fig = plot_effects(summarise(run))
+    fig = plot_effects(summarise(open_store(run)))
     assert not [line for line in fig.axes[0].lines if line.get_marker() == "D"]
     plt.close(fig)

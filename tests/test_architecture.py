@@ -18,8 +18,11 @@ def test_the_house_keeps_its_import_rules():
     assert violations(graph) == []
 
 
-# At most one import may run up the floors, with its reason; today none does.
-UPWARD_EXCEPTIONS: dict[str, str] = {}
+# At most one import may run up the floors, with its reason.
+UPWARD_EXCEPTIONS: dict[str, str] = {
+    "bilevel_tune → bilevel_tune.reader": "the package's face offers its public reader, bilevel_tune.open(run_dir), "
+    "imported only when it is called: `import bilevel_tune` (every Ray worker does) loads no pandas",
+}
 
 
 def test_every_import_runs_down_the_floors():

@@ -6,6 +6,7 @@ import pytest
 
 from bilevel_tune.planning import calibration
 from bilevel_tune.study_data.definition import load_study
+from bilevel_tune.study_data.design import compile_design
 
 
 @pytest.fixture
@@ -115,7 +116,7 @@ def test_trial_figures_recover_the_overhead_that_makes_the_schedule_last_as_long
     study = load_study("weekend").with_overrides(
         populations=[2], seeds=[1, 2], optimize_params=["fixed_quota"], outer_iters=3
     )
-    cells = study.grid.cells()
+    cells = compile_design(study).cells
     plan = make_plan(cells, study.budget, 2, CostModel.by_work("test"), cpus_per_trial=1)
 
     def records(cell, seconds, final_s):

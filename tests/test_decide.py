@@ -8,6 +8,7 @@ import pytest
 
 from bilevel_tune.base.sections import DecideSettings
 from bilevel_tune.study_data.definition import load_study
+from bilevel_tune.study_data.design import compile_design
 from bilevel_tune.study_data.run_folder import Stage
 from bilevel_tune.study_data.stages import at_most, check_stageable, drawn_seeds, extended_plan, next_stage, with_stage
 from bilevel_tune.study_data.study_checks import StudyError
@@ -25,10 +26,10 @@ def staged(study, effect, rng, sd=0.01, seed_sd=0.0):
     """
     scores, looks, blocks = {}, [], {}
     while True:
-        for cell in study.grid.cells():
+        for cell in compile_design(study).cells:
             block = blocks.setdefault(cell.seed, rng.normal(0, seed_sd) if seed_sd else 0.0)
             scores.setdefault(cell.key, 0.4 + effect(cell) + block + rng.normal(0, sd))
-        decisions = decide.decide(study, scores)
+        decisions = decide.decide(compile_design(study), scores)
         looks.append(decisions)
         stage = next_stage(study, decisions.open_groups)
         if stage is None:
@@ -52,7 +53,7 @@ def outcomes(decisions) -> dict[str, str]:
 
 
 def test_the_weekend_has_four_comparisons_each_between_two_cells_that_differ_in_one_factor():
-    pairs = family.simple_comparisons(WEEKEND)
+    pairs = family.simple_comparisons(compile_design(WEEKEND))
     assert [p.key for p in pairs] == [
         "2-D vs 1-D at population 1",
         "population 16 vs population 1 at 1-D",
@@ -61,7 +62,7 @@ def test_the_weekend_has_four_comparisons_each_between_two_cells_that_differ_in_
     ]
     assert {p.factor for p in pairs} == {"population", "mechanism"}
     only_population = with_decide(WEEKEND, compare=("population",))
-    assert [p.factor for p in family.simple_comparisons(only_population)] == ["population", "population"]
+    assert [p.factor for p in family.simple_comparisons(compile_design(only_population))] == ["population", "population"]
 
 
 def test_adastop_decides_a_clear_difference_within_two_stages():
@@ -81,9 +82,9 @@ def test_only_the_cells_of_comparisons_still_open_get_more_seeds():
     in_1d = lambda cell: 0.05 if cell.population == 16 and cell.dims == 1 else 0.0  # noqa: E731
     study, looks = staged(study, in_1d, np.random.default_rng(0))
     assert [d.outcome for d in looks[1].decisions] == [decide.B_BETTER, decide.OPEN]
-    two_d = {g for g in study.grid.groups() if len(g[1]) == 2}
+    two_d = {g for g in compile_design(study).groups if len(g[1]) == 2}
     assert looks[1].open_groups == two_d and set(study.stages[1].groups) == two_d
-    assert {c.dims for c in study.grid.stage_cells(3)} == {2}
+    assert {c.dims for c in compile_design(study).stage_cells(3)} == {2}
 
 
 @pytest.mark.long
@@ -102,7 +103,7 @@ def test_adastop_at_two_seeds_a_stage_cannot_decide_before_the_third_and_the_pla
     assert adastop.first_decisive_look(2, 3, 0.05) == 3
     assert adastop.first_decisive_look(3, 3, 0.05) == 2
     assert adastop.first_decisive_look(2, 1, 0.05) is None
-    assert "first decide at stage 3 (6 seeds per cell)" in decide.describe_plan(ADASTOP)
+    assert "first decide at stage 3 (6 seeds per cell)" in decide.describe_plan(compile_design(ADASTOP))
     _, looks = staged(ADASTOP, population_effect(1.0), np.random.default_rng(1))  # a huge effect
     assert [d.outcome for d in looks[1].decisions] == [decide.OPEN] * 4  # nothing at 4 seeds
     assert {d.outcome for d in looks[2].decisions if d.hypothesis.factor == "population"} == {decide.B_BETTER}
@@ -130,49 +131,49 @@ def test_replaying_the_stored_scores_gives_the_decisions_the_run_took_at_each_st
     scores: dict = {}
     study, looks = WEEKEND, []
     while True:
-        for cell in study.grid.cells():
+        for cell in compile_design(study).cells:
             scores.setdefault(cell.key, rng.normal(0.4 + (0.02 if cell.population == 16 else 0.0), 0.01))
-        looks.append(decide.decide(study, scores))
+        looks.append(decide.decide(compile_design(study), scores))
         stage = next_stage(study, looks[-1].open_groups)
         if stage is None:
             break
         study = with_stage(study, stage)
-    assert decide.decide(study, scores) == looks[-1]
+    assert decide.decide(compile_design(study), scores) == looks[-1]
     for k in range(1, len(looks)):  # the study as it stood after k stages, replayed
         earlier = dataclasses.replace(study, stages=study.stages[: k - 1])
-        assert decide.decide(earlier, scores) == looks[k - 1]
+        assert decide.decide(compile_design(earlier), scores) == looks[k - 1]
 
 
 def test_a_stage_with_a_trial_not_finished_is_not_looked_at():
-    scores = {c.key: 0.4 for c in WEEKEND.grid.cells()}
-    study = with_stage(WEEKEND, next_stage(WEEKEND, set(WEEKEND.grid.groups())))
-    missing = study.grid.stage_cells(2)[0]
-    scores.update({c.key: 0.4 for c in study.grid.stage_cells(2) if c != missing})
-    decisions = decide.decide(study, scores, {missing.key: "weekend_pop1_1d_seedX"})
+    scores = {c.key: 0.4 for c in compile_design(WEEKEND).cells}
+    study = with_stage(WEEKEND, next_stage(WEEKEND, set(compile_design(WEEKEND).groups)))
+    missing = compile_design(study).stage_cells(2)[0]
+    scores.update({c.key: 0.4 for c in compile_design(study).stage_cells(2) if c != missing})
+    decisions = decide.decide(compile_design(study), scores, {missing.key: "weekend_pop1_1d_seedX"})
     assert decisions.looks == 1 and "stage 2: 1 trial(s) not finished (weekend_pop1_1d_seedX" in decisions.incomplete
-    not_started = decide.decide(study, scores)  # a trial Tune has not started yet has no record: named by its cell
+    not_started = decide.decide(compile_design(study), scores)  # a trial Tune has not started yet has no record: named by its cell
     assert f"not finished (weekend_pop1_1d_seed{missing.seed}…)" in not_started.incomplete
 
 
 def test_a_trial_without_a_final_score_is_named_in_one_line():
-    scores = {c.key: 0.4 for c in WEEKEND.grid.cells()}
-    first = WEEKEND.grid.cells()[0]
+    scores = {c.key: 0.4 for c in compile_design(WEEKEND).cells}
+    first = compile_design(WEEKEND).cells[0]
     scores[first.key] = float("nan")
     with pytest.raises(decide.DecideError, match="trial weekend_pop1_1d_seed42 has no final re-evaluation"):
-        decide.decide(WEEKEND, scores, {first.key: "weekend_pop1_1d_seed42"})
+        decide.decide(compile_design(WEEKEND), scores, {first.key: "weekend_pop1_1d_seed42"})
 
 
 def test_stages_add_seeds_drawn_from_the_study_to_the_open_groups_only():
     seeds = drawn_seeds(WEEKEND)
     assert len(seeds) == 4 and not set(seeds) & set(WEEKEND.seeds) and seeds == drawn_seeds(WEEKEND)
-    one_group = WEEKEND.grid.groups()[:1]
+    one_group = compile_design(WEEKEND).groups[:1]
     stage = next_stage(WEEKEND, one_group)
     assert stage == Stage(seeds[:2], tuple(one_group))
     grown = with_stage(WEEKEND, stage)
-    assert [c.seed for c in grown.grid.stage_cells(2)] == list(seeds[:2])
-    assert len(grown.grid.cells()) == len(WEEKEND.grid.cells()) + 2
+    assert [c.seed for c in compile_design(grown).stage_cells(2)] == list(seeds[:2])
+    assert len(compile_design(grown).cells) == len(compile_design(WEEKEND).cells) + 2
     most = at_most(WEEKEND)
-    assert len(most.grid.cells()) == 24 and next_stage(most, most.grid.groups()) is None
+    assert len(compile_design(most).cells) == 24 and next_stage(most, compile_design(most).groups) is None
     assert type(WEEKEND).from_dict(grown.to_dict()) == grown  # study.json keeps its stages
 
 
@@ -183,18 +184,18 @@ def test_stages_need_the_grid_seeds_to_be_the_first_stage():
     with pytest.raises(StudyError, match="max_seeds=5 must be a multiple of seeds_per_stage=2"):
         DecideSettings(max_seeds=5)
     with pytest.raises(StudyError, match="compare: 'seed' is not a factor of this study"):
-        family.check_compare(with_decide(WEEKEND, compare=("seed",)))
+        family.check_compare(compile_design(with_decide(WEEKEND, compare=("seed",))))
 
 
 def test_a_grid_without_the_stage_plan_is_looked_at_once_with_all_its_seeds():
     three = WEEKEND.with_overrides(seeds=(1, 2, 3, 4, 5))
-    assert decide.plan_of(three) == (5, 1)
+    assert decide.plan_of(compile_design(three)) == (5, 1)
     rng = np.random.default_rng(4)
-    scores = {c.key: 0.4 + (0.1 if c.population == 16 else 0) + 0.001 * rng.normal() for c in three.grid.cells()}
-    found = outcomes(decide.decide(three, scores))
+    scores = {c.key: 0.4 + (0.1 if c.population == 16 else 0) + 0.001 * rng.normal() for c in compile_design(three).cells}
+    found = outcomes(decide.decide(compile_design(three), scores))
     assert found["population 16 vs population 1 at 1-D"] == decide.B_BETTER
     assert found["2-D vs 1-D at population 1"] == decide.UNDECIDED
-    header = decide.describe(decide.decide(three, scores))[0]
+    header = decide.describe(decide.decide(compile_design(three), scores))[0]
     undecided = sum(outcome == decide.UNDECIDED for outcome in found.values())
     decided = len(found) - undecided
     assert header == (
@@ -208,7 +209,7 @@ CEILING = load_study("ceiling")
 
 
 def test_the_weekend_family_leads_with_its_main_effects_and_interaction_and_gates_its_comparisons():
-    found = family.family(WEEKEND)
+    found = family.family(compile_design(WEEKEND))
     kinds = [h.kind for h in found.hypotheses]
     assert kinds == [family.MAIN] * 2 + [family.INTERACTION] + [family.SIMPLE] * 4
     assert [h.key for h in found.hypotheses[:3]] == [
@@ -218,7 +219,7 @@ def test_the_weekend_family_leads_with_its_main_effects_and_interaction_and_gate
     ]
     assert found.graph.weights == pytest.approx((1 / 3, 1 / 3, 1 / 3, 0, 0, 0, 0))
     main = found.hypotheses[1]
-    assert dict(main.contrast) == pytest.approx({g: (0.5 if len(g[1]) == 2 else -0.5) for g in WEEKEND.grid.groups()})
+    assert dict(main.contrast) == pytest.approx({g: (0.5 if len(g[1]) == 2 else -0.5) for g in compile_design(WEEKEND).groups})
     opened = found.graph.reject(1)  # 2-D's main effect shown: its share goes to 2-D vs 1-D at each population
     shares = {h.key: opened.level(i, 0.05) for i, h in enumerate(found.hypotheses)}
     assert shares["2-D vs 1-D at population 1"] == shares["2-D vs 1-D at population 16"] == pytest.approx(0.05 / 6)
@@ -226,7 +227,7 @@ def test_the_weekend_family_leads_with_its_main_effects_and_interaction_and_gate
 
 
 def test_three_mechanisms_give_a_main_effect_and_an_interaction_per_pair_of_levels():
-    found = family.family(CEILING)
+    found = family.family(compile_design(CEILING))
     count = {kind: sum(h.kind == kind for h in found.hypotheses) for kind in (family.MAIN, family.INTERACTION)}
     assert count == {family.MAIN: 1 + 3, family.INTERACTION: 3}
     assert len(found.hypotheses) == 7 + 9 and sum(found.graph.weights) == pytest.approx(1)
@@ -234,7 +235,7 @@ def test_three_mechanisms_give_a_main_effect_and_an_interaction_per_pair_of_leve
 
 def test_a_study_that_varies_one_factor_tests_its_comparisons_by_holm():
     one = WEEKEND.with_overrides(optimize_params=("min_demand_frac",))
-    found = family.family(one)
+    found = family.family(compile_design(one))
     assert [h.kind for h in found.hypotheses] == [family.SIMPLE] and found.graph.weights == (1.0,)
 
 
@@ -304,13 +305,13 @@ def test_beta_belongs_to_adastop():
 
 def test_a_plan_extended_keeps_its_seeds_and_stages_and_replays_every_look_under_the_larger_plan():
     study, looks = staged(WEEKEND, lambda cell: 0.0, np.random.default_rng(10), sd=0.003, seed_sd=0.010)
-    assert len(study.stages) == 2 and next_stage(study, study.grid.groups()) is None  # the 6-seed plan has ended
+    assert len(study.stages) == 2 and next_stage(study, compile_design(study).groups) is None  # the 6-seed plan has ended
     grown = extended_plan(study, 12)
     assert grown.stages == study.stages and grown.decide.stages == 6
     assert drawn_seeds(grown)[:4] == drawn_seeds(study), "the seeds run so far stay the plan's first"
-    assert next_stage(grown, grown.grid.groups()).seeds == drawn_seeds(grown)[4:6]
-    scores = {c.key: 0.4 for c in study.grid.cells()}
-    assert decide.decide(grown, scores).stages == 6 and extended_plan(grown, 12) is grown
+    assert next_stage(grown, compile_design(grown).groups).seeds == drawn_seeds(grown)[4:6]
+    scores = {c.key: 0.4 for c in compile_design(study).cells}
+    assert decide.decide(compile_design(grown), scores).stages == 6 and extended_plan(grown, 12) is grown
     with pytest.raises(StudyError, match="--extend-plan 4: the run's plan already allows 6 seeds per cell"):
         extended_plan(study, 4)
     with pytest.raises(StudyError, match="--extend-plan 9 must be a multiple of the run's seeds_per_stage=2"):
@@ -322,13 +323,13 @@ def test_adastop_kept_across_stages_decides_as_its_replay():
     every stage from the stored scores: the same decisions."""
     rng = np.random.default_rng(11)
     study, scores = ADASTOP, {}
-    looks = adastop.AdaStopLooks(study)
+    looks = adastop.AdaStopLooks(compile_design(study))
     while True:
-        for cell in study.grid.cells():
+        for cell in compile_design(study).cells:
             scores.setdefault(cell.key, rng.normal(0.4 + (0.01 if cell.population == 16 else 0.0), 0.01))
-        looks.look(study, scores)
+        looks.look(compile_design(study), scores)
         kept = looks.decisions()
-        assert kept == decide.decide(study, scores)
+        assert kept == decide.decide(compile_design(study), scores)
         stage = next_stage(study, kept.open_groups)
         if stage is None:
             break

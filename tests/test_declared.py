@@ -30,6 +30,7 @@ from bilevel_tune.base import sections
 from bilevel_tune.study_data.definition import Study, StudyError, load_study
 from bilevel_tune.inner import InnerLoopConfig
 from bilevel_tune.study_data.settings import docs_table
+from bilevel_tune.study_data.design import compile_design
 
 study = Study.from_toml(sys.argv[1])
 weekend = load_study("weekend")
@@ -44,7 +45,7 @@ print(json.dumps({
     "file": study.get("appo.clip_param"),
     "set": weekend.with_overrides(settings={"appo.clip_param": "0.25"}).get("appo.clip_param"),
     "refused": refused,
-    "grid": sorted({dict(c.extra)["appo.clip_param"] for c in weekend.with_overrides(grid={"appo.clip_param": "0.1,0.2"}).grid.cells()}),
+    "grid": sorted({dict(c.extra)["appo.clip_param"] for c in compile_design(weekend.with_overrides(grid={"appo.clip_param": "0.1,0.2"})).cells}),
     "docs": [row for row in docs_table().splitlines() if "clip_param" in row],
     "study_json": Study.from_dict(json.loads(json.dumps(study.to_dict()))).get("appo.clip_param"),
     "loop": InnerLoopConfig.from_study(study).clip_param,

@@ -6,8 +6,9 @@ import json
 import pytest
 
 from bilevel_tune.study_data.definition import Study, StudyError, load_study
+from bilevel_tune.study_data.design import compile_design
 from bilevel_tune.study_data.settings import SECTIONS
-from bilevel_tune.study_data.study_overrides import budget_label, overrides_label
+from bilevel_tune.study_data.study_overrides import budget_label, for_cell, overrides_label
 
 WEEKEND_CELLS = {
     (p, tuple(o), s, ())
@@ -19,7 +20,7 @@ WEEKEND_CELLS = {
 
 def test_weekend_is_the_prs_grid_and_budgets():
     study = load_study("weekend")
-    cells = study.grid.cells()
+    cells = compile_design(study).cells
     assert {c.key for c in cells} == WEEKEND_CELLS
     assert {c.population: c.generations for c in cells} == {1: 1000, 16: 300}
     assert study.budget.inner_iters == 50
@@ -30,7 +31,7 @@ def test_weekend_is_the_prs_grid_and_budgets():
     assert (study.objective.econ_weight, study.objective.sus_weight) == (1.0, 0.0)
     assert (study.get("world.farms"), study.get("world.horizon"), study.get("network.hidden")) == (5, 150, (256, 256))
     quick = study.with_budget("quick")
-    assert len(quick.grid.cells()) == 8 and quick.grid.smoke and quick.budget.generations == 3
+    assert len(compile_design(quick).cells) == 8 and compile_design(quick).smoke and quick.budget.generations == 3
     assert (quick.get("world.horizon"), quick.get("network.hidden"), quick.budget.final_eval_seeds) == (30, (16,), 2)
 
 
@@ -43,7 +44,7 @@ def test_overrides_narrow_or_replace_axes():
     study = load_study("weekend").with_overrides(
         populations=[16], optimize_params=["fixed_quota"], seeds=[1, 2, 3], outer_iters=9, inner_iters=2
     )
-    assert [(c.population, c.optimize_params, c.seed, c.generations) for c in study.grid.cells()] == [
+    assert [(c.population, c.optimize_params, c.seed, c.generations) for c in compile_design(study).cells] == [
         (16, ("fixed_quota",), s, 9) for s in (1, 2, 3)
     ]
     assert study.budget.inner_iters == 2
@@ -54,12 +55,12 @@ def test_any_setting_is_fixed_or_crossed_from_the_command_line():
         settings={"appo.lr": "3e-4", "fixed_quota": "0.9"}, grid={"es.sigma": "0.05,0.15"}
     )
     assert study.get("appo.lr") == 3e-4 and study.get("rules.fixed_quota") == 0.9  # a bare rule name is its alias
-    assert len(study.grid.cells()) == 16 and {c.extra for c in study.grid.cells()} == {
+    assert len(compile_design(study).cells) == 16 and {c.extra for c in compile_design(study).cells} == {
         (("es.sigma", 0.05),),
         (("es.sigma", 0.15),),
     }
     assert overrides_label(study) == "appo.lr=0.0003, rules.fixed_quota=0.9, grid es.sigma=0.05,0.15"
-    trial = study.grid.for_cell(study.grid.cells()[1])
+    trial = for_cell(study, compile_design(study).cells[1])
     assert trial.get("es.sigma") == 0.15 and trial.axes == () and trial.es.sigma == 0.15
     assert Study.from_dict(json.loads(json.dumps(study.to_dict()))) == study
 
@@ -189,11 +190,11 @@ def test_fixed_rules_and_search_ranges_must_lie_within_the_rules_physical_limits
 
 def test_the_budget_as_run_names_every_change():
     study = load_study("weekend")
-    assert budget_label(study) == "full" and not study.grid.smoke
+    assert budget_label(study) == "full" and not compile_design(study).smoke
     short = study.with_overrides(outer_iters=4, inner_iters=10, seeds=[1])
     assert budget_label(short) == "full, outer_iters=4, inner_iters=10" and overrides_label(short) == "seed=1"
-    assert all(short.grid.short_of_full(c) for c in short.grid.cells())
-    assert not any(study.grid.short_of_full(c) for c in study.grid.cells())
+    assert all(compile_design(short).short_of_full(c) for c in compile_design(short).cells)
+    assert not any(compile_design(study).short_of_full(c) for c in compile_design(study).cells)
     assert Study.from_dict(json.loads(json.dumps(short.to_dict()))) == short
 
 
@@ -223,7 +224,7 @@ def test_a_study_json_of_release_0_1_still_loads_as_it_ran():
         "sus_weight": 0.0, "smoothing": 0.0, "es": [["sigma", 0.15]], "ceiling": 0.25, "tol": 0.0001, "source": "x",
     }  # fmt: skip
     study = Study.from_dict(old)
-    assert [c.key for c in study.grid.cells()] == [(1, ("min_demand_frac",), 42, ()), (16, ("min_demand_frac",), 42, ())]
+    assert [c.key for c in compile_design(study).cells] == [(1, ("min_demand_frac",), 42, ()), (16, ("min_demand_frac",), 42, ())]
     assert (study.get("world.horizon"), study.get("network.hidden"), study.budget.inner_iters) == (30, (16,), 3)
     assert study.fixed_rules["risk_penalty_scale"] == 1.0 and study.full_budget.generations_for(16) == 300
 
@@ -245,8 +246,8 @@ def test_a_study_recorded_before_a_setting_existed_resumes_with_its_default():
     recorded["world"] = {k: v for k, v in recorded["world"].items() if k in ("num_farms", "horizon", "smoothing")}
     old = Study.from_dict(recorded)
     assert old == study and old.get("world.release_share") == 0.6
-    (cell, *_) = old.grid.cells()
-    assert old.grid.for_cell(cell).get("world.farm_area_km2") == 500.0
+    (cell, *_) = compile_design(old).cells
+    assert for_cell(old, cell).get("world.farm_area_km2") == 500.0
 
 
 def test_a_study_json_of_release_0_2_holding_its_settings_in_one_list_still_loads_as_it_ran():
@@ -275,8 +276,8 @@ def test_a_study_pickles_its_settings_not_the_plan_it_caches():
     import pickle
 
     study = load_study("weekend")
-    cells = study.grid.cells()
+    cells = compile_design(study).cells
     state = study.__getstate__()
     assert "grid" not in state and set(state) == {f.name for f in dataclasses.fields(study)}
     again = pickle.loads(pickle.dumps(study))
-    assert again == study and "grid" not in again.__dict__ and again.grid.cells() == cells
+    assert again == study and "grid" not in again.__dict__ and compile_design(again).cells == cells

@@ -5,6 +5,7 @@ import signal
 from ray.tune.experiment import Trial
 
 from bilevel_tune.study_data.definition import load_study
+from bilevel_tune.study_data.design import compile_design
 from bilevel_tune.tune_edge import experiment
 from bilevel_tune.tune_edge.trainable import trial_resources
 
@@ -26,7 +27,7 @@ class StandInTrial:
 
 
 def test_replan_gives_every_unfinished_trial_this_sessions_shards_once_before_any_starts():
-    cells = load_study("weekend").grid.cells()[:3]
+    cells = compile_design(load_study("weekend")).cells[:3]
     trials = [
         StandInTrial(cells[0], Trial.PENDING, 1),  # planned anew: 2
         StandInTrial(cells[1], Trial.TERMINATED, 1),  # finished: left alone
@@ -45,7 +46,7 @@ def test_cluster_watch_stops_the_study_once_a_pending_trial_has_not_fit_for_its_
     monkeypatch.setattr(experiment.time, "monotonic", lambda: clock[0])
     monkeypatch.setattr(experiment.os, "kill", lambda pid, sig: kills.append(sig))
     monkeypatch.setattr("bilevel_tune.runtime.cluster.cluster_cpus", lambda: 2)
-    cells = load_study("weekend").grid.cells()[:2]
+    cells = compile_design(load_study("weekend")).cells[:2]
     fits, too_big = StandInTrial(cells[0], Trial.PENDING, 1), StandInTrial(cells[1], Trial.PENDING, 3)
     watch = experiment.ClusterWatch(wait_s=20.0)
     for now in (10.0, 20.0, 30.0):  # within the wait: Ray may still be placing it

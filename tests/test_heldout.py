@@ -11,9 +11,10 @@ import pandas as pd
 import pytest
 
 from bilevel_tune.cli.reevaluation import PROBE_ITERS, job_cost, probe_rules, trial_rules
-from bilevel_tune.report.answers import answers
+from bilevel_tune.report.answers import decided
 from bilevel_tune.report.robustness import HOLDS, robustness, status_quo_words
 from bilevel_tune.study_data.definition import load_study
+from bilevel_tune.study_data.design import compile_design
 from bilevel_tune.study_data.learners import check_learners, learners_of, parse_learner, with_learners
 from bilevel_tune.study_data.run_folder import trial_name
 from bilevel_tune.study_data.study_checks import StudyError
@@ -53,14 +54,14 @@ def test_learners_named_twice_or_that_the_world_cannot_run_are_refused():
     check_learners(with_learners(WEEKEND, ("analytic", "ppo", "frozen")))
 
 
-def finished(study, best: dict) -> pd.DataFrame:
-    """A trials table of finished trials whose best candidates' searched rules are `best`, its rows in reverse (a
-    reader finds each cell's row by its columns, never by its place)."""
-    rows = []
-    for cell in study.grid.cells():
+def finished(study, best: dict) -> dict[tuple, pd.Series]:
+    """Trial rows by cell key (`RunStore.trial_rows`) of finished trials whose best candidates' searched rules are
+    `best`, in reverse order (a reader finds each cell's row by its key, never by its place)."""
+    rows = {}
+    for cell in reversed(compile_design(study).cells):
         who = {"population": cell.population, "optimize_params": ",".join(cell.optimize_params), "seed": cell.seed}
-        rows.append({**who, "status": "complete", **{f"best/{p}": best[p] for p in cell.optimize_params}})
-    return pd.DataFrame(rows[::-1])
+        rows[cell.key] = pd.Series({**who, "status": "complete", **{f"best/{p}": best[p] for p in cell.optimize_params}})
+    return rows
 
 
 def test_each_trial_is_scored_at_its_final_rules_against_the_status_quo_of_its_own_searched_rules():
@@ -77,12 +78,12 @@ def test_each_trial_is_scored_at_its_final_rules_against_the_status_quo_of_its_o
 
     assert one_d.seeds == tuple(Seeds(42, 1, 3).final) and len(rules) == 12
     assert probe_rules(CEILING)[0].final == probe_rules(CEILING)[0].status_quo
-    assert "the fixed rules as the study sets them (max_demand_frac 1" in status_quo_words(CEILING)
+    assert "the fixed rules as the study sets them (max_demand_frac 1" in status_quo_words(compile_design(CEILING))
 
 
 def synthetic_heldout(study, gain_of, final_of=lambda learner, cell: 0.4, seeds=(1, 2)) -> pd.DataFrame:
     rows = []
-    for cell in study.grid.cells():
+    for cell in compile_design(study).cells:
         for learner in ("appo (its own)", "ppo", "frozen"):
             for j, seed in enumerate(seeds):
                 final = final_of(learner, cell) + 0.001 * j
@@ -102,12 +103,11 @@ def test_a_gain_is_decided_per_cell_and_learner_and_a_winner_that_holds_nowhere_
     study = grown(WEEKEND, (1, 2, 3, 4, 5, 6))
     rng = np.random.default_rng(0)
     levels = {s: rng.normal(0, 0.01) for s in study.seeds}
-    trials = pd.DataFrame(
-        [{"status": "complete", "trial": trial_name(study, c),
-          "final_objective": 0.4 + levels[c.seed] + (0.01 if c.dims == 2 else 0.0) + rng.normal(0, 0.001)}
-         for c in study.grid.cells()]
-    )  # fmt: skip
-    found = answers(study, trials)
+    design = compile_design(study)
+    rows = {c.key: pd.Series({"status": "complete", "trial": trial_name(study, c),
+                              "final_objective": 0.4 + levels[c.seed] + (0.01 if c.dims == 2 else 0.0) + rng.normal(0, 0.001)})
+            for c in design.cells}  # fmt: skip
+    found = decided(design, rows, {key: row["final_objective"] for key, row in rows.items()})
     assert {r.hypothesis.key: r.decision.outcome for r in found.rows}["2-D vs 1-D, over populations"] == "B better"
     heldout = synthetic_heldout(
         study,
@@ -115,7 +115,7 @@ def test_a_gain_is_decided_per_cell_and_learner_and_a_winner_that_holds_nowhere_
         final_of=lambda learner, cell: 0.4 + levels[cell.seed] + (0.01 if cell.dims == 2 and learner.startswith("appo")
                                                                   else 0.0),
     )  # fmt: skip
-    r = robustness(study, heldout, found)
+    r = robustness(compile_design(study), heldout, found)
     gains = {(g.where, g.learner): g.answer for g in r.gains()}
     assert gains[("population 1, 2-D", "ppo")] == "gain" and gains[("population 1, 2-D", "frozen")] == "not shown"
     winners = {(w.where, w.learner): w.answer for w in r.winners()}
@@ -148,7 +148,7 @@ def test_a_learner_is_costed_by_a_warm_seed_its_first_build_paid_once_per_actor(
 
 
 def test_no_held_out_scores_no_section():
-    assert robustness(WEEKEND, pd.DataFrame(), None) is None
+    assert robustness(compile_design(WEEKEND), pd.DataFrame(), None) is None
 
 
 # -- with Ray: the frozen learner, a study scored by held-out learners, a finished run re-evaluated ----------------

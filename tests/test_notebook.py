@@ -34,9 +34,13 @@ def images(outputs) -> int:
     return sum("image/png" in o.get("data", {}) for o in outputs)
 
 
-def test_the_committed_notebook_shows_its_outputs():
-    outputs = [o for cell in nbformat.read(NOTEBOOK, as_version=4).cells for o in cell.get("outputs", [])]
+def test_the_committed_notebook_shows_its_outputs_and_reads_through_the_public_reader_alone():
+    cells = nbformat.read(NOTEBOOK, as_version=4).cells
+    outputs = [o for cell in cells for o in cell.get("outputs", [])]
     assert images(outputs) >= 5, "committed executed against docs/results/ceiling-appo, outputs kept"
+    code = "\n".join(cell.source for cell in cells if cell.cell_type == "code")
+    assert "bilevel_tune.open(" in code
+    assert "from bilevel_tune" not in code and "import bilevel_tune." not in code, "no internal module of the package"
 
 
 @pytest.mark.long

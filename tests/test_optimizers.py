@@ -12,6 +12,7 @@ from bilevel_tune.base.sections import BOSettings, CMASettings, ESSettings, Optu
 from bilevel_tune.core import es, metrics, outer
 from bilevel_tune.report import optimizers as report
 from bilevel_tune.study_data.definition import Study, StudyError, load_study
+from bilevel_tune.study_data.design import compile_design
 
 TARGET = np.array([0.3, 0.7])
 SETTINGS = {"es": ESSettings(), "cma": CMASettings(), "bo": BOSettings(initial=4, raw_samples=64, restarts=2),
@@ -154,10 +155,10 @@ def test_cma_searches_a_one_rule_mechanism():
 
 def test_the_optimizer_is_a_setting_and_an_axis_and_the_study_checks_what_each_can_run():
     weekend = load_study("weekend")
-    assert weekend.outer.optimizer == "es" and weekend.grid.optimizers == ("es",)
+    assert weekend.outer.optimizer == "es" and compile_design(weekend).optimizers == ("es",)
     crossed = weekend.with_overrides(populations=[4], outer_iters=3, grid={"optimizer": "es,cma,bo,random"})
-    assert crossed.grid.optimizers == ("es", "cma", "bo", "random") and len(crossed.grid.cells()) == 2 * 2 * 4
-    assert {dict(c.extra)["outer.optimizer"] for c in crossed.grid.cells()} == {"es", "cma", "bo", "random"}
+    assert compile_design(crossed).optimizers == ("es", "cma", "bo", "random") and len(compile_design(crossed).cells) == 2 * 2 * 4
+    assert {dict(c.extra)["outer.optimizer"] for c in compile_design(crossed).cells} == {"es", "cma", "bo", "random"}
     assert weekend.with_overrides(populations=[4], outer_iters=3, settings={"optimizer": "bo"}).outer.optimizer == "bo"
     cases = {
         "optimizer 'cma' needs population ≥ 2, not 1": {"settings": {"optimizer": "cma"}},
@@ -178,12 +179,12 @@ def test_a_study_file_names_its_optimizer_at_the_top_or_in_outer_and_budgets_eva
         {"name": "t", "optimizer": "random", "budget": {"evaluations": 8},
          "grid": {"population": [4], "optimize_params": [["min_demand_frac"]], "seed": [1]}}
     )  # fmt: skip
-    assert study.outer.optimizer == "random" and study.grid.cells()[0].generations == 2
+    assert study.outer.optimizer == "random" and compile_design(study).cells[0].generations == 2
     with pytest.raises(StudyError, match="optimizer is given twice"):
         Study.parse({"name": "t", "optimizer": "bo", "outer": {"optimizer": "es"}, "budget": {"generations": 2},
                      "grid": {"population": [4], "optimize_params": [["min_demand_frac"]], "seed": [1]}})  # fmt: skip
     quick = load_study("optimizers").with_budget("quick")
-    assert {c.generations for c in quick.grid.cells()} == {3} and quick.grid.optimizers == ("es", "cma", "bo", "random")
+    assert {c.generations for c in compile_design(quick).cells} == {3} and compile_design(quick).optimizers == ("es", "cma", "bo", "random")
 
 
 def test_evaluations_to_eps_counts_until_the_incumbent_stays_within_eps():
@@ -201,7 +202,7 @@ def test_a_users_optimiser_is_named_as_module_and_class_like_a_world_or_a_loop()
     user = "tests.user_optimizers:ShrinkingBox"
     study = load_study("weekend").with_overrides(populations=[4], outer_iters=3, settings={"optimizer": user})
     optimizer, settings = outer.chosen(study)
-    assert study.grid.optimizers == (user,) and settings is None and type(optimizer).__name__ == "ShrinkingBox"
+    assert compile_design(study).optimizers == (user,) and settings is None and type(optimizer).__name__ == "ShrinkingBox"
     state = optimizer.init(settings, 4, 2, 42)
     for _ in range(12):
         candidates = optimizer.ask(state)
@@ -210,7 +211,7 @@ def test_a_users_optimiser_is_named_as_module_and_class_like_a_world_or_a_loop()
     crossed = study.with_overrides(grid={"optimizer": f"es,{user}"})
     from bilevel_tune.study_data.run_folder import trial_name
 
-    assert {trial_name(crossed, c).rsplit("_", 1)[1] for c in crossed.grid.cells()} == {"es", "ShrinkingBox"}
+    assert {trial_name(crossed, c).rsplit("_", 1)[1] for c in compile_design(crossed).cells} == {"es", "ShrinkingBox"}
     for spec, message in {
         "tests.user_optimizers:NotAnOptimiser": "is not an outer optimiser: subclass bilevel_tune.core.outer",
         "tests.user_optimizers:Nowhere": "optimizer 'tests.user_optimizers:Nowhere' cannot be imported",
@@ -242,6 +243,8 @@ def test_a_users_optimiser_is_summarised_with_its_own_rows(tmp_path):
         for column in ("outer.optimizer", "optimizer"):
             if column in table:
                 table[column] = table[column].replace("random", user)
+        # its trials named as a run of it names them (by the class's name): the store joins rows to cells by name
+        table["trial"] = table["trial"].str.replace(r"_random(_|$)", r"_ShrinkingBox\1", regex=True)
         table.to_csv(folder / name, index=False, **kwargs)
     assert main([str(folder), "--no-plots"]) == 0
     table = pd.read_csv(folder / "optimizers.csv")
@@ -257,11 +260,14 @@ def test_a_users_optimiser_is_summarised_with_its_own_rows(tmp_path):
 
 def test_a_summary_that_raises_fails_the_run_and_says_how_to_rebuild_it(tmp_path):
     from bilevel_tune.cli.runner import _summarise
+    from bilevel_tune.study_data import run_lock
     from bilevel_tune.study_data.definition import load_study
+    from bilevel_tune.study_data.run_store import RunStore
 
     (tmp_path / "study.json").write_text("{}")  # no study in it: the summary cannot be written
     said = []
-    assert _summarise(tmp_path, "disabled", load_study("weekend"), said.append) is False
+    with run_lock.held(tmp_path, fresh=False) as lock:
+        assert _summarise(RunStore(tmp_path, lock), "disabled", load_study("weekend"), said.append) is False
     assert said[-1].startswith("summary failed (") and f"rebuild with: python -m bilevel_tune.summary {tmp_path}" in said[-1]
 
 

@@ -8,6 +8,7 @@ import pytest
 from bilevel_tune.planning import pilot_designs
 from bilevel_tune.report.pilot import PilotError, read_pilot
 from bilevel_tune.study_data.definition import load_study
+from bilevel_tune.study_data.design import compile_design
 
 from .study_helpers import REPO
 
@@ -78,7 +79,7 @@ def test_a_study_with_rows_at_equal_evaluations_is_planned_in_its_own_family():
 
     study = load_study("weekend-confirm")
     pilot = read_pilot(study, RESULTS / "weekend-appo")
-    rows = {r.key: r for r in planned_rows(study, pilot)}
+    rows = {r.key: r for r in planned_rows(compile_design(study), pilot)}
     assert len(rows) == 7  # the pilot's 6 decided rows, and the one at equal evaluations
     equal = rows["population 16 vs population 1, over mechanisms, at equal evaluations"]
     quarter = equal.at[("best-so-far", Fraction(1, 4))]  # 250 evaluations each: +0.0020, under half the margin
@@ -90,4 +91,4 @@ def test_a_study_with_rows_at_equal_evaluations_is_planned_in_its_own_family():
     assert main.planned(main.at[("best-so-far", Fraction(1))]).level == pytest.approx(0.05 / 4 / 2)
     simple = rows["2-D vs 1-D at population 1"]  # gated: half its main effect's share, the first sibling shown
     assert simple.planned(simple.at[("best-so-far", Fraction(1))]).level == pytest.approx(0.05 / 4 / 2 / 2, rel=1e-5)  # ε-edges
-    assert sorted(c.rescorings for c in pilot_cells(pilot, study)) == [0, 0, 1, 1]
+    assert sorted(c.rescorings for c in pilot_cells(pilot, compile_design(study))) == [0, 0, 1, 1]

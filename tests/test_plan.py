@@ -6,6 +6,7 @@ import pytest
 
 from bilevel_tune.planning.plan import CostModel, PlanError, describe_plan, hms, make_plan, simulate
 from bilevel_tune.study_data.definition import load_study
+from bilevel_tune.study_data.design import compile_design
 from bilevel_tune.study_data.run_folder import Cell, trial_name
 
 WEEKEND = load_study("weekend")
@@ -24,7 +25,7 @@ MODEL = CostModel(
 @pytest.fixture
 def weekend():
     study = load_study("weekend")
-    return study.grid.cells(), study.budget
+    return compile_design(study).cells, study.budget
 
 
 def test_sixteen_cpus_run_the_whole_weekend_at_once_near_the_population_one_floor(weekend):

@@ -13,6 +13,7 @@ from bilevel_tune.cli.options import UsageError
 from bilevel_tune.cli.rescoring import Budget, TrialRun, parse_budgets
 from bilevel_tune.study_data.definition import load_study
 from bilevel_tune.study_data.run_folder import Cell
+from bilevel_tune.study_data.run_store import open_store
 from bilevel_tune.verdicts import family, noise
 
 WEEKEND = load_study("weekend")
@@ -123,7 +124,7 @@ def test_a_quick_run_re_scored_on_more_final_seeds_and_at_half_its_budget(ray_cl
     from bilevel_tune.report.run_history import spent
 
     # 2 × 32 + 2 × 48 evaluations; 4 trials × 2 final seeds × 2 rule sets, and population 16's 2 × 2 × 2 at 32
-    assert spent(run)[0].startswith("- farm trainings: 160 evaluations + 24 final re-evaluation trainings, 8 of them at "
+    assert spent(open_store(run))[0].startswith("- farm trainings: 160 evaluations + 24 final re-evaluation trainings, 8 of them at "
                                     "smaller budgets (equal evaluations) = 184, over its 4 search trial(s)")
     assert "**Confirmatory**: its decision plan (fingerprint " in (run / "summary.md").read_text()
     capsys.readouterr()

@@ -13,8 +13,11 @@ from bilevel_tune.core import metrics
 from bilevel_tune.planning.plan import CostModel, make_plan
 from bilevel_tune.report import run_history
 from bilevel_tune.study_data.definition import load_study
+from bilevel_tune.study_data.design import compile_design
 from bilevel_tune.study_data.run_folder import GENERATIONS_FILE, STUDY_FILE, read_study_file
+from bilevel_tune.study_data.run_store import RunStore
 
+from .study_helpers import held_store
 from .test_plan import MODEL  # the plan tests' cost model: the weekend's figures, rounded
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,13 +35,15 @@ def plan_of(study, cells):
 def two_sessions(tmp_path):
     """A fresh session stopped with 4 of the 8 trials finished, then a resume that plans the 4 left and finishes them."""
     study = load_study("weekend")
-    cells = study.grid.cells()
+    cells = compile_design(study).cells
     run_dir = tmp_path / "run"
-    first = session_log.record_start(study, run_dir, plan_of(study, cells), RunOptions(study="weekend"), "disabled")
-    session_log.record_end(run_dir, first, 3600.0, 130, (4, 0, 4))
+    with held_store(run_dir, fresh=True) as store:
+        first = session_log.record_start(study, store, plan_of(study, cells), RunOptions(study="weekend"), "disabled")
+        session_log.record_end(store, first, 3600.0, 130, (4, 0, 4))
     options = RunOptions(study="weekend", resume=True)
-    second = session_log.record_start(study, run_dir, plan_of(study, cells[4:]), options, "disabled")
-    session_log.record_end(run_dir, second, 5400.0, 0, (8, 0, 0))
+    with held_store(run_dir) as store:
+        second = session_log.record_start(study, store, plan_of(study, cells[4:]), options, "disabled")
+        session_log.record_end(store, second, 5400.0, 0, (8, 0, 0))
     return run_dir, plan_of(study, cells), plan_of(study, cells[4:])
 
 
@@ -64,7 +69,7 @@ def test_each_session_records_its_end_wall_time_and_exit(two_sessions):
 
 def test_run_report_sets_the_commands_eta_against_the_wall_summed_over_sessions(two_sessions):
     run_dir, whole, _ = two_sessions
-    lines = run_report().sessions(run_dir)
+    lines = run_report().sessions(RunStore(run_dir))
     table = [line for line in lines if line.startswith("| 1 ") or line.startswith("| 2 (--resume)")]
     assert len(table) == 2 and "| 1:00:00 | 130 | 4 / 0 / 4 |" in table[0] and "| 1:30:00 | 0 | 8 / 0 / 0 |" in table[1]
     eta = round(whole.eta_s, 1)
@@ -81,7 +86,7 @@ def test_run_report_says_so_when_a_session_recorded_no_end(two_sessions):
     for key in ("ended_utc", "wall_s", "exit_code", "finished", "errored", "interrupted"):
         del record["sessions"][1][key]  # a session killed outright (SIGKILL, the machine lost) writes no end
     (run_dir / STUDY_FILE).write_text(json.dumps(record))
-    lines = run_report().sessions(run_dir)
+    lines = run_report().sessions(RunStore(run_dir))
     assert any(line.startswith("| 2 (--resume) ") and "| not recorded | — |" in line for line in lines)
     assert lines[-1].endswith("wall time over 1 session(s) 1:00:00 (ETA − wall: "
                               f"{100 * (record['plan']['eta_s'] - 3600) / 3600:+.0f} % of the wall) "
@@ -96,7 +101,7 @@ def test_run_report_reads_an_older_record_whose_plan_is_the_latest_sessions(two_
         for key in ("plan", "git_sha", "ended_utc", "wall_s", "exit_code", "finished", "errored", "interrupted"):
             session.pop(key)
     (run_dir / STUDY_FILE).write_text(json.dumps(record))
-    lines = run_report().sessions(run_dir)
+    lines = run_report().sessions(RunStore(run_dir))
     eta = run_report().clock(round(rest.eta_s, 1))
     assert lines[-1] == (
         f"- the plan on record is the latest of an older release's sessions (for what was left then): ETA {eta} "
@@ -107,12 +112,13 @@ def test_run_report_reads_an_older_record_whose_plan_is_the_latest_sessions(two_
 
 def test_a_plan_by_work_alone_has_no_eta_on_record(two_sessions, tmp_path):
     study = load_study("weekend")
-    plan = make_plan(study.grid.cells(), study.budget, 2, CostModel.by_work("no figures"))
+    plan = make_plan(compile_design(study).cells, study.budget, 2, CostModel.by_work("no figures"))
     run_dir = tmp_path / "by-work"
-    started = session_log.record_start(study, run_dir, plan, RunOptions(study="weekend"), "disabled")
-    session_log.record_end(run_dir, started, 60.0, 0, (8, 0, 0))
+    with held_store(run_dir, fresh=True) as store:
+        started = session_log.record_start(study, store, plan, RunOptions(study="weekend"), "disabled")
+        session_log.record_end(store, started, 60.0, 0, (8, 0, 0))
     assert read_study_file(run_dir)["plan"]["eta_s"] is None
-    assert run_report().sessions(run_dir)[-1] == (
+    assert run_report().sessions(RunStore(run_dir))[-1] == (
         "- the run's plan (its first session's) had no ETA: this machine had no figures for its settings; "
         "wall time over 1 session(s) 0:01:00"
     )
@@ -120,7 +126,7 @@ def test_a_plan_by_work_alone_has_no_eta_on_record(two_sessions, tmp_path):
     trial.mkdir()
     line = {metrics.KIND: "generation", metrics.GENERATION: 0, metrics.SEC_PER_GEN: 2.0, metrics.RSS_MB: 600, metrics.THREADS_OS: 26}
     (trial / GENERATIONS_FILE).write_text(json.dumps(line) + "\n")
-    (row,) = run_report().trial_figures(run_dir)
+    (row,) = run_report().trial_figures(RunStore(run_dir))
     assert row["trial"] == "weekend_pop16_1d_seed42" and row["planned_s"] is None, "units of work are no seconds"
 
 
@@ -135,7 +141,7 @@ def test_per_trial_figures_pace_census_and_rss_after_warm_up(two_sessions):
         line = {metrics.KIND: "generation", metrics.GENERATION: g, metrics.SEC_PER_GEN: 2.0 if g < 50 else 3.0, metrics.RSS_MB: rss}
         lines.append(json.dumps({**line, metrics.THREADS_OS: 26 if g else 27, metrics.SHARDS: 2}))
     (trial / GENERATIONS_FILE).write_text("\n".join(lines) + "\n")
-    (row,) = run_report().trial_figures(run_dir)
+    (row,) = run_report().trial_figures(RunStore(run_dir))
     assert row["trial"] == "weekend_pop16_1d_seed42" and row["generations"] == 100 and not row["complete"]
     assert row["planned_s"] == next(t["seconds"] for t in read_study_file(run_dir)["plan"]["trials"]
                                     if t["trial"] == "weekend_pop16_1d_seed42")  # fmt: skip
@@ -152,7 +158,7 @@ def test_a_shipped_record_names_the_calibration_store_under_home_as_tilde(two_se
     home_store = f"{Path.home()}/.cache/bilevel_tune/calibration.json"
     record["plan"]["source"] = f"inner loop: cached probe of 2026-12-02 02:32 ({home_store})"
     (run_dir / STUDY_FILE).write_text(json.dumps(record))
-    run_history.ship(run_dir, tmp_path / "shipped", run_history.trial_figures(run_dir), "notes")
+    run_history.ship(RunStore(run_dir), tmp_path / "shipped", run_history.trial_figures(RunStore(run_dir)), "notes")
     shipped = (tmp_path / "shipped" / STUDY_FILE).read_text()
     assert "(~/.cache/bilevel_tune/calibration.json)" in shipped and str(Path.home()) + "/" not in shipped
     assert json.loads(shipped)["sessions"] == record["sessions"]  # the rest of the record as it was
@@ -162,8 +168,8 @@ def test_notes_taken_from_a_shipped_run_md_ship_its_title_once(two_sessions, tmp
     """A re-ship's notes are the shipped run.md's head, title and all: the run's name heads run.md once."""
     run_dir, _, _ = two_sessions
     title = f"# {run_dir.resolve().name}"
-    rows = run_history.trial_figures(run_dir)
-    run_history.ship(run_dir, tmp_path / "shipped", rows, f"{title}\n\n{title}\n\nWhy it ran.\n\n# elsewhere")
+    rows = run_history.trial_figures(RunStore(run_dir))
+    run_history.ship(RunStore(run_dir), tmp_path / "shipped", rows, f"{title}\n\n{title}\n\nWhy it ran.\n\n# elsewhere")
     text = (tmp_path / "shipped" / run_history.RUN_MD).read_text()
     assert text.startswith(f"{title}\n\nWhy it ran.\n\n# elsewhere\n") and text.count(title + "\n") == 1
 
@@ -178,7 +184,7 @@ def test_a_shipped_run_md_carries_the_held_out_step_as_its_summary_says_it(tmp_p
     notes = "# shipped\n\nnotes\n\n## What it answers\n\nblock\n\n## Provenance and sessions\n\ntable\n"
     (folder / run_history.RUN_MD).write_text(notes)
     summary = "# s\n\n## Answers\n\nblock\n\n## Robustness\n\n| learner | gain |\n\n## Trials\n\nrest\n"
-    assert run_history.record_held_out(folder, summary)
+    assert run_history.record_held_out(RunStore(folder), summary)
     text = (folder / run_history.RUN_MD).read_text()
     held = text.split(run_history.HELD_OUT_HEADING)[1].split("\n## ")[0]
     assert "| learner | gain |" in held and "| 1 | appo (its own), ppo | 4 | 4 / 0 | 2026-12-04T19:00:00 |" in held
@@ -187,11 +193,11 @@ def test_a_shipped_run_md_carries_the_held_out_step_as_its_summary_says_it(tmp_p
 
     # a later step replaces the section where it stands; the same summary again changes nothing
     summary = summary.replace("| learner | gain |", "| learner | gain | holds |")
-    assert run_history.record_held_out(folder, summary) and not run_history.record_held_out(folder, summary)
+    assert run_history.record_held_out(RunStore(folder), summary) and not run_history.record_held_out(RunStore(folder), summary)
     again = (folder / run_history.RUN_MD).read_text()
     assert again.count(run_history.HELD_OUT_HEADING) == 1 and "| learner | gain | holds |" in again
     assert again.replace("| learner | gain | holds |", "| learner | gain |") == text
-    assert not run_history.record_held_out(folder, "# s\n\n## Answers\n\nblock\n")  # no held-out learners: no section
+    assert not run_history.record_held_out(RunStore(folder), "# s\n\n## Answers\n\nblock\n")  # no held-out learners: no section
 
 
 def test_a_stage_decided_again_keeps_its_own_elapsed_time_and_says_when_each_look_was(tmp_path):
@@ -211,7 +217,7 @@ def test_a_stage_decided_again_keeps_its_own_elapsed_time_and_says_when_each_loo
     (tmp_path / STUDY_FILE).write_text(
         json.dumps({"study": {"decide": {"max_seeds": 12, "seeds_per_stage": 2}}, "stages": [stage]})
     )
-    row = run_history.stages(tmp_path)[2]
+    row = run_history.stages(RunStore(tmp_path))[2]
     assert row == (
         "| 3 | 1671, 6578 | 2 | 2026-12-03T14:24:40 | 2026-12-03T18:31:12 | 4:06:32 | 1 open (paired t, 12-seed plan) "
         "at 2026-12-05T15:51:38; before: 1 undecided (AdaStop) at 2026-12-03T18:31:12 |"
@@ -230,17 +236,18 @@ def test_a_held_out_session_ended_without_a_word_shows_what_it_logged(tmp_path):
     run_dir = tmp_path / "fishery-analytic"
     shutil.copytree(Path(__file__).parents[1] / "docs" / "results" / "fishery-analytic", run_dir)
     base = {"learners": ["analytic (its own)", "ppo"], "jobs": 5, "scored": 0, "failed": 0}
-    reevaluation.log_session(run_dir, {**base, "started_utc": "2026-12-06T10:00:00+00:00"})  # as a step of old
-    with pytest.raises(KeyboardInterrupt), reevaluation.logged_session(
-        run_dir, {**base, "started_utc": "2026-12-06T11:00:00+00:00"}
-    ) as job_done:
-        job_done(SimpleNamespace(error=None))
-        job_done(SimpleNamespace(error="a crash"))
-        raise KeyboardInterrupt
+    with held_store(run_dir) as store:
+        store.log_step_session({**base, "started_utc": "2026-12-06T10:00:00+00:00"})  # as a step of old
+        with pytest.raises(KeyboardInterrupt), reevaluation.logged_session(
+            store, {**base, "started_utc": "2026-12-06T11:00:00+00:00"}
+        ) as job_done:
+            job_done(SimpleNamespace(error=None))
+            job_done(SimpleNamespace(error="a crash"))
+            raise KeyboardInterrupt
     data = read_study_file(run_dir)
     data[REEVALUATIONS][-1].pop("ended_utc")  # as a session killed outright leaves it
     data[REEVALUATIONS][-1].pop("wall_s")
     write_json(run_dir / STUDY_FILE, data)
-    rows = run_history.held_out_sessions(run_dir)[-2:]
+    rows = run_history.held_out_sessions(RunStore(run_dir))[-2:]
     assert "| 5 | not recorded | 2026-12-06T10:00:00 | not recorded | — |" in rows[0]
     assert "| 5 | 2 / 1 | 2026-12-06T11:00:00 | not recorded | — |" in rows[1]

@@ -18,6 +18,7 @@ from bilevel_tune.inner import InnerLoopConfig
 from bilevel_tune.inner.analytic import AnalyticLoop
 from bilevel_tune.report import landscape
 from bilevel_tune.study_data.definition import Study, StudyError, load_study
+from bilevel_tune.study_data.design import compile_design
 from bilevel_tune.study_data.run_folder import SCAN_CSV
 from bilevel_tune.tune_edge.trainable import Seeds, candidate_rules
 from bilevel_tune.worlds.fresh_water.rules import rule_spec
@@ -60,11 +61,11 @@ def test_the_grid_holds_both_ends_and_the_centre_and_runs_row_major():
 
 def test_a_scan_is_a_trial_per_searched_rules_and_seed(tmp_path):
     study = load_study("weekend").with_overrides(scan=3)
-    names = [c for c in study.grid.scan_cells()]
+    names = [c for c in compile_design(study).scan_cells]
     assert [(c.population, c.dims, c.seed, c.generations) for c in names] == [
         (3, 1, 42, 4), (3, 1, 7, 4), (9, 2, 42, 4), (9, 2, 7, 4),
     ]  # fmt: skip
-    assert load_study("weekend").scan is None and load_study("weekend").grid.scan_cells() == []  # no default scan
+    assert load_study("weekend").scan is None and compile_design(load_study("weekend")).scan_cells == ()  # no default scan
     assert Study.from_dict(json.loads(json.dumps(study.to_dict()))) == study
     path = tmp_path / "s.toml"
     path.write_text(LANDSCAPE_STUDY.replace("points = 5", "points = 1"))

@@ -10,6 +10,7 @@ from bilevel_tune.cli.main import main
 from bilevel_tune.cli.staging import ARCHIVE_DIR
 from bilevel_tune.core import metrics
 from bilevel_tune.report.outputs import summarise
+from bilevel_tune.study_data.run_store import open_store
 from bilevel_tune.verdicts import decide
 
 from .study_helpers import interrupt, raw_generation_lines, study_args, study_process, trial_records, wait_for
@@ -66,7 +67,7 @@ def test_a_two_seed_run_continues_in_stages_and_a_stage_survives_ctrl_c(ray_clus
     assert finals(run) == finals(whole)
     assert [s["seeds"] for s in stages_of(run)] == [s["seeds"] for s in stages_of(whole)]
     assert [s["decisions"] for s in stages_of(run)] == [s["decisions"] for s in stages_of(whole)]
-    answers = summarise(run).answers
+    answers = summarise(open_store(run)).answers
     assert answers.decisions.looks == 3 and answers.rows[0].decision.outcome in (decide.UNDECIDED, decide.B_BETTER)
     headings = [line for line in (run / "summary.md").read_text().splitlines() if line.startswith("## ")]
     assert headings[0] == "## Answers"
@@ -81,7 +82,7 @@ def test_a_two_seed_run_continues_in_stages_and_a_stage_survives_ctrl_c(ray_clus
             (3, 4, 3)
         ]
         assert record["stages"][2]["superseded"][0]["max_seeds"] == 3  # stage 3 decided again under the new plan
-        assert summarise(whole).answers.decisions.stages == 4
+        assert summarise(open_store(whole)).answers.decisions.stages == 4
 
 
 def test_a_margin_declared_on_resume_decides_from_the_next_look_and_is_recorded(ray_cluster, tmp_path, capsys):
@@ -109,7 +110,7 @@ def test_a_margin_declared_on_resume_decides_from_the_next_look_and_is_recorded(
     from bilevel_tune.report.run_history import stages
 
     assert any("A margin of 5 (the smallest difference that matters) was declared before look 1" in line
-               for line in stages(tmp_path / "m"))  # fmt: skip
+               for line in stages(open_store(tmp_path / "m")))  # fmt: skip
     assert main([*resume, "--declare-margin", "0.02"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "the run's plan already declares margin 5, from look 1" in err
@@ -118,9 +119,9 @@ def test_a_margin_declared_on_resume_decides_from_the_next_look_and_is_recorded(
 def test_the_scan_reports_the_range_edge_and_a_wider_range_moves_it(ray_cluster, tmp_path):
     small = dict(inner="analytic", wandb="disabled", population=1, optimize_params="min_demand_frac", seed=42)
     assert main(study_args(tmp_path, "--quick", name="edge", outer_iters=40, scan=11, **small)) == 0
-    edges = summarise(tmp_path / "edge").edges
+    edges = summarise(open_store(tmp_path / "edge")).edges
     assert [(e["rule"], e["side"], e["limit"], e["scans"]) for e in edges] == [("min_demand_frac", "upper", 0.35, 1)]
     assert "edge: min_demand_frac at its upper limit 0.35" in (tmp_path / "edge" / "summary.md").read_text()
     wider = ["--set", "search.min_demand_frac=0,0.7"]
     assert main(study_args(tmp_path, "--quick", *wider, name="wider", outer_iters=40, scan=11, **small)) == 0
-    assert summarise(tmp_path / "wider").edges == ()
+    assert summarise(open_store(tmp_path / "wider")).edges == ()

@@ -22,9 +22,11 @@ from bilevel_tune.core import metrics
 from bilevel_tune.planning.plan import hms, make_plan
 from bilevel_tune.study_data import run_lock
 from bilevel_tune.study_data.definition import load_study
-from bilevel_tune.study_data.run_folder import GENERATIONS_FILE, KIND_FINAL, append_record, trial_name, write_json
+from bilevel_tune.study_data.design import compile_design
+from bilevel_tune.study_data.run_folder import GENERATIONS_FILE, KIND_FINAL, trial_name, write_json
+from bilevel_tune.study_data.run_store import append_record
 
-from .study_helpers import REPO, write_trial_records
+from .study_helpers import REPO, held_store, write_trial_records
 from .test_plan import MODEL
 
 NOW = dt.datetime(2026, 12, 5, 20, 0, tzinfo=dt.timezone.utc)
@@ -38,20 +40,25 @@ def run_in_stage_2(tmp_path):
     study = load_study("weekend").with_overrides(populations=(1,))
     run_dir = tmp_path / "weekend-run"
     options = RunOptions(study="weekend", until_decided=True)
-    session_log.record_start(study, run_dir, make_plan(study.grid.stage_cells(1), study.budget, 2, MODEL), options, "disabled")
-    noise = {(1, 42): 0.02, (1, 7): -0.01}  # 2-D − 1-D by seed: one up, one down, nothing decided
-    for cell in study.grid.stage_cells(1):
-        final = 0.4 + noise.get((len(cell.optimize_params) - 1, cell.seed), 0.0)
-        write_trial_records(run_dir, study, cell, 50, PACE[cell.optimize_params], final=final)
-    decisions = staging.decide_run(study, run_dir)
-    staging.record_decisions(run_dir, study, decisions)
-    grown = staging.advance(study, run_dir, decisions)
+    with held_store(run_dir, fresh=True) as store:
+        plan = make_plan(compile_design(study).stage_cells(1), study.budget, 2, MODEL)
+        session_log.record_start(study, store, plan, options, "disabled")
+        noise = {(1, 42): 0.02, (1, 7): -0.01}  # 2-D − 1-D by seed: one up, one down, nothing decided
+        for cell in compile_design(study).stage_cells(1):
+            final = 0.4 + noise.get((len(cell.optimize_params) - 1, cell.seed), 0.0)
+            write_trial_records(run_dir, study, cell, 50, PACE[cell.optimize_params], final=final)
+        store.refresh()
+        decisions = staging.decide_run(study, store)
+        staging.record_decisions(store, study, decisions)
+        grown = staging.advance(study, store, decisions)
     assert grown is not None, "two seeds decide nothing: stage 2 begins"
-    one_d = [c for c in grown.grid.stage_cells(2) if len(c.optimize_params) == 1]
+    one_d = [c for c in compile_design(grown).stage_cells(2) if len(c.optimize_params) == 1]
     write_trial_records(run_dir, grown, one_d[0], 1000, 2.0, final=0.41)
     write_trial_records(run_dir, grown, one_d[1], 100, 2.0)
     resume = RunOptions(study="weekend", until_decided=True, resume=True)
-    session_log.record_start(grown, run_dir, make_plan(grown.grid.stage_cells(2)[1:], grown.budget, 2, MODEL), resume, "disabled")
+    with held_store(run_dir) as store:
+        plan = make_plan(compile_design(grown).stage_cells(2)[1:], grown.budget, 2, MODEL)
+        session_log.record_start(grown, store, plan, resume, "disabled")
     return run_dir, grown
 
 
@@ -63,13 +70,13 @@ def _lines(run_dir, **kwargs):
 
 def test_a_stage_under_way_its_trials_and_when_its_look_comes(run_in_stage_2):
     run_dir, study = run_in_stage_2
-    names = [trial_name(study, c) for c in study.grid.stage_cells(2)]
+    names = [trial_name(study, c) for c in compile_design(study).stage_cells(2)]
     lock = run_lock.acquire(run_dir, out=lambda line: None)
     try:
         lines = _lines(run_dir)
     finally:
         lock.release()
-    seeds = ", ".join(map(str, study.grid.stage_seeds(2)))
+    seeds = ", ".join(map(str, compile_design(study).stage_seeds(2)))
     assert lines[0] == f"weekend-run: study weekend (appo inner loop, budget full), stage 2 of 3 (seeds {seeds})"
     assert lines[1].startswith("the last look: stage 1 at ") and lines[1].endswith(": 0 of 1 rows decided, 1 not")
     assert lines[2] == f"a session holds it (pid {os.getpid()} on host {socket.gethostname()}, since {lock.me['started_utc']})"
@@ -130,10 +137,10 @@ def test_a_run_at_its_plans_end_and_a_shipped_folder_mid_run():
 
 def test_a_stage_whose_trials_all_finished_with_no_look_yet(run_in_stage_2):
     run_dir, study = run_in_stage_2
-    for cell in study.grid.stage_cells(2):
+    for cell in compile_design(study).stage_cells(2):
         if not list(run_dir.glob(f"{trial_name(study, cell)}_*")):
             write_trial_records(run_dir, study, cell, 1000, 3.0, final=0.42)
-    under_way = study.grid.stage_cells(2)[1]
+    under_way = compile_design(study).stage_cells(2)[1]
     who = {metrics.POPULATION: 1, metrics.OPTIMIZE_PARAMS: list(under_way.optimize_params), metrics.SEED: under_way.seed}
     records = next(run_dir.glob(f"{trial_name(study, under_way)}_*")) / GENERATIONS_FILE
     append_record(records, {metrics.KIND: KIND_FINAL, metrics.FINAL_BEST: 0.41, **who})  # it ends at once (a test's shortcut)
@@ -214,7 +221,7 @@ def held_out_midway(tmp_path):
     entry = {"learners": list(rows["learner"].unique()), "started_utc": NOW.isoformat(), "jobs": 34, "cpus": 2,
              "scored": 0, "failed": 0}  # fmt: skip
     scored = SimpleNamespace(error=None)
-    with pytest.raises(KeyboardInterrupt), reevaluation.logged_session(run_dir, entry) as job_done:
+    with held_store(run_dir) as store, pytest.raises(KeyboardInterrupt), reevaluation.logged_session(store, entry) as job_done:
         job_done(scored)
         job_done(scored)
         logged = json.loads((run_dir / "study.json").read_text())["reevaluations"][-1]

@@ -16,7 +16,9 @@ from bilevel_tune.inner.analytic import AnalyticLoop
 from bilevel_tune.planning import calibration
 from bilevel_tune.report import outputs, plots
 from bilevel_tune.study_data.definition import Study, load_study
+from bilevel_tune.study_data.design import compile_design
 from bilevel_tune.study_data.run_folder import SUMMARY_FILES, TENSORBOARD_DIR, json_safe, trial_name
+from bilevel_tune.study_data.run_store import open_store
 from bilevel_tune.study_data.trial_plan import TrialPlan
 from bilevel_tune.tune_edge.trainable import Seeds, candidate_rules, searched_values
 
@@ -54,7 +56,7 @@ def test_the_weekend_grid_runs_under_tune(ray_cluster, tmp_path, capsys, monkeyp
         # the trial ran from its plan, which its params.json shows whole: seeds, optimiser, loop, world, rules
         plan = json.loads((trial_dir / "params.json").read_text())[metrics.TRIAL]
         recorded = Study.from_record(study_record)
-        assert plan == json_safe(TrialPlan.of(recorded, recorded.grid.cell_of(generations[0])).to_dict())
+        assert plan == json_safe(TrialPlan.of(recorded, compile_design(recorded).cell_of(generations[0])).to_dict())
         assert plan["seeds"]["final"] == Seeds(plan["cell"]["seed"], 1, recorded.budget.final_eval_seeds).final
         assert plan["inner"]["loop"] == "analytic" and plan["inner"]["config"]["world_kind"] == "fresh-water"
         assert generations[0][metrics.SETTINGS] == plan["settings"] and plan["name"] == name.rsplit("_", 2)[0]
@@ -72,7 +74,7 @@ def test_the_weekend_grid_runs_under_tune(ray_cluster, tmp_path, capsys, monkeyp
     assert "SHORT RUN (budget quick, outer_iters=4)" in (run / "summary.md").read_text()
 
     # the search, where it happened: the searched rules' plane in physical units, with the mean's path
-    figure = plots.plot_population(outputs.summarise(run))
+    figure = plots.plot_population(outputs.summarise(open_store(run)))
     assert figure._suptitle.get_text().endswith("study weekend · inner loop analytic · budget quick, outer_iters=4")
     planes = [ax for ax in figure.axes if ax.get_xlabel() == "min_demand_frac" and ax.get_ylabel() == "fixed_quota"]
     assert len(planes) == 4
@@ -87,10 +89,10 @@ def test_the_weekend_grid_runs_under_tune(ray_cluster, tmp_path, capsys, monkeyp
     (run / names[0] / "generations.jsonl").unlink()
     crashed = run / names[1] / "generations.jsonl"
     crashed.write_text("".join(crashed.read_text().splitlines(keepends=True)[:2]))
-    trials = outputs.summarise(run).trials
+    trials = outputs.summarise(open_store(run)).trials
     assert len(trials) == 8
     assert sorted(trials["status"]) == ["complete"] * 6 + ["missing", "running or crashed"]
-    assert "Not complete: 2 trial(s)" in outputs.render(outputs.summarise(run))
+    assert "Not complete: 2 trial(s)" in outputs.render(outputs.summarise(open_store(run)))
 
 
 def expected_trajectory(study, population, params, seed, generations):

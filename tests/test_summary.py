@@ -4,8 +4,9 @@ import pandas as pd
 import pytest
 
 from bilevel_tune.core import metrics
-from bilevel_tune.report.outputs import CEILING, FEW, NO_CEILING, NOISE, ROBUST, SummaryError, load_run, main, verdicts
-from bilevel_tune.report.records import nodes_used
+from bilevel_tune.report.outputs import CEILING, FEW, NO_CEILING, NOISE, ROBUST, main, verdicts
+from bilevel_tune.study_data.run_store import StoreError, open_store
+from bilevel_tune.study_data.run_tables import nodes_used
 
 
 def table(rows):
@@ -76,22 +77,23 @@ def test_summary_cli_rejects_foreign_folders(tmp_path, capsys):
     assert main([str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 3 and all(line.startswith("bilevel_tune.summary: error:") for line in err)
-    with pytest.raises(SummaryError):
-        load_run(tmp_path)
+    with pytest.raises(StoreError):
+        _ = open_store(tmp_path).study
 
 
 def test_verdicts_of_a_run_shorter_than_its_study_are_labelled_so():
     from bilevel_tune.report.pipeline import budget_note
     from bilevel_tune.study_data.definition import load_study
+    from bilevel_tune.study_data.design import compile_design
 
     study = load_study("weekend")
-    assert budget_note(study) is None
-    note = budget_note(study.with_overrides(outer_iters=4, inner_iters=10))
+    assert budget_note(compile_design(study)) is None
+    note = budget_note(compile_design(study.with_overrides(outer_iters=4, inner_iters=10)))
     assert note.startswith(
         "SHORT RUN (budget full, outer_iters=4, inner_iters=10): cells ran 4 generations of 300/1000"
     )
     assert "K = 10 of 50" in note
-    assert budget_note(study.with_budget("quick")).startswith("SHORT RUN (budget quick): cells ran 3 generations")
+    assert budget_note(compile_design(study.with_budget("quick"))).startswith("SHORT RUN (budget quick): cells ran 3 generations")
 
 
 def test_the_summary_cli_answers_help(capsys):
@@ -101,7 +103,7 @@ def test_the_summary_cli_answers_help(capsys):
 
 def test_a_trials_status_says_whether_it_finished_stopped_or_may_still_be_running():
     from bilevel_tune.core import metrics
-    from bilevel_tune.report.records import _status
+    from bilevel_tune.study_data.run_tables import _status
 
     assert _status({metrics.FINAL_BEST: 0.3}, recorded=5, budget=5) == "complete"
     assert _status({metrics.STOP_REASON: "every candidate failed"}, recorded=3, budget=5) == "stopped"

@@ -7,6 +7,7 @@ import pytest
 
 from bilevel_tune.report import run_history
 from bilevel_tune.study_data.definition import Study, StudyError, load_study
+from bilevel_tune.study_data.design import compile_design
 from bilevel_tune.study_data.settings import settings_table
 from bilevel_tune.worlds.fishery import FisheryObjective, FisherySettings
 
@@ -54,7 +55,7 @@ def test_a_study_on_the_fishery_holds_the_fishery_s_sections_and_rules(tmp_path)
     assert study.with_budget("quick").world.horizon == 20 and study.world.horizon == 100
     changed = study.with_overrides(settings={"world.initial_stock": "3000", "fine": "0.5"}, grid={"fine": "0,1"})
     assert (changed.world.initial_stock, changed.fixed_rules["fine"]) == (3000.0, 0.5)
-    assert [c.extra for c in changed.grid.cells()][:2] == [(("rules.fine", 0.0),), (("rules.fine", 1.0),)]
+    assert [c.extra for c in compile_design(changed).cells][:2] == [(("rules.fine", 0.0),), (("rules.fine", 1.0),)]
     assert Study.from_dict(json.loads(json.dumps(changed.to_dict()))) == changed  # study.json: the same study back
     assert "world.farms" not in study.settings and "world.fishers" in study.settings
 

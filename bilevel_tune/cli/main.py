@@ -25,6 +25,7 @@ from bilevel_tune.base.plugins import in_users_code
 from bilevel_tune.cli.options import UsageError, build_parser, options_from
 from bilevel_tune.runtime.lifecycle import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from bilevel_tune.study_data.definition import StudyError, available_studies, load_study
+from bilevel_tune.study_data.design import compile_design
 from bilevel_tune.worlds import BUILTIN_WORLDS
 
 PROG = "python -m bilevel_tune.study"
@@ -35,7 +36,7 @@ def list_studies() -> None:
     for name in available_studies():
         s = load_study(name)
         budgets = "".join(", " + b for b, _ in s.budgets)
-        print(f"{name:<16} {len(s.grid.cells())} trials; budgets: full{budgets}; world {s.world_kind} — {s.description}")
+        print(f"{name:<16} {len(compile_design(s).cells)} trials; budgets: full{budgets}; world {s.world_kind} — {s.description}")
     print(f'worlds: {", ".join(BUILTIN_WORLDS)}, or your own as [world] kind = "module:Class" (docs/worlds.md)')
 
 
@@ -53,8 +54,9 @@ def pilot_plan(options, pilot) -> list[str]:
     from bilevel_tune.cli.options import resolve_study
     from bilevel_tune.report.pilot import PilotError, plan_lines
 
+
     try:
-        return ["", "planned from the pilot:", *plan_lines(resolve_study(options), pilot)]
+        return ["", "planned from the pilot:", *plan_lines(compile_design(resolve_study(options)), pilot)]
     except PilotError as err:
         raise UsageError(str(err)) from None
 

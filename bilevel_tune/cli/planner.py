@@ -15,11 +15,12 @@ from bilevel_tune.planning import calibration
 from bilevel_tune.planning.plan import Plan, PlanError, describe_plan, hms, make_plan
 from bilevel_tune.runtime import cluster
 from bilevel_tune.study_data.definition import Study
+from bilevel_tune.study_data.design import compile_design
 from bilevel_tune.study_data.run_folder import RunFolderError, find_run
+from bilevel_tune.study_data.run_store import StoreError, open_store
 from bilevel_tune.study_data.settings import describe as describe_settings
 from bilevel_tune.study_data.settings import shown
 from bilevel_tune.study_data.stages import at_most
-from bilevel_tune.study_data.study_overrides import budget_label
 
 
 def plan_run(
@@ -59,28 +60,28 @@ def dry_run(options: RunOptions, out: Callable[[str], None] = print) -> Plan:
     address = cluster.requested_address(options.address)
     if address is not None:
         cpus = _cluster_cpus(address, options.address)
-    b = study.budget
+    b, design = study.budget, compile_design(study)
     out(
-        f"study {study.name} ({study.source}), budget {budget_label(study)}{' (smoke)' if study.grid.smoke else ''}, inner loop {study.inner}"
+        f"study {study.name} ({study.source}), budget {design.budget_label}{' (smoke)' if design.smoke else ''}, inner loop {study.inner}"
     )
     further = "".join(f" × {key} [{', '.join(shown(v) for v in values)}]" for key, values in study.axes)
     out(
-        f"{len(study.grid.cells())} trials = population {list(study.populations)} × optimize_params "
+        f"{len(design.cells)} trials = population {list(study.populations)} × optimize_params "
         f"{[list(p) for p in study.optimize_params]} × seed {list(study.seeds)}{further}"
     )
     if study.scan:
         sizes = " and ".join(
-            sorted({f"{c.population} ({'×'.join([str(study.scan)] * c.dims)})" for c in study.grid.scan_cells()})
+            sorted({f"{c.population} ({'×'.join([str(study.scan)] * c.dims)})" for c in design.scan_cells})
         )
         out(
-            f"+ {len(study.grid.scan_cells())} scan trials = optimize_params × seed: grid points {sizes}, each trained and "
+            f"+ {len(design.scan_cells)} scan trials = optimize_params × seed: grid points {sizes}, each trained and "
             f"evaluated as a candidate, then re-evaluated on the {study.budget.final_eval_seeds} final seeds"
         )
     out("settings:")
     values = {"budget.generations": dict(b.generations) if not isinstance(b.generations, int) else b.generations}
     values = values if b.evaluations is None else {}  # the evaluations set each cell's generations
     for line in describe_settings(
-        {**study.settings, **values}, study.inner.startswith("appo"), study.table, study.grid.optimizers
+        {**study.settings, **values}, study.inner.startswith("appo"), study.table, design.optimizers
     ):
         out(line)
     out(f"W&B {mode}")
@@ -88,7 +89,7 @@ def dry_run(options: RunOptions, out: Callable[[str], None] = print) -> Plan:
     if options.until_decided:
         from bilevel_tune.verdicts.decide import describe_plan as decision_plan
 
-        out(f"stages (--until-decided): {decision_plan(study)}")
+        out(f"stages (--until-decided): {decision_plan(design)}")
         for line in _power_lines(study, options):
             out(line)
         out(f"stage 1: the grid's {len(study.seeds)} seeds in every cell")
@@ -123,13 +124,12 @@ def _power_lines(study: Study, options: RunOptions) -> list[str]:
     from bilevel_tune.verdicts.power import plan_lines
 
     scores, source = _earlier_scores(study, options)
-    return plan_lines(at_most(study), scores, source)
+    return plan_lines(compile_design(at_most(study)), scores, source)
 
 
 def _earlier_scores(study: Study, options: RunOptions) -> tuple[dict | None, str]:
-    from bilevel_tune.report.answers import finals_by_group
-    from bilevel_tune.report.columns import SummaryError
-    from bilevel_tune.report.tables import read
+    """Each group's scores by seed in an earlier run of this grid (its look scores, `RunStore.look_scores`)."""
+    from bilevel_tune.report.answers import by_group
 
     shipped = REPO_ROOT / "docs" / "results" / f"{study.name}-{study.inner}"
     candidates = [(shipped, f"docs/results/{shipped.name}")] if shipped.is_dir() else []
@@ -140,10 +140,10 @@ def _earlier_scores(study: Study, options: RunOptions) -> tuple[dict | None, str
         pass
     for folder, label in candidates:
         try:
-            tables = read(folder)
-        except (SummaryError, OSError, ValueError, KeyError):
+            store = open_store(folder)
+            scores = by_group(store.look_scores(store.study.decide.score))
+        except (StoreError, OSError, ValueError, KeyError):
             continue
-        scores = finals_by_group(tables.study, tables.trials)
         if any(len(seeds) >= 2 for seeds in scores.values()):
             return scores, label
     return None, ""
@@ -152,15 +152,16 @@ def _earlier_scores(study: Study, options: RunOptions) -> tuple[dict | None, str
 def _describe_most(study: Study, options: RunOptions, cpus: int, mode: str, first: Plan, out) -> None:
     """The plan at the most: every comparison open to the last stage, each stage run after the one before."""
     most = at_most(study)
-    extra = most.grid.all_seeds[len(study.seeds) :]
+    planned = compile_design(most)
+    extra = planned.all_seeds[len(study.seeds) :]
     out(
-        f"at the most (every comparison open to the end): {len(most.grid.trial_cells())} trials, the seeds "
+        f"at the most (every comparison open to the end): {len(planned.trial_cells)} trials, the seeds "
         f"{', '.join(map(str, extra)) or 'none'} added in stages of {study.decide.seeds_per_stage}"
     )
     etas, timed = [first.eta_s], first.model.calibrated
     for stage in range(2, len(most.stages) + 2):
-        keys = {c.key for c in most.grid.stage_cells(stage)}
-        plan = plan_run(most, options, cpus, mode, skip={c.key for c in most.grid.trial_cells() if c.key not in keys})
+        keys = {c.key for c in planned.stage_cells(stage)}
+        plan = plan_run(most, options, cpus, mode, skip={c.key for c in planned.trial_cells if c.key not in keys})
         etas.append(plan.eta_s)
         out(f"  stage {stage}: {len(keys)} trials" + (f", ETA {hms(plan.eta_s)}" if timed else ""))
     if timed:

@@ -13,19 +13,16 @@ Each learner (`study_data.learners`: the run's own loop first) scores the block 
 final seed as a trial's final re-evaluation does (`inner.heldout`). Every job's scores go to `heldout.csv` the
 moment it ends — one row per trial, learner and final seed: both objectives, the gain and the job's seconds — so a stopped step
 resumes where it stopped, and study.json's `reevaluations` logs every session of the step: its learners, its
-jobs, when it ran.
+jobs, when it ran. Both are written through the run's store (`study_data.run_store`), under the run lock.
 """
 
 from __future__ import annotations
 
-import csv
 import datetime as dt
-import os
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -33,24 +30,12 @@ import pandas as pd
 from bilevel_tune.core import metrics
 from bilevel_tune.inner import InnerLoopConfig
 from bilevel_tune.inner.contract import Seeds
-from bilevel_tune.report.answers import rows_by_cell
+from bilevel_tune.study_data import final_scores
+from bilevel_tune.study_data.design import compile_design
 from bilevel_tune.study_data.learners import Learner, learners_of
-from bilevel_tune.study_data.run_folder import (
-    HELDOUT_CSV,
-    REEVALUATIONS,
-    STUDY_FILE,
-    Cell,
-    read_study_file,
-    rules_text,
-    trial_name,
-    write_json,
-)
-
-COMPLETE = ("complete", "stopped")
-COLUMNS = (
-    "trial", "learner", "final_seed", "final", "status_quo", "gain", "final_rules", "status_quo_rules", "error",
-    "job_seconds",
-)  # fmt: skip
+from bilevel_tune.study_data.run_folder import REEVALUATIONS, Cell, rules_text, trial_name
+from bilevel_tune.study_data.run_store import COMPLETE
+from bilevel_tune.study_data.study_overrides import for_cell
 
 
 @dataclass(frozen=True)
@@ -64,15 +49,15 @@ class TrialRules:
     seeds: tuple[int, ...]
 
 
-def trial_rules(study, trials) -> list[TrialRules]:
-    """Every finished ES trial of the trials table, matched to its cell by name (never by row order), with its rules."""
-    out, by_key = [], rows_by_cell(study, trials)
-    for cell in study.grid.cells():
-        row = by_key.get(cell.key, {})
+def trial_rules(study, rows: Mapping[tuple, Any]) -> list[TrialRules]:
+    """Every finished ES trial, its row of the trials table by cell key (`RunStore.trial_rows`), with its rules."""
+    out = []
+    for cell in compile_design(study).cells:
+        row = rows.get(cell.key, {})
         searched = {p: row.get(metrics.BEST_RULE + p) for p in cell.optimize_params}
         if row.get("status") not in COMPLETE or any(v is None or not np.isfinite(v) for v in searched.values()):
             continue
-        fixed = study.grid.for_cell(cell).fixed_rules
+        fixed = for_cell(study, cell).fixed_rules
         defaults = {spec.name: spec.default for spec in study.table.rule_specs}
         final = {**fixed, **{p: float(v) for p, v in searched.items()}}
         status_quo = {**fixed, **{p: defaults[p] for p in cell.optimize_params}}
@@ -83,27 +68,24 @@ def trial_rules(study, trials) -> list[TrialRules]:
 
 def learner_config(study, learner: Learner, cell: Cell) -> tuple[InnerLoopConfig, int]:
     """(the loop's config, its K) as this learner runs this trial's cell."""
-    as_run = learner.study(study).grid.for_cell(cell)
+    as_run = for_cell(learner.study(study), cell)
     return InnerLoopConfig.from_study(as_run), as_run.budget.inner_iters
 
 
-def scored_already(run_dir: Path) -> set[tuple[str, str]]:
+def scored_already(store) -> set[tuple[str, str]]:
     """(trial, learner) pairs heldout.csv holds."""
-    path = Path(run_dir) / HELDOUT_CSV
-    if not path.is_file():
-        return set()
-    with path.open(newline="") as f:
-        return {(row["trial"], row["learner"]) for row in csv.DictReader(f)}
+    held = store.heldout
+    return set(zip(held["trial"].astype(str), held["learner"].astype(str))) if len(held) else set()
 
 
-def plan(study, trials, learners: Sequence[Learner], done: set | None = None) -> list:
+def plan(study, rows: Mapping[tuple, Any], learners: Sequence[Learner], done: set | None = None) -> list:
     """The jobs left: every finished trial under every learner, learner by learner, less those scored."""
     from bilevel_tune.inner.heldout import Job
 
     done = done or set()
     jobs = []
     for learner in learners:
-        for t in trial_rules(study, trials):
+        for t in trial_rules(study, rows):
             if (t.name, learner.label) in done:
                 continue
             config, k = learner_config(study, learner, t.cell)
@@ -111,30 +93,21 @@ def plan(study, trials, learners: Sequence[Learner], done: set | None = None) ->
     return jobs
 
 
-def append_rows(run_dir: Path, scored) -> None:
-    """A job's rows into heldout.csv, flushed to disk before the next job is looked at."""
-    path = Path(run_dir) / HELDOUT_CSV
+def heldout_rows(scored) -> list[list]:
+    """A job's rows of heldout.csv: one per final seed, its objectives as `repr` (every bit kept)."""
     trial, learner = scored.job.key
-    new = not path.is_file()
-    with path.open("a", newline="") as f:
-        writer = csv.writer(f, lineterminator="\n")  # as pandas writes it on a ship: a re-ship churns no line
-        if new:
-            writer.writerow(COLUMNS)
-        for seed, (final, status_quo) in zip(trial.seeds, scored.scores):
-            writer.writerow(
-                [
-                    trial.name, learner.label, seed, repr(final), repr(status_quo), repr(final - status_quo),
-                    rules_text(trial.final, trial.cell.optimize_params),
-                    rules_text(trial.status_quo, trial.cell.optimize_params), scored.error or "",
-                    f"{scored.seconds:.1f}",
-                ]
-            )  # fmt: skip
-        f.flush()
-        os.fsync(f.fileno())
+    return [
+        [
+            trial.name, learner.label, seed, repr(final), repr(status_quo), repr(final - status_quo),
+            rules_text(trial.final, trial.cell.optimize_params),
+            rules_text(trial.status_quo, trial.cell.optimize_params), scored.error or "", f"{scored.seconds:.1f}",
+        ]
+        for seed, (final, status_quo) in zip(trial.seeds, scored.scores)
+    ]  # fmt: skip
 
 
 def run_step(
-    study, run_dir: Path, trials, cpus: int, out: Callable[[str], None], stop_requested=lambda: False,
+    study, store, cpus: int, out: Callable[[str], None], stop_requested=lambda: False,
     extra: Sequence[str] = (), commit: str | None = None,
 ) -> dict[str, Any]:
     """Score what is left; log the session in study.json; return its counts. InnerLoopStopped propagates (the rows
@@ -142,7 +115,7 @@ def run_step(
     from bilevel_tune.inner.heldout import score
 
     learners = learners_of(study, extra)
-    jobs = plan(study, trials, learners, scored_already(run_dir))
+    jobs = plan(study, store.trial_rows, learners, scored_already(store))
     entry = {
         "learners": [learner.label for learner in learners],
         "started_utc": now_utc(),
@@ -153,9 +126,9 @@ def run_step(
         "failed": 0,
     }
     out(f"held-out: {len(jobs)} job(s) (finished trials × learners: {', '.join(entry['learners'])}) on {cpus} CPU(s)")
-    with logged_session(run_dir, entry) as job_done:
+    with logged_session(store, entry) as job_done:
         for scored in score(jobs, cpus, stop_requested):
-            append_rows(run_dir, scored)
+            store.append_heldout(heldout_rows(scored))
             job_done(scored)
             trial, learner = scored.job.key
             gains = [f - s for f, s in scored.scores]
@@ -165,41 +138,30 @@ def run_step(
 
 
 @contextmanager
-def logged_session(run_dir: Path, entry: dict):
+def logged_session(store, entry: dict):
     """A session of a step on a finished run, logged in study.json from its start; yields `job_done(scored)`, which
     counts a job and logs the count at once, so a session that ends without a word (killed, its machine lost) is
     logged as far as it got; its end and wall time are logged as it ends, however it ends."""
     entry["counted_per_job"] = True  # what a session ended without a word logged is its count, not a 0 of old
-    log_session(run_dir, entry)
+    store.log_step_session(entry)
     start = time.time()
 
     def job_done(scored) -> None:
         entry["scored"] += 1
         entry["failed"] += scored.error is not None
-        log_session(run_dir, entry, replace=True)
+        store.log_step_session(entry)
 
     try:
         yield job_done
     finally:
         entry.update(ended_utc=now_utc(), wall_s=round(time.time() - start, 1))
-        log_session(run_dir, entry, replace=True)
+        store.log_step_session(entry)
 
 
-def log_session(run_dir: Path, entry: dict, replace: bool = False) -> None:
-    """A session of a step on a finished run, logged in study.json's `reevaluations` (`replace`: its entry updated)."""
-    data = read_study_file(run_dir)
-    log = data.setdefault(REEVALUATIONS, [])
-    if replace and log and log[-1].get("started_utc") == entry["started_utc"]:
-        log[-1] = dict(entry)
-    else:
-        log.append(dict(entry))
-    write_json(Path(run_dir) / STUDY_FILE, data)
-
-
-def sessions_since(run_dir: Path, since: str) -> list[dict]:
+def sessions_since(store, since: str) -> list[dict]:
     """The sessions of a step on a finished run that study.json logs as started at `since` (`now_utc()`) or later:
     each with its jobs scored and failed, those of a session stopped midway included."""
-    log = read_study_file(run_dir).get(REEVALUATIONS, [])
+    log = store.record.get(REEVALUATIONS, [])
     return [entry for entry in log if entry.get("started_utc", "") >= since]
 
 
@@ -226,16 +188,14 @@ class StepProgress:
         return {label: self.trials - n for label, n in self.scored.items() if n < self.trials}
 
 
-def progress(results) -> StepProgress | None:
-    """The held-out step of the folder `results` reads (`study_data.results_store`); None where none was logged."""
-    from bilevel_tune.report.tables import trials_only
-
-    sessions = [entry for entry in results.record.get(REEVALUATIONS, []) if "rescoring" not in entry]
+def progress(store) -> StepProgress | None:
+    """The held-out step of the folder `store` reads (`study_data.run_store`); None where none was logged."""
+    sessions = [entry for entry in store.record.get(REEVALUATIONS, []) if "rescoring" not in entry]
     if not sessions:
         return None
     learners = tuple(sessions[-1]["learners"])
-    finished = {t.name for t in trial_rules(results.study, trials_only(results))}
-    rows = results.heldout if len(results.heldout) else pd.DataFrame(columns=list(COLUMNS))
+    finished = {t.name for t in trial_rules(store.study, store.trial_rows)}
+    rows = store.heldout if len(store.heldout) else pd.DataFrame(columns=list(final_scores.HELDOUT_COLUMNS))
     jobs = rows[rows["trial"].isin(finished)].drop_duplicates(["trial", "learner"])
     scored = {label: int((jobs["learner"] == label).sum()) for label in learners}
     job_s = {label: float(s.median()) for label, s in jobs.groupby("learner")["job_seconds"] if label in scored}
@@ -274,8 +234,8 @@ def job_cost(warm_up, once, more, k: int) -> JobCost:
 
 def probe_rules(study) -> list[TrialRules]:
     """A stand-in for a study's trials before they ran: its first cell, its status quo as the final rules too."""
-    cell = study.grid.cells()[0]
-    fixed = study.grid.for_cell(cell).fixed_rules
+    cell = compile_design(study).cells[0]
+    fixed = for_cell(study, cell).fixed_rules
     defaults = {spec.name: spec.default for spec in study.table.rule_specs}
     status_quo = {**fixed, **{p: defaults[p] for p in cell.optimize_params}}
     seeds = Seeds(cell.seed, study.budget.eval_episodes, study.budget.final_eval_seeds).final
@@ -305,8 +265,8 @@ def probe_costs(study, learners: Sequence[Learner], trial: TrialRules) -> dict[s
     return out
 
 
-def describe_cost(study, trials, learners: Sequence[Learner], cpus: int, out: Callable[[str], None],
-                  done: set | None = None) -> float:  # fmt: skip
+def describe_cost(study, trials: Mapping[tuple, Any] | None, learners: Sequence[Learner], cpus: int,
+                  out: Callable[[str], None], done: set | None = None) -> float:  # fmt: skip
     """The held-out step's jobs per learner and its ETA (probed on this machine); returns the ETA in seconds."""
     from bilevel_tune.planning.plan import hms
 
@@ -314,7 +274,7 @@ def describe_cost(study, trials, learners: Sequence[Learner], cpus: int, out: Ca
     jobs = plan(study, trials, learners, done) if trials is not None else []
     per_learner = {learner.label: sum(j.key[1] == learner for j in jobs) for learner in learners}
     if trials is None:  # before the trials ran: every trial of the grid under every learner
-        per_learner = {learner.label: len(study.grid.cells()) for learner in learners}
+        per_learner = {learner.label: len(compile_design(study).cells) for learner in learners}
     if not rules:
         out("held-out: no finished ES trial to score")
         return 0.0

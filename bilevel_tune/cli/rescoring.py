@@ -20,8 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
-from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -30,10 +29,11 @@ from bilevel_tune.cli.options import UsageError
 from bilevel_tune.cli.reevaluation import COMPLETE, learner_config, logged_session, now_utc
 from bilevel_tune.core import metrics
 from bilevel_tune.inner.contract import Seeds
-from bilevel_tune.report.answers import rows_by_cell
 from bilevel_tune.study_data import final_scores, incumbents
+from bilevel_tune.study_data.design import compile_design
 from bilevel_tune.study_data.learners import own_learner
 from bilevel_tune.study_data.run_folder import Cell, trial_name
+from bilevel_tune.study_data.study_overrides import for_cell
 
 BUDGET_EXAMPLE = "1/8,1/4,1/2,1000"
 
@@ -93,11 +93,10 @@ class TrialRun:
         return incumbents.incumbent(self.generations, evaluations, self.cell.optimize_params, self.fixed)
 
 
-def trial_runs(study, trials: pd.DataFrame, generations: pd.DataFrame) -> list[TrialRun]:
-    """Every finished ES trial of the run, matched to its cell by key (`answers.rows_by_cell`: never by row order)."""
-    by_key = rows_by_cell(study, trials)
+def trial_runs(study, by_key: Mapping[tuple, pd.Series], generations: pd.DataFrame) -> list[TrialRun]:
+    """Every finished ES trial of the run, its row of the trials table by cell key (`RunStore.trial_rows`)."""
     out = []
-    for cell in study.grid.trial_cells():
+    for cell in compile_design(study).trial_cells:
         if cell.scan:
             continue
         name = trial_name(study, cell)
@@ -109,7 +108,7 @@ def trial_runs(study, trials: pd.DataFrame, generations: pd.DataFrame) -> list[T
         means = {p: row.get(metrics.MEAN_RULE + p) for p in params}
         if any(v is None or not np.isfinite(v) for v in (*searched.values(), *means.values())):
             continue
-        fixed = dict(study.grid.for_cell(cell).fixed_rules)
+        fixed = dict(for_cell(study, cell).fixed_rules)
         gens = generations[generations["trial"] == name].sort_values("generation")
         out.append(
             TrialRun(
@@ -175,21 +174,20 @@ def anytime_tasks(study, runs: Sequence[TrialRun], budgets: Sequence[Budget], an
 
 
 def run_step(
-    study, run_dir: Path, tables, final_seeds: int | None, budgets: Sequence[Budget], cpus: int,
+    study, store, final_seeds: int | None, budgets: Sequence[Budget], cpus: int,
     out: Callable[[str], None], stop_requested=lambda: False, commit: str | None = None,
 ) -> dict:
     """Score what is left of both; log the session in study.json; return its counts. InnerLoopStopped propagates
     (the rows written so far stay: a resume goes on from them)."""
     from bilevel_tune.inner.heldout import Job, score
 
-    run_dir = Path(run_dir)
-    runs = trial_runs(study, tables.trials, tables.generations)
-    finals = tables.finals  # the records', the re-scorings' and the held-out step's own, seed by seed
+    runs = trial_runs(study, store.trial_rows, store.generations_table)
+    finals = store.finals  # the records', the re-scorings' and the held-out step's own, seed by seed
     tasks = final_seed_tasks(study, runs, final_seeds, finals) if final_seeds else []
     copied = 0
     if budgets:
-        later = anytime_tasks(study, runs, budgets, tables.anytime)
-        copied, later = _copy_final(run_dir, later, finals)
+        later = anytime_tasks(study, runs, budgets, store.anytime)
+        copied, later = _copy_final(store, later, finals)
         tasks += later
     own = own_learner(study)
     asked = ([f"{final_seeds} final seeds"] if final_seeds else []) + (
@@ -208,10 +206,10 @@ def run_step(
         config, k = learner_config(study, own, task.run.cell)
         rules = task.run.incumbent(task.evaluations) if task.evaluations is not None else (task.run.best, task.run.mean)
         jobs.append(Job(task, own.loop, config, rules, task.seeds, k))
-    with logged_session(run_dir, entry) as job_done:
+    with logged_session(store, entry) as job_done:
         for scored in score(jobs, cpus, stop_requested):
             task = scored.job.key
-            _append(run_dir, task, scored.scores, finals)
+            _append(store, task, scored.scores, finals)
             job_done(scored)
             what = "final rules" if task.evaluations is None else f"incumbent at {task.evaluations} evaluations"
             said = f"failed: {scored.error}" if scored.error else "scored"
@@ -220,7 +218,7 @@ def run_step(
     return entry
 
 
-def _append(run_dir: Path, task: Task, scores, finals: pd.DataFrame) -> None:
+def _append(store, task: Task, scores, finals: pd.DataFrame) -> None:
     """A job's rows: finals.csv's for the seeds it lacks (a seed it holds must score the same: checked), or
     anytime.csv's. A failed job writes nothing (its seeds stay to do)."""
     if any(not np.isfinite(v) for per_seed in scores for v in per_seed):
@@ -230,7 +228,7 @@ def _append(run_dir: Path, task: Task, scores, finals: pd.DataFrame) -> None:
             (task.run.name, task.evaluations, rules, seed, value, task.budget.text)
             for seed, values in zip(task.seeds, scores) for rules, value in zip(final_scores.RULES, values)
         ]  # fmt: skip
-        final_scores.append_rows(run_dir / final_scores.ANYTIME_CSV, final_scores.ANYTIME_COLUMNS, rows)
+        store.append_anytime(rows)
         return
     held = {(r.rules, int(r.final_seed)): r.value for r in finals[finals["trial"] == task.run.name].itertuples()}
     rows = []
@@ -244,10 +242,10 @@ def _append(run_dir: Path, task: Task, scores, finals: pd.DataFrame) -> None:
                     )
                 continue
             rows.append((task.run.name, rules, seed, value))
-    final_scores.append_rows(run_dir / final_scores.FINALS_CSV, final_scores.FINALS_COLUMNS, rows)
+    store.append_finals(rows)
 
 
-def _copy_final(run_dir: Path, tasks: list[Task], finals: pd.DataFrame) -> tuple[int, list[Task]]:
+def _copy_final(store, tasks: list[Task], finals: pd.DataFrame) -> tuple[int, list[Task]]:
     """Incumbents at a trial's whole budget are its final rules: their anytime rows copied from finals.csv where it
     holds every seed of both rule sets; the tasks left."""
     left, copied = [], 0
@@ -258,7 +256,7 @@ def _copy_final(run_dir: Path, tasks: list[Task], finals: pd.DataFrame) -> tuple
             left.append(task)
             continue
         rows = [(task.run.name, task.evaluations, r, s, held[(r, s)], task.budget.text) for s in task.seeds for r in final_scores.RULES]
-        final_scores.append_rows(run_dir / final_scores.ANYTIME_CSV, final_scores.ANYTIME_COLUMNS, rows)
+        store.append_anytime(rows)
         copied += 1
     return copied, left
 

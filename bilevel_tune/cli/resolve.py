@@ -8,16 +8,16 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
-from bilevel_tune.cli import staging
 from bilevel_tune.cli.options import RunOptions, UsageError, changed_on_resume, resolve_study
 from bilevel_tune.study_data.definition import Study, StudyError, load_study
-from bilevel_tune.study_data.results_store import ResultsError, open_results
+from bilevel_tune.study_data.design import compile_design
 from bilevel_tune.study_data.run_folder import (
     RunFolderError,
     check_results_root,
     find_run,
     new_run_dir,
 )
+from bilevel_tune.study_data.run_store import StoreError, open_store
 from bilevel_tune.study_data.stages import check_stageable, declared_margin, extended_plan
 from bilevel_tune.tune_edge.tracking import TrackingError, resolve_wandb_mode
 
@@ -46,7 +46,8 @@ def resolve_run(options: RunOptions) -> tuple[Study, Path, Path]:
             study = _check_stages(resolve_study(options), options)
             return study, root, new_run_dir(root, study.name, options.name, _utc_stamp())
         run_dir = find_run(root, load_study(options.study).name, options.name)
-        recorded = open_results(run_dir).study
+        store = open_store(run_dir)  # read only: the session takes the folder's lock before it writes
+        recorded = store.study
         margins = [value for key, value in options.settings or () if key.strip() in ("decide.margin", "margin")]
         if margins:
             raise UsageError(
@@ -62,9 +63,9 @@ def resolve_run(options: RunOptions) -> tuple[Study, Path, Path]:
         if options.extend_plan is not None:
             recorded = extended_plan(recorded, options.extend_plan)
         if options.declare_margin is not None:
-            recorded = declared_margin(recorded, options.declare_margin, staging.looks_taken(run_dir))
+            recorded = declared_margin(recorded, options.declare_margin, store.looks_taken)
         return _check_stages(recorded, options), root, run_dir
-    except (StudyError, RunFolderError, ResultsError) as err:
+    except (StudyError, RunFolderError, StoreError) as err:
         raise UsageError(str(err)) from None
 
 
@@ -72,8 +73,9 @@ def _check_stages(study: Study, options: RunOptions) -> Study:
     """A study run in stages starts from its grid's seeds (as many as a stage adds), and compares factors it has."""
     from bilevel_tune.verdicts.family import check_compare, check_equal_budget
 
-    check_compare(study)
-    check_equal_budget(study)
+    design = compile_design(study)
+    check_compare(design)
+    check_equal_budget(design)
     if options.until_decided:
         check_stageable(study)
     return study

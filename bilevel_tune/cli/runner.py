@@ -37,14 +37,9 @@ from bilevel_tune.planning.plan import Plan, describe_plan, hms
 from bilevel_tune.runtime import cluster, lifecycle
 from bilevel_tune.study_data import run_lock
 from bilevel_tune.study_data.definition import Study, StudyError
-from bilevel_tune.study_data.results_store import RunResults
-from bilevel_tune.study_data.run_folder import (
-    STUDY_FILE,
-    TENSORBOARD_DIR,
-    RunFolderError,
-    read_study_file,
-    write_json,
-)
+from bilevel_tune.study_data.design import compile_design
+from bilevel_tune.study_data.run_folder import TENSORBOARD_DIR, RunFolderError
+from bilevel_tune.study_data.run_store import RunStore, StoreError
 from bilevel_tune.tune_edge import tracking
 
 
@@ -67,12 +62,13 @@ def run_study(options: RunOptions, out: Callable[[str], None] = print) -> RunOut
     with contextlib.ExitStack() as hold:
         try:  # one session a run folder: refused in one line while another holds it (run_lock), before any look at
             # a folder that session may still be writing (a resume just after its start finds no tuner.pkl yet)
-            hold.enter_context(run_lock.held(run_dir, fresh=not options.resume, out=out))
+            lock = hold.enter_context(run_lock.held(run_dir, fresh=not options.resume, out=out))
         except RunFolderError as err:
             raise UsageError(str(err)) from None
+        store = RunStore(run_dir, lock)  # the folder's one reader and writer for this command
         if options.resume:
-            _check_restorable(study, run_dir)
-        outcome = _run_held(study, options, root, run_dir, mode, clock, out)
+            _check_restorable(study, store)
+        outcome = _run_held(study, options, root, store, mode, clock, out)
     # the last line after Ray's: a message Ray prints late (a lost node's, say) would otherwise follow it
     out(outcome.last_line)
     learned = clock.learned()
@@ -81,21 +77,21 @@ def run_study(options: RunOptions, out: Callable[[str], None] = print) -> RunOut
     return outcome
 
 
-def _check_restorable(study, run_dir: Path) -> None:
+def _check_restorable(study, store: RunStore) -> None:
     """A resume of a run with unfinished trials needs Tune's state to restore them (one line otherwise)."""
-    if _unfinished(study, run_dir) and not staging.has_experiment(run_dir) and not study.stages:
+    if _unfinished(study, store) and not staging.has_experiment(store.run_dir) and not study.stages:
         from bilevel_tune.tune_edge.experiment import RestoreError, check_restorable
 
         try:
-            check_restorable(run_dir)
+            check_restorable(store.run_dir)
         except RestoreError as err:
             raise UsageError(str(err)) from None
 
 
-def _run_held(study, options, root, run_dir, mode, clock, out) -> RunOutcome:
+def _run_held(study, options, root, store: RunStore, mode, clock, out) -> RunOutcome:
     """The session, its run folder held: Ray, the stages, the summary, Ray left; returns the outcome."""
     signals = lifecycle.Signals().install()
-    with lifecycle.Scratch() as scratch, _live_view(options, run_dir, scratch, out):
+    with lifecycle.Scratch() as scratch, _live_view(options, store.run_dir, scratch, out):
         started_ray = _connect(options, scratch)
         try:
             signals.install()  # ray.init replaced SIGTERM's handler
@@ -103,7 +99,7 @@ def _run_held(study, options, root, run_dir, mode, clock, out) -> RunOutcome:
                 from bilevel_tune.views.live_view import ray_dashboard_line
 
                 out(ray_dashboard_line(own_ray=cluster.requested_address(options.address) is None))
-            outcome = _run_on_cluster(study, options, root, run_dir, mode, signals, clock, out)
+            outcome = _run_on_cluster(study, options, root, store, mode, signals, clock, out)
         except BaseException:
             _leave_ray(options, scratch, started_ray, signals)
             raise
@@ -173,7 +169,7 @@ def _connect(options: RunOptions, scratch: lifecycle.Scratch) -> bool:
         raise UsageError(f"{where} ({str(err).splitlines()[0]})") from None
 
 
-def _run_on_cluster(study, options, root, run_dir, mode, signals, clock: calibration.RunClock, out) -> RunOutcome:
+def _run_on_cluster(study, options, root, store: RunStore, mode, signals, clock: calibration.RunClock, out) -> RunOutcome:
     """Plan this session, run the study's current stage (and with --until-decided each next one), summarise: the
     last line says what happened."""
     from bilevel_tune.tune_edge import experiment
@@ -183,74 +179,75 @@ def _run_on_cluster(study, options, root, run_dir, mode, signals, clock: calibra
     except cluster.ClusterError as err:
         raise UsageError(str(err)) from None
     watch = experiment.ClusterWatch(wait_s=options.node_wait)
-    started = _start_session(study, options, run_dir, mode, out)
+    started = _start_session(study, options, store, mode, out)
     first, start = True, time.time()
     try:
         while True:
-            counts = _run_stage(study, options, run_dir, mode, watch, clock, out, first)
+            counts = _run_stage(study, options, store, mode, watch, clock, out, first)
             first = False
             if counts[1] or counts[2] or watch.reason:  # errored or interrupted: the stage stays open
                 if counts[2]:
                     signals.note_tune_interrupt()
                 break
-            grown = _decide_stage(study, run_dir, out) if options.until_decided else None
+            grown = _decide_stage(study, store, out) if options.until_decided else None
             if grown is None:
                 break
             study = grown
         if study.final.learners and not (counts[1] or counts[2] or watch.reason):  # after the last stage
-            _held_out(study, run_dir, out)
-        summarised = _summarise(run_dir, mode, study, out)
+            _held_out(study, store, out)
+        summarised = _summarise(store, mode, study, out)
         if watch.reason:
             out(f"stopped: {watch.reason}")
     except KeyboardInterrupt:  # a second Ctrl-C or SIGTERM: stop now; the records are fsynced per generation
         signals.received = signals.received or signal.SIGINT
-        counts, summarised = _counts(study, run_dir, errored=0), True
+        counts, summarised = _counts(study, store, errored=0), True
     if watch.reason or not summarised:  # our own stop, not the user's; or a run whose summary failed: not done
         code = lifecycle.EXIT_ERRORED
     else:
         code = signals.exit_code or (lifecycle.EXIT_ERRORED if counts[1] else lifecycle.EXIT_OK)
-    line = _last_line(counts, time.time() - start, run_dir, options, code)
+    line = _last_line(counts, time.time() - start, store.run_dir, options, code)
     try:
-        session_log.record_end(run_dir, started, time.time() - clock.process_start, code, counts)
+        session_log.record_end(store, started, time.time() - clock.process_start, code, counts)
     except (OSError, ValueError) as err:  # the records are safe; only this session's end goes unrecorded
         out(f"study.json: this session's end not recorded ({type(err).__name__}: {err})")
-    return RunOutcome(run_dir, code, *counts, line)  # its line is printed once Ray is gone (run_study)
+    return RunOutcome(store.run_dir, code, *counts, line)  # its line is printed once Ray is gone (run_study)
 
 
-def _unfinished(study: Study, run_dir: Path) -> list:
+def _unfinished(study: Study, store: RunStore) -> list:
     """The study's trials without a final record, in Tune's order."""
     from bilevel_tune.tune_edge.experiment import tune_order
 
-    done = RunResults(run_dir).finished_cells() if run_dir.exists() else set()
+    done = store.finished_cells()
     return [c for c in tune_order(study) if c.key not in done]
 
 
-def _start_session(study: Study, options: RunOptions, run_dir: Path, mode: str, out) -> str:
+def _start_session(study: Study, options: RunOptions, store: RunStore, mode: str, out) -> str:
     """This session's plan for the whole command (printed) and its entry in study.json; returns its start."""
-    plan = _plan_session(study, options, run_dir, mode)
+    plan = _plan_session(study, options, store, mode)
     describe_plan(study, plan, out, what="what is left" if options.resume else "the whole command")
-    return session_log.record_start(study, run_dir, plan, options, mode)
+    return session_log.record_start(study, store, plan, options, mode)
 
 
-def _plan_session(study: Study, options: RunOptions, run_dir: Path, mode: str) -> Plan:
-    skip = RunResults(run_dir).finished_cells() if run_dir.exists() else set()
+def _plan_session(study: Study, options: RunOptions, store: RunStore, mode: str) -> Plan:
+    skip = store.finished_cells()
     return planner.plan_run(study, options, cluster.cluster_cpus(), mode, skip, probe=False)
 
 
-def _run_stage(study, options, run_dir, mode, watch, clock, out, first: bool) -> tuple[int, int, int]:
+def _run_stage(study, options, store: RunStore, mode, watch, clock, out, first: bool) -> tuple[int, int, int]:
     """Run the study's unfinished trials — its current stage —: the folder's Tune experiment restored when it holds
     one that ran, else a fresh one over them. Returns (finished, errored, interrupted) over every stage."""
     from bilevel_tune.tune_edge import experiment
 
-    cells = _unfinished(study, run_dir)
+    run_dir = store.run_dir
+    cells = _unfinished(study, store)
     if not cells:
-        return _counts(study, run_dir, errored=0)
+        return _counts(study, store, errored=0)
     calibrating = time.time()
-    plan = _plan_session(study, options, run_dir, mode)
+    plan = _plan_session(study, options, store, mode)
     clock.probing_s += time.time() - calibrating  # a probe is not part of what the next ETA's launch predicts
     if not first:
         describe_plan(study, plan, out, what=f"stage {staging.current_stage(study)}")
-    shards = {c.key: plan.shards_of(c.key) if c in cells else 1 for c in study.grid.trial_cells()}
+    shards = {c.key: plan.shards_of(c.key) if c in cells else 1 for c in compile_design(study).trial_cells}
     session = experiment.SessionOptions(
         callbacks=(
             *tracking.callbacks(mode, group=run_dir.name, tags=_tags(study)),
@@ -276,39 +273,37 @@ def _run_stage(study, options, run_dir, mode, watch, clock, out, first: bool) ->
     with experiment.OneLineTrialFailures():
         grid = tuner.fit()
     clock.fit_end = time.time()
-    counts = _counts(study, run_dir, errored=grid.num_errors)
+    store.refresh()  # the trials wrote their records
+    counts = _counts(study, store, errored=grid.num_errors)
     if first and not options.resume and counts[1] == counts[2] == 0:
         clock.trials = calibration.trial_figures(plan, _trial_results(grid), clock.fit_end - fit_start)
     return counts
 
 
-def _decide_stage(study: Study, run_dir: Path, out) -> Study | None:
+def _decide_stage(study: Study, store: RunStore, out) -> Study | None:
     """The finished stage decided; the study with its next stage when a comparison is still open."""
     from bilevel_tune.verdicts.decide import DecideError
 
     try:
-        decisions = staging.decide_run(study, run_dir)
+        decisions = staging.decide_run(study, store)
     except DecideError as err:
         out(f"stage {staging.current_stage(study)}: cannot decide ({err}); no further stage")
         return None
-    staging.record_decisions(run_dir, study, decisions)
+    staging.record_decisions(store, study, decisions)
     out(staging.describe_decisions(study, decisions))
     if decisions.finished and decisions.looks < decisions.stages:
         left = decisions.stages - decisions.looks
         out(f"every comparison decided after stage {decisions.looks} of {decisions.stages}: the run ends early, its "
             f"last {left} stage(s) not needed")  # fmt: skip
-    return staging.advance(study, run_dir, decisions)
+    return staging.advance(study, store, decisions)
 
 
-def _held_out(study: Study, run_dir: Path, out, extra=()) -> dict:
+def _held_out(study: Study, store: RunStore, out, extra=()) -> dict:
     """The held-out step on the run's finished trials (`reevaluation`): every learner scores their final rules and
     status quo; resumable."""
     from bilevel_tune.cli import reevaluation
-    from bilevel_tune.report.tables import read
 
-    return reevaluation.run_step(
-        study, run_dir, read(run_dir).trials, cluster.cluster_cpus(), out, extra=extra, commit=session_log.git_sha()
-    )
+    return reevaluation.run_step(study, store, cluster.cluster_cpus(), out, extra=extra, commit=session_log.git_sha())
 
 
 def _tags(study: Study) -> list[str]:
@@ -319,20 +314,22 @@ def _tags(study: Study) -> list[str]:
     return [t[:64] for t in tags]
 
 
-def _counts(study: Study, run_dir: Path, errored: int) -> tuple[int, int, int]:
+def _counts(study: Study, store: RunStore, errored: int) -> tuple[int, int, int]:
     """(finished, errored, interrupted): a trial finished when its record holds the final line — in any session."""
-    trials = study.grid.trial_cells()
-    finished = len(RunResults(run_dir).finished_cells() & {c.key for c in trials})
+    trials = compile_design(study).trial_cells
+    finished = len(store.finished_cells() & {c.key for c in trials})
     return finished, errored, len(trials) - finished - errored
 
 
-def _summarise(run_dir: Path, mode: str, study: Study, out) -> bool:
+def _summarise(store: RunStore, mode: str, study: Study, out) -> bool:
     """The run's summary written and tracked; False (the run's exit status says so) when writing it raised."""
     from bilevel_tune.report import outputs
     from bilevel_tune.tune_edge import tracking
 
+    run_dir = store.run_dir
     try:
-        out(outputs.write_summary(run_dir))
+        store.refresh()  # what the last stage and the held-out step wrote
+        out(outputs.write_summary(store))
     except Exception as err:  # noqa: BLE001 - the run's data is safe; the summary can be rebuilt from it
         out(
             f"summary failed ({type(err).__name__}: {err}); the records are intact — rebuild with: python -m bilevel_tune.summary {run_dir}"
@@ -390,8 +387,6 @@ def reevaluate_run(
     `--at-evaluations E1,E2` retrain them, and the incumbents of earlier moments, with the run's own
     (`rescoring`); then its summary is rebuilt. Resumable. Returns the exit status."""
     from bilevel_tune.cli import reevaluation, rescoring
-    from bilevel_tune.report.columns import SummaryError
-    from bilevel_tune.report.tables import read
     from bilevel_tune.study_data.learners import check_learners, with_learners
 
     run_dir = Path(run_dir)
@@ -400,13 +395,14 @@ def reevaluate_run(
     if changing or options.resume or options.until_decided:
         flags = changing + ["--resume"] * options.resume + ["--until-decided"] * options.until_decided
         raise UsageError(f"--reevaluate scores a finished run as its study.json records it; drop {', '.join(flags)}")
+    store = RunStore(run_dir)  # the folder's one reader and writer for this command: the study as recorded
     try:
-        tables = read(run_dir)  # through the folder's results store: the study as recorded, read once
-        study = tables.study
-    except (OSError, ValueError, KeyError, TypeError, RunFolderError, SummaryError, StudyError) as err:
+        if not store.has_records and not store.ships_tables:
+            raise StoreError(run_dir, "holds neither trial records nor a summary's tables")
+        study, trials = store.checked().study, store.trial_rows
+    except (OSError, ValueError, KeyError, TypeError, RunFolderError, StoreError, StudyError) as err:
         why = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise UsageError(f"--reevaluate {run_dir}: not a run folder or a shipped result ({why})") from None
-    trials = tables.trials
     study = with_learners(study, options.learners or ())
     if not study.final.learners and not final_seeds and not budgets:
         raise UsageError(
@@ -414,36 +410,35 @@ def reevaluate_run(
             "--final-seeds N or --at-evaluations 1/8,1/4,1/2"
         )
     if final_seeds or budgets:
-        _check_rescorable(study, run_dir, tables, final_seeds, budgets)
+        _check_rescorable(study, store, final_seeds, budgets)
     try:
         check_learners(study)
     except StudyError as err:
         raise UsageError(str(err)) from None
     cpus = options.num_cpus or os.cpu_count() or 1
     if dry:
-        planner.describe_held_out(study, trials, (), cpus, options, out, reevaluation.scored_already(run_dir))
+        planner.describe_held_out(study, trials, (), cpus, options, out, reevaluation.scored_already(store))
         return lifecycle.EXIT_OK
     mode = wandb_mode(options)
     start, since = time.time(), reevaluation.now_utc()  # the sessions this command logs start after `since`
     signals = lifecycle.Signals().install()
     code = lifecycle.EXIT_OK
     try:
-        with run_lock.held(run_dir, fresh=False, out=out), lifecycle.Scratch() as scratch:
+        with run_lock.held(run_dir, fresh=False, out=out) as lock, lifecycle.Scratch() as scratch:
+            store.held_by(lock)
             started_ray = _connect(options, scratch)
             try:
                 signals.install()
                 if options.learners:  # the learners join the run's record ([final]), nothing else changes
-                    data = read_study_file(run_dir)
-                    data["study"].setdefault("final", {})["learners"] = list(study.final.learners)
-                    write_json(run_dir / STUDY_FILE, data)
+                    store.add_learners(study.final.learners, utc=reevaluation.now_utc())
                 if final_seeds or budgets:
                     rescoring.run_step(
-                        study, run_dir, read(run_dir), final_seeds, budgets, cluster.cluster_cpus(), out,
-                        commit=session_log.git_sha(),
-                    )  # fmt: skip
+                        study, store, final_seeds, budgets, cluster.cluster_cpus(), out, commit=session_log.git_sha()
+                    )
+                    store.refresh()
                 if study.final.learners and (options.learners or not (final_seeds or budgets)):
-                    _held_out(study, run_dir, out)
-                if not _summarise(run_dir, mode if (run_dir / "tensorboard").is_dir() else "disabled", study, out):
+                    _held_out(study, store, out)
+                if not _summarise(store, mode if (run_dir / "tensorboard").is_dir() else "disabled", study, out):
                     code = lifecycle.EXIT_ERRORED
             except KeyboardInterrupt:
                 code = lifecycle.EXIT_INTERRUPTED
@@ -451,7 +446,7 @@ def reevaluate_run(
                 _leave_ray(options, scratch, started_ray, signals)
     except RunFolderError as err:
         raise UsageError(str(err)) from None
-    entries = reevaluation.sessions_since(run_dir, since)  # as recorded: a step stopped midway counts its jobs
+    entries = reevaluation.sessions_since(store, since)  # as recorded: a step stopped midway counts its jobs
     scored, failed = sum(e.get("scored", 0) for e in entries), sum(e.get("failed", 0) for e in entries)
     said = f"{scored} job(s) scored, {failed} failed, in {hms(time.time() - start)}"
     if code == lifecycle.EXIT_OK and not failed:
@@ -465,19 +460,20 @@ def reevaluate_run(
     return code
 
 
-def _check_rescorable(study: Study, run_dir: Path, tables, final_seeds: int | None, budgets: tuple) -> None:
+def _check_rescorable(study: Study, store: RunStore, final_seeds: int | None, budgets: tuple) -> None:
     """Re-scoring takes a run that has ended, more final seeds than it recorded, and budgets every trial reached."""
     from bilevel_tune.cli import rescoring
 
     recorded = study.budget.final_eval_seeds
     if final_seeds is not None and final_seeds < recorded:
         raise UsageError(f"--final-seeds {final_seeds} is below the {recorded} final seeds the run recorded: give {recorded} or more")
+    run_dir = store.run_dir
     held, who = run_lock.holder(run_dir)
-    unfinished = [s for s in tables.trials["status"] if s not in ("complete", "stopped")]
+    unfinished = [s for s in store.trials_table["status"] if s not in ("complete", "stopped")]
     if held or unfinished:
         why = who if held else f"{len(unfinished)} trial(s) not finished"
         raise UsageError(f"--reevaluate {run_dir}: the run is still running ({why}); re-score it once it has ended")
-    runs = rescoring.trial_runs(study, tables.trials, tables.generations)
+    runs = rescoring.trial_runs(study, store.trial_rows, store.generations_table)
     if not runs:
         raise UsageError(f"--reevaluate {run_dir}: no finished ES trial to re-score")
     rescoring.check_budgets(budgets, runs)

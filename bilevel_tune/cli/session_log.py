@@ -1,9 +1,11 @@
 """study.json as a run's log across sessions: where the code came from, each session's options, plan, start and
 end, and the declarations a resume made (a plan extended, a margin declared) — each before the look it governs.
 
-    started = record_start(study, run_dir, plan, options, mode)   # before Tune starts
+    started = record_start(study, store, plan, options, mode)   # before Tune starts
     ...
-    record_end(run_dir, started, wall_s, exit_code, (finished, errored, interrupted))
+    record_end(store, started, wall_s, exit_code, (finished, errored, interrupted))
+
+Every entry is written through the run's store (`study_data.run_store`), under the run lock.
 
 A run's total wall time across resumes (`report.run_history`) is read from these entries.
 """
@@ -13,8 +15,6 @@ from __future__ import annotations
 import datetime as dt
 import os
 import platform
-import subprocess
-from pathlib import Path
 from typing import Any
 
 from bilevel_tune import __version__
@@ -23,13 +23,11 @@ from bilevel_tune.cli.options import RunOptions, session_record
 from bilevel_tune.planning.plan import Plan
 from bilevel_tune.runtime import cluster
 from bilevel_tune.study_data.definition import Study
-from bilevel_tune.study_data.run_folder import STUDY_FILE, read_study_file, write_json
+from bilevel_tune.study_data.design import compile_design
+from bilevel_tune.study_data.run_folder import git_sha
+from bilevel_tune.study_data.run_store import MARGIN_DECLARATIONS, PLAN_EXTENSIONS, RunStore
 from bilevel_tune.study_data.world_portrait import PORTRAIT_KEY
 from bilevel_tune.verdicts import plan_mark
-
-PACKAGE_DIR = Path(__file__).resolve().parent.parent
-PLAN_EXTENSIONS = "plan_extensions"  # study.json's log of --extend-plan
-MARGIN_DECLARATIONS = "margin_declarations"  # study.json's log of --declare-margin
 
 
 def provenance() -> dict[str, Any]:
@@ -69,30 +67,21 @@ def numerics() -> dict[str, Any]:
     return {"blas": blas, "simd": simd, "numpy": np.__version__}
 
 
-def git_sha() -> str | None:
-    """The commit this code runs from (None outside a git checkout, as in an installed wheel)."""
-    try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=PACKAGE_DIR, capture_output=True, text=True, timeout=5)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return sha.stdout.strip() or None
-
-
-def record_start(study: Study, run_dir: Path, plan: Plan, options: RunOptions, mode: str) -> str:
+def record_start(study: Study, store: RunStore, plan: Plan, options: RunOptions, mode: str) -> str:
     """study.json: the resolved study, provenance, the run's plan, its world's portrait, and this session's options
     and plan.
 
     The top-level plan is the first session's, made for the whole command: a resume plans only what is
     left, and keeps that plan in its own session entry. Returns this session's start, its key there.
     """
-    data = read_study_file(run_dir) if options.resume else {"study": study.to_dict(), "provenance": provenance()}
-    if not options.resume:  # the decision plan, fixed before look 1: a later change marks the answers exploratory
-        data[plan_mark.PLAN_KEY] = plan_mark.plan_entry(study, _now(), git_sha())
-    data.setdefault(PORTRAIT_KEY, study.world_portrait())  # the folder reads without its world's module
-    if options.resume:
-        _record_declarations(data, study)
     planned = plan.to_dict(study)
-    data.setdefault("plan", planned)
+    if not options.resume:  # the decision plan, fixed before look 1: a later change marks the answers exploratory
+        store.create({
+            "study": study.to_dict(), "provenance": provenance(),
+            plan_mark.PLAN_KEY: plan_mark.plan_entry(compile_design(study), _now(), git_sha()),
+        })  # fmt: skip
+    else:
+        _record_declarations(store, study)
     started = _now()
     session = {
         "started_utc": started,
@@ -106,53 +95,38 @@ def record_start(study: Study, run_dir: Path, plan: Plan, options: RunOptions, m
         "numerics": numerics(),
         "plan": planned,
     }
-    data["sessions"] = [*data.get("sessions", []), session]
-    run_dir.mkdir(parents=True, exist_ok=True)
-    write_json(run_dir / STUDY_FILE, data)
+    # the folder reads without its world's module; a folder from before keeps what it had
+    store.begin_session(session, defaults={PORTRAIT_KEY: study.world_portrait(), "plan": planned})
     return started
 
 
-def record_end(run_dir: Path, started: str, wall_s: float, code: int, counts: tuple[int, int, int]) -> None:
+def record_end(store: RunStore, started: str, wall_s: float, code: int, counts: tuple[int, int, int]) -> None:
     """The session that began at `started` ends: when, its wall time, exit status and trial counts."""
-    data = read_study_file(run_dir)
-    for session in data.get("sessions", []):
-        if session.get("started_utc") == started:
-            session.update(
-                ended_utc=_now(),
-                wall_s=round(wall_s, 1),
-                exit_code=code,
-                **dict(zip(("finished", "errored", "interrupted"), counts)),
-            )
-    write_json(run_dir / STUDY_FILE, data)
+    ended = dict(ended_utc=_now(), wall_s=round(wall_s, 1), exit_code=code)
+    store.end_session(started, **ended, **dict(zip(("finished", "errored", "interrupted"), counts)))
 
 
-def _record_declarations(data: dict[str, Any], study: Study) -> None:
+def _record_declarations(store: RunStore, study: Study) -> None:
     """What this resume declares against the recorded study: a longer plan (--extend-plan), a margin
     (--declare-margin), each logged with when it was made; the recorded study becomes the resumed one."""
-    # both read before either is rewritten: one resume may extend the plan and declare the margin at once
-    recorded, declared = (data["study"].get("decide", {}).get(key) for key in ("max_seeds", "margin"))
+    # both read before either is written: one resume may extend the plan and declare the margin at once
+    recorded, declared = (store.record["study"].get("decide", {}).get(key) for key in ("max_seeds", "margin"))
     if recorded is not None and recorded != study.decide.max_seeds:
-        data["study"] = study.to_dict()
-        data.setdefault(PLAN_EXTENSIONS, []).append(
-            {
-                "from_max_seeds": recorded,
-                "to_max_seeds": study.decide.max_seeds,
-                "after_stage": len(study.stages) + 1,
-                "utc": _now(),
-                "note": "declared before the next look; every look is replayed under the new plan",
-            }
-        )
+        store.declare(PLAN_EXTENSIONS, {
+            "from_max_seeds": recorded,
+            "to_max_seeds": study.decide.max_seeds,
+            "after_stage": len(study.stages) + 1,
+            "utc": _now(),
+            "note": "declared before the next look; every look is replayed under the new plan",
+        }, study.to_dict())  # fmt: skip
     if declared != study.decide.margin:
-        data["study"] = study.to_dict()
-        record = {
+        store.declare(MARGIN_DECLARATIONS, {
             "margin": study.decide.margin,
             "from_look": study.decide.margin_from,
             "utc": _now(),
             "git_sha": git_sha(),
             "note": "declared before the look it decides from; the looks already taken keep their answers",
-        }
-        data.setdefault(MARGIN_DECLARATIONS, []).append(record)
-        staging.note_margin(data, study, record)
+        }, study.to_dict(), staging.begun(store, study))  # fmt: skip
 
 
 def _now() -> str:

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from bilevel_tune.study_data.definition import Study
-from bilevel_tune.study_data.results_store import open_results
-from bilevel_tune.study_data.run_folder import STAGES, read_study_file, trial_name, write_json
+from bilevel_tune.study_data.design import compile_design
+from bilevel_tune.study_data.run_folder import trial_name
+from bilevel_tune.study_data.run_store import RunStore
 from bilevel_tune.study_data.stages import next_stage, with_stage
 from bilevel_tune.verdicts import decide, plan_mark
 
@@ -38,53 +39,33 @@ def has_experiment(run_dir: Path) -> bool:
     return (run_dir / TUNER_FILE).is_file() and any(run_dir.glob(TUNE_STATE[1]))
 
 
-def looks_taken(run_dir: Path) -> int:
-    """The looks the run has taken: its stages decided so far (study.json's stage log)."""
-    return open_results(run_dir).looks_taken
+def decide_run(study: Study, store: RunStore) -> decide.Decisions:
+    """The decisions on the run's finished trials (`decide.decide`), on the scores every look decides from
+    (`RunStore.look_scores`: by cell key, the same scores the summary's Answers decide from)."""
+    design = compile_design(study)
+    names = {c.key: trial_name(design, c) for c in design.cells}
+    return decide.decide(design, store.look_scores(study.decide.score), names)
 
 
-def note_margin(data: dict[str, Any], study: Study, record: dict[str, Any]) -> None:
-    """A margin declared on a resumed run, in the stage log: on the entry of the stage whose look it decides from."""
-    for entry in _log(data, study):
-        if entry["stage"] == record["from_look"]:
-            entry["margin_declared"] = record
-
-
-def decide_run(study: Study, run_dir: Path) -> decide.Decisions:
-    """The decisions on the run's finished trials (`decide.decide`), from their scores as the folder's results store
-    reads them (by cell key: the same scores the summary's Answers decide from)."""
-    names = {c.key: trial_name(study, c) for c in study.grid.cells()}
-    return decide.decide(study, open_results(run_dir).final_objectives(study.decide.score), names)
-
-
-def record_decisions(run_dir: Path, study: Study, decisions: decide.Decisions) -> None:
+def record_decisions(store: RunStore, study: Study, decisions: decide.Decisions) -> None:
     """The current stage's entry in study.json's stage log, with what was decided after it."""
-    data = read_study_file(run_dir)
-    entry = _log(data, study)[-1]
-    record = {
+    look = {
         "decided_utc": _now(), "looks": decisions.looks, "test": decisions.test, "max_seeds": study.decide.max_seeds,
-        "plan_fingerprint": plan_mark.fingerprint(plan_mark.decision_plan(study)), "decisions": decisions.record(),
+        "plan_fingerprint": plan_mark.fingerprint(plan_mark.decision_plan(compile_design(study))),
+        "decisions": decisions.record(),
     }  # fmt: skip
-    if entry.get("decisions") not in (None, record["decisions"]):  # decided again, by another test or plan: kept
-        earlier = {k: entry[k] for k in record if k in entry}
-        entry.setdefault("superseded", []).append(earlier)
-    entry.update(record)
-    write_json(Path(run_dir) / "study.json", data)
+    store.log_look(begun(store, study), look)
 
 
-def advance(study: Study, run_dir: Path, decisions: decide.Decisions) -> Study | None:
+def advance(study: Study, store: RunStore, decisions: decide.Decisions) -> Study | None:
     """The study with its next stage — seeds for the cells of the comparisons still open —, recorded in
     study.json; None when every comparison is decided or the cells hold the most seeds allowed."""
     stage = next_stage(study, decisions.open_groups)
     if stage is None:
         return None
     grown = with_stage(study, stage)
-    _set_aside_tune_state(Path(run_dir), current_stage(study))
-    data = read_study_file(run_dir)
-    log = _log(data, study)
-    data["study"] = grown.to_dict()
-    log.append(_entry(grown, current_stage(grown)))
-    write_json(Path(run_dir) / "study.json", data)
+    _set_aside_tune_state(store.run_dir, current_stage(study))
+    store.begin_stage(grown.to_dict(), begun(store, study), _entry(grown, current_stage(grown)))
     return grown
 
 
@@ -92,20 +73,20 @@ def describe_decisions(study: Study, decisions: decide.Decisions) -> str:
     return "\n".join([f"stage {current_stage(study)} decided:", *decide.describe(decisions)])
 
 
-def _log(data: dict[str, Any], study: Study) -> list[dict[str, Any]]:
-    """study.json's stage log, begun (for a run made before stages, or stage 1) where it is missing."""
-    log = data.setdefault(STAGES, [])
-    for stage in range(len(log) + 1, current_stage(study) + 1):  # the grid's stage began with the run
-        log.append(_entry(study, stage, data.get("provenance", {}).get("started_utc") if stage == 1 else None))
-    return log
+def begun(store: RunStore, study: Study) -> list[dict[str, Any]]:
+    """The stage log's entries up to the current stage that it lacks (a run made before stages, or stage 1): the
+    grid's stage began with the run."""
+    started = store.record.get("provenance", {}).get("started_utc")
+    return [_entry(study, stage, started if stage == 1 else None)
+            for stage in range(len(store.stage_log) + 1, current_stage(study) + 1)]  # fmt: skip
 
 
 def _entry(study: Study, stage: int, started: str | None = None) -> dict[str, Any]:
-    cells = study.grid.stage_cells(stage)
+    design = compile_design(study)
     return {
         "stage": stage,
-        "seeds": list(study.grid.stage_seeds(stage)),
-        "trials": [trial_name(study, c) for c in cells],
+        "seeds": list(design.stage_seeds(stage)),
+        "trials": [trial_name(design, c) for c in design.stage_cells(stage)],
         "started_utc": started or _now(),
     }
 

@@ -21,9 +21,9 @@ from bilevel_tune.cli.options import UsageError
 from bilevel_tune.core import metrics
 from bilevel_tune.planning.plan import hms, simulate
 from bilevel_tune.study_data import run_lock
-from bilevel_tune.study_data.definition import Study
-from bilevel_tune.study_data.results_store import ResultsError, RunResults, open_results
+from bilevel_tune.study_data.design import Design
 from bilevel_tune.study_data.run_folder import REEVALUATIONS, STUDY_FILE, Cell, trial_name
+from bilevel_tune.study_data.run_store import RunStore, StoreError, open_store
 from bilevel_tune.verdicts.looks import OPEN, UNDECIDED
 
 RECENT = 20  # a trial's pace: the median seconds of its last RECENT generations
@@ -50,13 +50,13 @@ class TrialProgress:
         return f"  {self.name:<{width}} generation {self.done} of {self.generations}{pace}{left}"
 
 
-def trial_progress(results: RunResults, study: Study, cell: Cell) -> TrialProgress:
-    """The cell's trial as its records have it (`results.trials`, by cell key); none yet: not started."""
-    trial = results.trials.get(cell.key)
+def trial_progress(store: RunStore, design: Design, cell: Cell) -> TrialProgress:
+    """The cell's trial as its records have it (`store.trials`, by cell key); none yet: not started."""
+    trial = store.trials.get(cell.key)
     records, final = (trial.generations, trial.final) if trial else ([], None)
     paces = [r[metrics.SEC_PER_GEN] for r in records if r.get(metrics.SEC_PER_GEN)]
     recent, typical = (statistics.median(p) if p else None for p in (paces[-RECENT:], paces))
-    return TrialProgress(trial_name(study, cell), cell.generations, len(records), final is not None, recent, typical)
+    return TrialProgress(trial_name(design, cell), cell.generations, len(records), final is not None, recent, typical)
 
 
 def seconds_left(trial: TrialProgress, peer_pace: float | None, planned_s: float | None) -> tuple[float | None, str]:
@@ -93,16 +93,16 @@ def show_status(run_dir: Path, out: Callable[[str], None] = print, now: dt.datet
                 out("")
             show_status(run, out, now)
         return
-    results = open_results(run_dir)
+    store = open_store(run_dir)
     try:
-        record, study = results.record, results.study
-    except ResultsError as err:
+        record, study, design = store.record, store.study, store.design
+    except StoreError as err:
         raise UsageError(f"--status {run_dir}: {err.why}") from None
     now = now or dt.datetime.now(dt.timezone.utc)
-    log = results.stage_log
+    log = store.stage_log
     stage = len(study.stages) + 1
     planned = study.decide.stages
-    seeds = ", ".join(map(str, study.grid.stage_seeds(stage)))
+    seeds = ", ".join(map(str, design.stage_seeds(stage)))
     what = f"study {study.name} ({study.inner} inner loop, budget {study.budget_name})"
     out(f"{run_dir.name}: {what}, stage {stage} of {planned} (seeds {seeds})")
     looked = [entry for entry in log if entry.get("decided_utc")]
@@ -114,16 +114,16 @@ def show_status(run_dir: Path, out: Callable[[str], None] = print, now: dt.datet
         out(f"the run has ended: stage {stage} was its last look ({why})")
     held, holder = run_lock.holder(run_dir)
     out(holder)
-    if results.record.get(REEVALUATIONS):
-        for line in _held_out_lines(results, held, now):
+    if store.record.get(REEVALUATIONS):
+        for line in _held_out_lines(store, held, now):
             out(line)
     if ended:
         return
-    if not results.has_records:
+    if not store.has_records:
         out("no trial records here (a shipped folder keeps the run's tables, not its trials): ask the run's own folder")
         return
-    cells = study.grid.stage_cells(stage)
-    progress = [trial_progress(results, study, cell) for cell in cells]
+    cells = design.stage_cells(stage)
+    progress = [trial_progress(store, design, cell) for cell in cells]
     finished = sum(t.finished for t in progress)
     under_way = sum(bool(t.done) and not t.finished for t in progress)
     out(
@@ -133,7 +133,7 @@ def show_status(run_dir: Path, out: Callable[[str], None] = print, now: dt.datet
     plan = _latest_plan(record)
     calibrated = plan.get("model", {}).get("calibrated")  # else the plan's seconds are units of work, not time
     planned_s = {t["trial"]: t["seconds"] for t in plan.get("trials", [])} if calibrated else {}
-    peers = _cell_paces(study, results, stage, {t.name: t for t in progress})
+    peers = _cell_paces(design, store, stage, {t.name: t for t in progress})
     left = [seconds_left(t, peers.get(_pace_key(c)), planned_s.get(t.name)) for t, c in zip(progress, cells)]
     width = max(len(t.name) for t in progress)
     for trial, (seconds, source) in zip(progress, left):
@@ -141,12 +141,12 @@ def show_status(run_dir: Path, out: Callable[[str], None] = print, now: dt.datet
     out(_look_eta(stage, stage >= planned, progress, [s for s, _ in left], plan, record, now if held else None))
 
 
-def _held_out_lines(results: RunResults, held: bool, now: dt.datetime) -> list[str]:
+def _held_out_lines(store: RunStore, held: bool, now: dt.datetime) -> list[str]:
     """The held-out step (`reevaluation.progress`): its jobs scored by learner; while a session runs it, when the
     jobs left end at each learner's median job so far; stopped midway, the command that resumes it."""
     from bilevel_tune.cli import reevaluation
 
-    step = reevaluation.progress(results)
+    step = reevaluation.progress(store)
     if step is None:  # only re-scorings logged
         return []
     each = ", ".join(f"{label} {step.scored[label]} of {step.trials}" for label in step.learners)
@@ -156,8 +156,8 @@ def _held_out_lines(results: RunResults, held: bool, now: dt.datetime) -> list[s
         return [head + ": every finished trial under every learner"]
     if not held or step.session.get("ended_utc"):
         return [head, f"it stopped with {sum(left.values())} job(s) left: python -m bilevel_tune.study --reevaluate "
-                      f"{results.run_dir} resumes it (its learners are recorded)"]  # fmt: skip
-    cpus = step.session.get("cpus") or _latest_plan(results.record).get("cpus") or 1
+                      f"{store.run_dir} resumes it (its learners are recorded)"]  # fmt: skip
+    cpus = step.session.get("cpus") or _latest_plan(store.record).get("cpus") or 1
     timed = {label: n * step.job_s[label] / cpus for label, n in left.items() if label in step.job_s}
     said = [f"{label}'s {left[label]} left about {hms(s)} ({step.job_s[label]:.0f} s a job)" for label, s in timed.items()]
     untimed = [f"{label}'s {n}" for label, n in left.items() if label not in timed]
@@ -173,17 +173,17 @@ def _pace_key(cell: Cell) -> tuple:
     return cell.population, cell.optimize_params, cell.extra
 
 
-def _cell_paces(study: Study, results: RunResults, stage: int, known: Mapping[str, TrialProgress]) -> dict[tuple, float]:
+def _cell_paces(design: Design, store: RunStore, stage: int, known: Mapping[str, TrialProgress]) -> dict[tuple, float]:
     """Each ES cell's pace in this run, from its latest stage with any: the median of its trials' own (a machine's
     load changes from one working day to the next, so the latest seeds say most of the next). `known`: the trials
     already read (the current stage's), by name; the others are read here."""
     paces: dict[tuple, float] = {}
     for earlier in range(stage, 0, -1):
         found: dict[tuple, list[float]] = {}
-        for cell in study.grid.stage_cells(earlier):
+        for cell in design.stage_cells(earlier):
             if not cell.scan and _pace_key(cell) not in paces:
-                name = trial_name(study, cell)
-                pace = (known.get(name) or trial_progress(results, study, cell)).typical_sec_per_gen
+                name = trial_name(design, cell)
+                pace = (known.get(name) or trial_progress(store, design, cell)).typical_sec_per_gen
                 if pace:
                     found.setdefault(_pace_key(cell), []).append(pace)
         paces.update({key: statistics.median(values) for key, values in found.items()})

@@ -5,7 +5,8 @@ run of each side spent (inner-loop evaluations, wall time) and each side's best 
 best of many noisy evaluations, more of them for a larger population. The Answers block's one-line findings (the
 ceiling, the range edges, search vs grid) are their sections' (`ceiling`, `edges`, `landscape`).
 
-Reads the trials table only (pandas), so a shipped result folder answers as its run folder did.
+Reads the run's store (its look scores and trial rows, by cell key), so a shipped result folder answers as its run
+folder did.
 """
 
 from __future__ import annotations
@@ -17,12 +18,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bilevel_tune.report.columns import BEST, FINAL, FINAL_MEAN, at_budget, score_column
-from bilevel_tune.study_data import final_scores
-from bilevel_tune.study_data.run_folder import group_of, key_at_evaluations, trial_name
-from bilevel_tune.verdicts import decide, effects, family
+from bilevel_tune.report.columns import BEST, FINAL, FINAL_MEAN, at_budget
+from bilevel_tune.study_data.run_folder import group_of, key_at_evaluations
+from bilevel_tune.study_data.run_store import COMPLETE
+from bilevel_tune.verdicts import decide, effects, family, sequential
 
-COMPLETE = ("complete", "stopped")  # a trial whose final record is written
 KINDS = {family.MAIN: "main effect", family.INTERACTION: "interaction", family.SIMPLE: "simple effect"}
 
 
@@ -37,6 +37,8 @@ class Answer:
     wall_s: tuple[float, float]  # per run
     best: tuple[float, float]  # the best objective's mean, optimistic
     decided_at: int | None = None  # a row decided on an earlier look's seeds: that look (its effect is that look's)
+    equivalence: tuple[float, float] | None = None  # its repeated interval at the look its equivalence was shown
+    level: float = 0.0  # the level its seeds needed are computed at: its own, or a gated row's once it gets a share
 
     @property
     def hypothesis(self):
@@ -44,16 +46,23 @@ class Answer:
 
     def text(self, decisions: decide.Decisions, by_key: dict[str, "Answer"] | None = None) -> str:
         """The answer in words: who is better, or why nothing is decided and what would decide it."""
-        h, outcome, e = self.hypothesis, self.decision.outcome, self.effect
-        less = f", by less than {decisions.margin:g}" if self.decision.within_margin else ""
+        h, outcome, e, d = self.hypothesis, self.decision.outcome, self.effect, self.decision
+        less = f", by less than {decisions.margin:g}" if d.within_margin else ""
+        at, n = "", max(decisions.seeds_per_look, 1)
+        if d.within_margin and outcome != decide.EQUIVALENT and d.margin_seeds != d.seeds:  # each claim at its own look
+            low, high = self.equivalence or (float("nan"), float("nan"))
+            at = f" at look {d.seeds // n}"
+            less += (f" at look {d.margin_seeds // n} ({d.margin_seeds} seeds: [{low:+.4f}, {high:+.4f}] inside "
+                     f"±{decisions.margin:g})")  # fmt: skip
         if h.kind == family.INTERACTION and outcome in (decide.A_BETTER, decide.B_BETTER):
-            return _interaction_words(h, outcome, decisions, by_key or {}) + less
+            return _interaction_words(h, outcome, decisions, by_key or {}) + at + less
         a, b = h.levels()
-        need = _needed(e, self.decision.seeds, decisions.test)
+        gated = decisions.test == decide.PAIRED and d.level <= 0
+        need = _needed(e, d.seeds, decisions.test, self.level if gated else None)
         if outcome == decide.A_BETTER:
-            return f"{a} better{less}"
+            return f"{a} better{at}{less}"
         if outcome == decide.B_BETTER:
-            return f"{b} better{less}"
+            return f"{b} better{at}{less}"
         if outcome == decide.EQUIVALENT:
             return f"equivalent within ±{decisions.margin:g}"
         if outcome == decide.NO_DIFFERENCE:
@@ -111,7 +120,11 @@ def _equivalence_needed(e: effects.Effect, decision: decide.Decision, margin: fl
     return f"; equivalence within ±{margin:g} would need {seeds} seeds"
 
 
-def _needed(e: effects.Effect, used: int, test: str) -> str:
+def _needed(e: effects.Effect, used: int, test: str, gated: float | None = None) -> str:
+    if gated is not None:  # no share of α yet: its seeds at the level it gets once what gates it is shown
+        if gated <= 0:
+            return "gated: it has no share of α yet, and would get none once its main effect is shown"
+        return f"gated: at the α {gated:.3g} it gets once its main effect is shown, " + _needed(e, used, test)
     seeds = e.seeds_needed
     if seeds is None and not np.isfinite(e.sd):
         return "one seed per cell measures no seed noise: no estimate of the seeds needed"
@@ -239,34 +252,31 @@ def _hms(seconds: float) -> str:
 
 
 # -- comparisons -------------------------------------------------------------------------------
-def rows_by_cell(study, trials: pd.DataFrame) -> dict[tuple, pd.Series]:
-    """The trials table's row of each ES cell, by cell key: matched on the cell's columns (population, searched
-    rules, seed, further axes), else on the trial's name; never on row order — a sorted or shuffled trials.csv
-    answers the same."""
-    extra_keys = sorted({k for c in study.grid.cells() for k, _ in c.extra})
-    index, by_name = {}, {}
-    for _, row in trials.iterrows():
-        extra = tuple(str(row.get(k)) for k in extra_keys)
-        index[(str(row.get("population")), str(row.get("optimize_params")), str(row.get("seed")), extra)] = row
-        if isinstance(row.get("trial"), str):  # a table without the cell's columns: its trials' names
-            by_name[row["trial"]] = by_name[final_scores.trial_of_folder(row["trial"])] = row
-    out = {}
-    for c in study.grid.cells():
-        found = index.get(
-            (str(c.population), ",".join(c.optimize_params), str(c.seed), tuple(str(_value(v)) for _, v in c.extra))
-        )
-        found = found if found is not None else by_name.get(trial_name(study, c))
-        if found is not None:
-            out[c.key] = found
-    return out
+def _gated_level(design, decisions: decide.Decisions, decision: decide.Decision) -> float:
+    """A row with no share of α (gated behind its main effect): the level it gets once that is shown; AdaStop's
+    rows: the family's α."""
+    if decisions.test != decide.PAIRED:
+        return decisions.alpha
+    return decide.gated_level(design, decision.hypothesis)
 
 
-def at_smaller_budgets(study, rows: dict[tuple, pd.Series]) -> dict[tuple, pd.Series]:
+def _equivalence(decisions: decide.Decisions, decision: decide.Decision, scores, design) -> tuple[float, float] | None:
+    """The repeated interval a row's equivalence claim was shown by: at its look, at twice its level (two one-sided
+    tests at that level each); None where it was not shown."""
+    if not decision.margin_look or decisions.test != decide.PAIRED:
+        return None
+    n = decisions.seeds_per_look
+    seeds = [s for stage in range(1, decision.margin_look + 1) for s in design.stage_seeds(stage)]
+    values = family.values(decision.hypothesis, scores, seeds)
+    return sequential.t_levels(n, decisions.stages, 2 * decision.margin_level).interval(values, decision.margin_look)
+
+
+def at_smaller_budgets(design, rows: dict[tuple, pd.Series]) -> dict[tuple, pd.Series]:
     """The rows by cell key and, under `key_at_evaluations`, each run's row at every smaller budget it was compared
     at (`[decide] equal_budget`): its final scores, evaluations and best so far then (its wall time then unknown)."""
     out = dict(rows)
     for key, row in rows.items():
-        for e in study.grid.equal_evaluations(key[0]):
+        for e in design.equal_evaluations(key[0]):
             then = row.copy()
             for column in (FINAL, FINAL_MEAN, "evaluations", BEST):
                 then[column] = row.get(at_budget(column, e), np.nan)
@@ -275,56 +285,62 @@ def at_smaller_budgets(study, rows: dict[tuple, pd.Series]) -> dict[tuple, pd.Se
     return out
 
 
-def _value(value):
-    return ",".join(map(str, value)) if isinstance(value, tuple) else value
+def answers(design, store) -> Answers:
+    """The study's hypotheses decided on the run's look scores (`RunStore.look_scores`: by cell key, the scores every
+    look decides from), each with its effect and what its runs spent (the store's trial rows, by cell key)."""
+    return decided(design, store.trial_rows, store.look_scores(design.decide.score))
 
 
-def answers(study, trials: pd.DataFrame) -> Answers:
-    """The study's hypotheses decided on the trials table (rows matched to cells by `rows_by_cell`)."""
-    rows_of = rows_by_cell(study, trials)
-    by_key = at_smaller_budgets(study, {key: row for key, row in rows_of.items() if row.get("status") in COMPLETE})
-    score = score_column(study)
-    finals = {key: float(row[score]) if pd.notna(row.get(score)) else float("nan") for key, row in by_key.items()}
+def decided(design, rows_of: dict[tuple, pd.Series], finals: dict[tuple, float]) -> Answers:
+    """The hypotheses decided on these scores by cell key (`finals`), with the trials' rows beside them."""
+    by_key = at_smaller_budgets(design, {key: row for key, row in rows_of.items() if row.get("status") in COMPLETE})
     names = {key: row["trial"] for key, row in rows_of.items() if isinstance(row.get("trial"), str)}
     decisions, error, rows = None, None, []
     try:
-        decisions = decide.decide(study, finals, names)
+        decisions = decide.decide(design, finals, names)
     except decide.DecideError as err:
         error = str(err)
     if decisions is not None:
-        scores = finals_by_group(study, trials)
-        fallback = decisions.alpha / max(len(decisions.decisions), 1)  # a hypothesis never given a share: Bonferroni
+        scores = by_group(finals)
         for decision in decisions.decisions:
-            seeds = decided_seeds(study, decision, decisions)
-            if seeds is None:
-                rows.append(_answer(study, decision, by_key, scores, decision.level or fallback))
-                continue
-            then = {key: row for key, row in by_key.items() if key[2] in seeds}
-            scores_then = {g: {s: v for s, v in by_seed.items() if s in seeds} for g, by_seed in scores.items()}
-            found = _answer(study, decision, then, scores_then, decision.level or fallback)
-            rows.append(dataclasses.replace(found, decided_at=decision.seeds // decisions.seeds_per_look))
+            level = decision.level or _gated_level(design, decisions, decision)  # a gated row: what it would get
+            seeds = decided_seeds(design, decision, decisions)
+            found = _answer(design, decision, by_key, scores, level)
+            if seeds is not None:
+                then = {key: row for key, row in by_key.items() if key[2] in seeds}
+                scores_then = {g: {s: v for s, v in by_seed.items() if s in seeds} for g, by_seed in scores.items()}
+                found = dataclasses.replace(_answer(design, decision, then, scores_then, level),
+                                            decided_at=decision.seeds // decisions.seeds_per_look)  # fmt: skip
+            rows.append(dataclasses.replace(found, equivalence=_equivalence(decisions, decision, scores, design), level=level))
     return Answers(decisions, tuple(rows), error)
 
 
-def decided_seeds(study, decision: decide.Decision, decisions: decide.Decisions) -> set[int] | None:
+def by_group(scores: dict[tuple, float]) -> dict[tuple, dict[int, float]]:
+    """Look scores by cell key (`RunStore.look_scores`) as each group's, by seed; a cell without a score left out."""
+    out: dict[tuple, dict[int, float]] = {}
+    for key, value in scores.items():
+        if np.isfinite(value):
+            out.setdefault(group_of(key), {})[key[2]] = float(value)
+    return out
+
+
+def decided_seeds(design, decision: decide.Decision, decisions: decide.Decisions) -> set[int] | None:
     """The seeds a row was decided on, where that is an earlier look's (its interval is that look's); None when it
     reads every seed so far."""
     decided = decision.outcome in (decide.A_BETTER, decide.B_BETTER, decide.EQUIVALENT, decide.NO_DIFFERENCE)
     n = decisions.seeds_per_look
     if not decided or decisions.test != decide.PAIRED or decision.seeds >= n * decisions.looks:
         return None
-    return {s for stage in range(1, decision.seeds // n + 1) for s in study.grid.stage_seeds(stage)}
+    return {s for stage in range(1, decision.seeds // n + 1) for s in design.stage_seeds(stage)}
 
 
-def _answer(study, decision: decide.Decision, by_key: dict[tuple, pd.Series], scores, level: float) -> Answer:
+def _answer(design, decision: decide.Decision, by_key: dict[tuple, pd.Series], scores, level: float) -> Answer:
     h = decision.hypothesis
     sides = [[g for g, w in h.contrast if w < 0], [g for g, w in h.contrast if w > 0]]
     runs = [[row for g in side for row in _side(by_key, g).values()] for side in sides]
     cells = [np.array(list(scores.get(g, {}).values())) for g in family.groups(h)]
     if h.kind == family.SIMPLE:
-        score = score_column(study)
-        found = [{seed: float(row[score]) for seed, row in _side(by_key, g).items()} for g in (h.a, h.b)]
-        effect = effects.effect(found[0], found[1], level)
+        effect = effects.effect(scores.get(h.a, {}), scores.get(h.b, {}), level)
     else:
         effect = effects.paired(np.array(list(decide.within_seed(scores, h).values())), effects.pooled_sd(cells),
                                 level)  # fmt: skip
@@ -348,25 +364,15 @@ def _mean(rows: list[pd.Series], column: str) -> float:
     return float(np.mean(values)) if values else float("nan")
 
 
-def finals_by_group(study, trials: pd.DataFrame) -> dict[tuple, dict[int, float]]:
-    """Each group's final re-evaluations, by seed (rows matched to cells by `rows_by_cell`)."""
-    by_group: dict[tuple, dict[int, float]] = {}
-    rows_of, score = at_smaller_budgets(study, rows_by_cell(study, trials)), score_column(study)
-    for key, row in rows_of.items():
-        if pd.notna(row.get(score)):
-            by_group.setdefault(group_of(key), {})[key[2]] = float(row[score])
-    return by_group
-
-
-def paired_table(study, trials: pd.DataFrame, found: Answers) -> pd.DataFrame:
+def paired_table(design, store, found: Answers) -> pd.DataFrame:
     """Every comparison's matched pairs: per seed, A's and B's final re-evaluation and B − A."""
-    by_group = finals_by_group(study, trials)
+    groups = by_group(store.look_scores(design.decide.score))
     rows = []
     for answer in found.rows:
         c = answer.hypothesis
         if c.kind != family.SIMPLE:
             continue
-        a, b = by_group.get(c.a, {}), by_group.get(c.b, {})
+        a, b = groups.get(c.a, {}), groups.get(c.b, {})
         for seed in sorted(set(a) & set(b)):
             rows.append({"comparison": c.key, "seed": seed, "A": a[seed], "B": b[seed], "B − A": b[seed] - a[seed]})
     return pd.DataFrame(rows)

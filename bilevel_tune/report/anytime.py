@@ -17,8 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bilevel_tune.report.answers import Answers, answers
-from bilevel_tune.report.columns import score_column
+from bilevel_tune.report.answers import Answers, decided
 from bilevel_tune.study_data import final_scores
 from bilevel_tune.verdicts import decide
 
@@ -133,26 +132,36 @@ def _budgets_differ(run) -> bool:
     return run is not None and np.isfinite(run.evaluations).all() and run.evaluations[0] != run.evaluations[1]
 
 
-def needed_section(study, trials: pd.DataFrame, anytime: pd.DataFrame, run: Answers) -> Needed | None:
-    """The run's answers at each budget anytime.csv holds for every finished trial; None without any."""
+def needed_section(design, store, run: Answers) -> Needed | None:
+    """The run's answers at each budget anytime.csv holds for every finished trial; None without any. Each budget's
+    rows are decided as the run's are (`answers.decided`), on its incumbents' scores by cell key."""
+    anytime = store.anytime
     if anytime is None or anytime.empty or run.decisions is None:
         return None
-    names = trials["trial"].map(lambda n: final_scores.trial_of_folder(n) if isinstance(n, str) else None)
-    k = study.budget.final_eval_seeds
-    best = anytime[anytime["rules"] == study.decide.score]  # the rules the study's score reads
+    rows_of = store.trial_rows
+    names = {key: final_scores.trial_of_folder(row["trial"]) for key, row in rows_of.items()
+             if isinstance(row.get("trial"), str)}  # fmt: skip
+    k = design.budget.final_eval_seeds
+    best = anytime[anytime["rules"] == design.decide.score]  # the rules the study's score reads
     found = []
     for asked, rows in best.groupby("asked", sort=False):
         per_trial = rows.groupby("trial")
         scores = per_trial["value"].apply(lambda v: float(np.mean(v.to_numpy()[:k])) if len(v) >= k else np.nan)
         evaluations = per_trial["evaluations"].first()
-        if not names.dropna().isin(scores.index).all():
+        if not set(names.values()) <= set(scores.index):
             continue  # a budget not scored for every trial yet (a step still under way)
-        at = trials.copy()
-        at[score_column(study)] = names.map(scores)
-        at["evaluations"] = names.map(evaluations)
+        finals = store.look_scores(design.decide.score)
+        finals.update({key: float(scores[name]) for key, name in names.items() if key in finals})
+        then = {key: _spent(row, evaluations.get(names.get(key))) for key, row in rows_of.items()}
         distinct = tuple(sorted({int(e) for e in evaluations}))
-        total = int(at["evaluations"].dropna().sum())
-        found.append(AtBudget(str(asked), distinct, total, _unplanned(answers(study, at)), len(distinct) == 1))
+        total = int(sum(evaluations[name] for name in names.values()))
+        found.append(AtBudget(str(asked), distinct, total, _unplanned(decided(design, then, finals)), len(distinct) == 1))
     found.sort(key=lambda b: b.total)
     return Needed(run, tuple(found)) if found else None
 
+
+def _spent(row: pd.Series, evaluations) -> pd.Series:
+    """A trial's row as it stood after `evaluations` (what its runs spent then)."""
+    row = row.copy()
+    row["evaluations"] = evaluations if evaluations is not None else np.nan
+    return row

@@ -155,9 +155,9 @@ class Ceiling:
         return f"ceiling {self.value:.4f}: {len(rows)} run(s) at it or within their noise of it ({by}): the table below."
 
 
-def ceiling_section(study, trials: pd.DataFrame, generations: pd.DataFrame, bests: pd.DataFrame) -> Ceiling:
-    ceiling = study.ceiling
-    rows = ceiling_table(study, trials, generations, bests, ceiling) if ceiling is not None else pd.DataFrame()
+def ceiling_section(design, trials: pd.DataFrame, generations: pd.DataFrame, bests: pd.DataFrame) -> Ceiling:
+    ceiling = design.ceiling
+    rows = ceiling_table(design, trials, generations, bests, ceiling) if ceiling is not None else pd.DataFrame()
     return Ceiling(ceiling, rows)
 
 
@@ -168,11 +168,11 @@ def noise_band(row: pd.Series, tol: float) -> float:
     return max(tol, 2 * float(sd)) if sd is not None and pd.notna(sd) else tol
 
 
-def ceiling_table(study, trials: pd.DataFrame, generations: pd.DataFrame, bests: pd.DataFrame, ceiling: float):
+def ceiling_table(design, trials: pd.DataFrame, generations: pd.DataFrame, bests: pd.DataFrame, ceiling: float):
     """One row per ES run whose best is at the ceiling or within its noise of it."""
-    tol = study.summary.tol
+    tol = design.summary.tol
     rows = []
-    for cell, (_, row) in zip(study.grid.cells(), trials.iterrows()):
+    for cell, (_, row) in zip(design.cells, trials.iterrows()):
         if not row.get("generations", 0):
             continue
         band = noise_band(row, tol)
@@ -183,10 +183,10 @@ def ceiling_table(study, trials: pd.DataFrame, generations: pd.DataFrame, bests:
         capped = cap_rules(row, band)
         rows.append(
             {
-                "run": trial_name(study, cell),
+                "run": trial_name(design, cell),
                 "best": float(best),
                 "± noise": band,
-                "first generation": _first_near(generations, trial_name(study, cell), ceiling - band),
+                "first generation": _first_near(generations, trial_name(design, cell), ceiling - band),
                 "upper bound": float(bound) if bound is not None and pd.notna(bound) else float("nan"),
                 "cause": _cause(best, bound, band),
                 "fixed rules that set it": ", ".join(f"{k} (bound up to {v:.4f})" for k, v in capped.items())

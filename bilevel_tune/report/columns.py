@@ -1,7 +1,7 @@
 """The vocabulary of a run's tables: the columns the summary reads, the grid's factors, the defaults of a bare table.
 
-Every section of the summary (`pipeline`) reads the tables `tables.read` loads once — from a run's records
-(`records`) or a shipped folder's CSVs — through these names. pandas only.
+Every section of the summary (`pipeline`) reads the tables the run's store keeps (`study_data.run_store`: made
+from its records by `run_tables`, or a shipped folder's CSVs) through these names. pandas only.
 """
 
 from __future__ import annotations
@@ -10,26 +10,26 @@ import pandas as pd
 
 from bilevel_tune.base.sections import SummarySettings
 from bilevel_tune.study_data.incumbents import GENERATION_BEST  # noqa: F401 - a column the summary reads
+from bilevel_tune.study_data.run_tables import (  # noqa: F401 - the tables' columns, named where they are made
+    BEST,
+    BOUND_BY,
+    FINAL,
+    FINAL_MEAN,
+    MECHANISM,
+    OPTIMIZER,
+    at_budget,
+)
 from bilevel_tune.study_data.settings import is_setting_key
 
-BEST, FINAL = "best_objective", "final_objective"  # the two values verdicts are judged on
-FINAL_MEAN = "final_mean_objective"  # the final search mean's rules re-evaluated: a study's score when it says so
 
-
-def at_budget(column: str, evaluations: int) -> str:
-    """A column read at a smaller budget a run was also compared at (`[decide] equal_budget`): final_objective@250."""
-    return f"{column}@{int(evaluations)}"
-
-
-def score_column(study) -> str:
+def score_column(design) -> str:
     """The trials table's column a study's rows read: `[decide] score`'s."""
-    return FINAL_MEAN if study.decide.score == "search mean" else FINAL
-MECHANISM = "mechanism"
-OPTIMIZER = "optimizer"  # the outer optimiser a trial ran (es, cma, bo, random, optuna, module:Class), whether or not it is an axis
+    return FINAL_MEAN if design.decide.score == "search mean" else FINAL
+
+
 # The grid's factors besides the seed (a study's further axes add theirs). The mechanism factor is `dims` (1-D vs
 # 2-D) when each dimensionality has one set of searched rules, else `mechanism`, the set itself (2-D vs 2-D floor+risk).
 BASE_FACTORS = ("population", "dims")
-BOUND_BY = "bound_by/"  # bound_by/<rule>: the best candidate's upper bound with that rule at its best (its Assessment)
 SEARCH_VS_GRID = "search_vs_grid"
 # a bare table's: the campaign's ceiling (a study's is its world's, `Study.ceiling`), and [summary] tol's default
 DEFAULT_CEILING, DEFAULT_TOL = 0.25, SummarySettings().tol

@@ -28,14 +28,14 @@ def edge_line(edge: dict[str, Any]) -> str:
     )
 
 
-def edges(study, trials: pd.DataFrame, bests: pd.DataFrame) -> list[dict[str, Any]]:
+def edges(design, trials: pd.DataFrame, bests: pd.DataFrame) -> list[dict[str, Any]]:
     """Each searched rule's limit that its runs' final search means, or its scans' bests, end at (within one grid
     spacing), with how many did: a range edge that may be what stops the search."""
-    points = study.scan or EDGE_POINTS
+    points = design.scan or EDGE_POINTS
     out = []
-    searched = dict.fromkeys(name for params in study.optimize_params for name in params)
+    searched = dict.fromkeys(name for params in design.optimize_params for name in params)
     for name in searched:
-        spec = study.rule_specs_by_name[name]
+        spec = design.rule_specs_by_name[name]
         spacing = spec.span / (points - 1)
         means = trials.get(metrics.MEAN_RULE + name, pd.Series(dtype=float)).dropna()
         scan = _scan_values(bests, name)

@@ -1,19 +1,7 @@
-"""The rules scan in the summary: the landscape, each trial's regret, the ceiling's ground truth, search vs grid.
+"""The rules scan in the summary: the ceiling's ground truth and search vs grid, the sentences the verdicts add.
 
-Reads a run folder's scan trials (bilevel_tune.core.scan) as pandas tables:
-
-* `scan_table` — one row per scan (searched rules × seed) and grid point:
-  the rules in physical units, the objective on the trials' evaluation
-  seeds, its terms, its upper bound, and the point re-evaluated on the
-  final seeds (mean and SD);
-* `scan_bests` — per scan, its best point on the evaluation seeds, and that
-  point's final re-evaluation (chosen and re-evaluated as an ES trial's
-  best is, so the two compare);
-* `add_regret` — per ES trial, `regret` = the scan's best − the trial's
-  best objective, `final_regret` the same on the final re-evaluation, and
-  the grid spacing: a regret may be slightly negative when the ES lands
-  between grid points;
-* `ceiling_truth` and `search_vs_grid` — the sentences the verdicts add.
+The scan's tables — one row per scan and grid point, each scan's best, each trial's regret against it — are the
+run's store's (`study_data.run_tables`: `scan_table`, `scan_bests`, `add_regret`).
 """
 
 from __future__ import annotations
@@ -23,107 +11,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bilevel_tune.core import metrics
 from bilevel_tune.core.outer import label_of
-from bilevel_tune.core.scan import spacing_label
 from bilevel_tune.report.columns import OPTIMIZER
-from bilevel_tune.study_data.run_folder import num
-from bilevel_tune.study_data.settings import is_setting_key
-
-OPTIMIZER_KEY = "outer.optimizer"
-
-KEY = ["optimize_params", "seed"]  # what a trial shares with its scan, with the inner loop's further axes
-
-
-def _key(table: pd.DataFrame) -> list[str]:
-    """A scan's identity: its searched rules, seed, and the further axes the inner loop reads (setting keys)."""
-    return [*KEY, *(c for c in table.columns if is_setting_key(c))]
-
-
-def scan_table(study, trials: dict) -> pd.DataFrame:
-    """One row per scan and grid point (empty without scans)."""
-    rows = []
-    terms = (metrics.OBJECTIVE, *study.table.scan_terms, metrics.UPPER_BOUND)  # the world's terms beside the objective
-    for cell in study.grid.scan_cells():
-        records = trials.get(cell.key)
-        if records is None or not records.generations:
-            continue
-        evaluation, finals = records.generations[0], records.generations[1:]
-        grid = np.atleast_2d(np.array(evaluation[metrics.CANDIDATES], dtype=float))
-        final = np.array([[num(o[metrics.OBJECTIVE]) for o in p[metrics.OUTCOMES]] for p in finals]).reshape(len(finals), -1)
-        for k, outcome in enumerate(evaluation[metrics.OUTCOMES]):
-            rules = {
-                name: study.rule_specs_by_name[name].to_physical(grid[k, j])
-                for j, name in enumerate(cell.optimize_params)
-            }
-            values = final[:, k][np.isfinite(final[:, k])] if final.size else np.array([])
-            rows.append(
-                {
-                    "dims": cell.dims,
-                    "mechanism": study.mechanisms.label(cell.optimize_params),
-                    "optimize_params": ",".join(cell.optimize_params),
-                    "seed": cell.seed,
-                    **{key: ",".join(map(str, v)) if isinstance(v, tuple) else v for key, v in cell.extra},
-                    "point": k,
-                    **rules,
-                    **{term: num(outcome.get(term)) for term in terms},
-                    "failed": bool(outcome.get("failed", False)),
-                    "final_objective": float(values.mean()) if values.size else float("nan"),
-                    "final_objective_std": float(values.std(ddof=1)) if values.size > 1 else float("nan"),
-                    "final_seeds": int(values.size),
-                }
-            )
-    return pd.DataFrame(rows)
-
-
-def scan_bests(scans: pd.DataFrame, study) -> pd.DataFrame:
-    """Per scan: its best point on the evaluation seeds (rules, objective, bound) and that point's final re-evaluation."""
-    if scans.empty:
-        return pd.DataFrame()
-    rows = []
-    key = _key(scans)
-    for values, group in scans.groupby(key, sort=False):
-        params, seed = values[0], values[1]
-        if group[metrics.OBJECTIVE].notna().any():
-            best = group.loc[group[metrics.OBJECTIVE].idxmax()]
-        else:
-            best = group.iloc[0]
-        names = params.split(",")
-        rows.append(
-            {
-                **dict(zip(key, values)),
-                "seed": int(seed),
-                "dims": len(names),
-                "mechanism": study.mechanisms.label(names),
-                "points": len(group),
-                "scan_best": float(best[metrics.OBJECTIVE]),
-                "scan_best_final": float(best["final_objective"]),
-                "scan_best_upper_bound": float(best[metrics.UPPER_BOUND]),
-                "scan_best_rules": ", ".join(f"{n}={best[n]:.4g}" for n in names),
-                "grid_spacing": spacing_label([study.rule_specs_by_name[n] for n in names], study.scan),
-            }
-        )
-    return pd.DataFrame(rows)
-
-
-def add_regret(trials: pd.DataFrame, bests: pd.DataFrame) -> pd.DataFrame:
-    """The trials table with `regret`, `final_regret` and `grid_spacing` beside each trial that has a scan."""
-    if bests.empty or trials.empty:
-        return trials
-    key = _key(bests)
-    merged = trials.merge(bests[[*key, "scan_best", "scan_best_final", "grid_spacing"]], on=key, how="left")
-    if "best_objective" in merged:
-        merged["regret"] = merged["scan_best"] - merged["best_objective"]
-    if "final_objective" in merged:
-        merged["final_regret"] = merged["scan_best_final"] - merged["final_objective"]
-    return merged.drop(columns=["scan_best", "scan_best_final"])
+from bilevel_tune.study_data.run_tables import scan_key
 
 
 def ceiling_truth(cell: dict[str, Any], bests: pd.DataFrame, ceiling: float, tol: float) -> str | None:
     """For a trial pinned at the ceiling: does any scanned rule set rise above the band? None without a scan."""
     if bests.empty:
         return None
-    match = bests[np.logical_and.reduce([bests[k] == cell[k] for k in _key(bests) if k in cell])]
+    match = bests[np.logical_and.reduce([bests[k] == cell[k] for k in scan_key(bests) if k in cell])]
     if match.empty:
         return None
     best = match.iloc[0]

@@ -22,9 +22,9 @@ from bilevel_tune.verdicts import family, noise
 EVAL_COST = len(final_scores.RULES)  # trainings a final seed costs a trial: each rule set it scores
 
 
-def final_scores_by_group(study, finals: pd.DataFrame, rules: str = final_scores.BEST_RULES) -> dict[tuple, dict[int, dict[int, float]]]:
+def final_scores_by_group(design, finals: pd.DataFrame, rules: str = final_scores.BEST_RULES) -> dict[tuple, dict[int, dict[int, float]]]:
     """{group: {run seed: {final seed: objective}}} of one rule set's rows, trials matched to cells by name."""
-    cells = {trial_name(study, c): c for c in study.grid.cells() if not c.scan}
+    cells = {trial_name(design, c): c for c in design.cells if not c.scan}
     out: dict[tuple, dict[int, dict[int, float]]] = {}
     if finals.empty:
         return out
@@ -35,14 +35,14 @@ def final_scores_by_group(study, finals: pd.DataFrame, rules: str = final_scores
     return out
 
 
-def recorded_scores(scores: dict, study, k: int) -> dict[tuple, dict[int, float]]:
+def recorded_scores(scores: dict, design, k: int) -> dict[tuple, dict[int, float]]:
     """{group: {run seed: the mean of its first k final seeds}}: a score as a trial's final re-evaluation makes it."""
     from bilevel_tune.inner.contract import Seeds
 
     out: dict[tuple, dict[int, float]] = {}
     for group, by_seed in scores.items():
         for seed, values in by_seed.items():
-            first = Seeds(seed, study.budget.eval_episodes, k).final
+            first = Seeds(seed, design.budget.eval_episodes, k).final
             if all(s in values for s in first):
                 out.setdefault(group, {})[seed] = float(np.mean([values[s] for s in first]))
     return out
@@ -93,18 +93,18 @@ class NoiseSection:
         ]  # fmt: skip
 
 
-def noise_section(study, found: Answers, finals: pd.DataFrame) -> NoiseSection | None:
+def noise_section(design, found: Answers, finals: pd.DataFrame) -> NoiseSection | None:
     """Every Answers row with at least two final seeds shared by its cells; None without any."""
     if finals is None or finals.empty or found.decisions is None:
         return None
-    k = study.budget.final_eval_seeds
-    best = final_scores_by_group(study, finals, final_scores.BEST_RULES)
-    mean = final_scores_by_group(study, finals, final_scores.MEAN_RULES)
-    at_k = {name: recorded_scores(scores, study, k) for name, scores in (("best", best), ("mean", mean))}
+    k = design.budget.final_eval_seeds
+    best = final_scores_by_group(design, finals, final_scores.BEST_RULES)
+    mean = final_scores_by_group(design, finals, final_scores.MEAN_RULES)
+    at_k = {name: recorded_scores(scores, design, k) for name, scores in (("best", best), ("mean", mean))}
     rows = []
     for answer in found.rows:
         h = answer.hypothesis
-        split = noise.split(h, best if study.decide.score == final_scores.BEST_RULES else mean, k)
+        split = noise.split(h, best if design.decide.score == final_scores.BEST_RULES else mean, k)
         if split is None:
             continue
         cost = float(np.nanmean(answer.evaluations)) if np.isfinite(answer.evaluations).any() else float("nan")

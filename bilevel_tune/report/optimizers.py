@@ -42,16 +42,16 @@ BY_SEED = "evaluations_to_eps_by_seed"  # the table's per-seed figures the sign 
 LANDSCAPE = "final_objective"  # the scan's value at a grid point: retrained on the final seeds, the mean
 
 
-def shown_here(study) -> bool:
+def shown_here(design) -> bool:
     """Does the study compare optimisers (or run another than the ES) and scan its rules?"""
-    return study.scan is not None and study.grid.optimizers != ("es",)
+    return design.scan is not None and design.optimizers != ("es",)
 
 
-def epsilon(study, scans: pd.DataFrame | None = None) -> float:
+def epsilon(design, scans: pd.DataFrame | None = None) -> float:
     """ε: `[summary] eps`, else the rules scan's own noise — the SD over its final seeds at each scan's best point
     (the mean over scans): an incumbent that close to the best cannot be told from it by re-evaluation —, else the
     study's margin, else 0.01."""
-    return next(v for v in (study.summary.eps, scan_noise(scans), study.decide.margin, DEFAULT_EPS) if v is not None)
+    return next(v for v in (design.summary.eps, scan_noise(scans), design.decide.margin, DEFAULT_EPS) if v is not None)
 
 
 def scan_noise(scans: pd.DataFrame | None) -> float | None:

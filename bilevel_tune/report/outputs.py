@@ -4,41 +4,49 @@ Writes summary.md (its Answers first), answers.csv, ceiling.csv (where runs sit 
 generations.csv.gz, scan.csv (with a rules scan), cells.csv, grid.csv, verdicts.json, plots/*.png and
 TensorBoard's summary run (tensorboard/summary/) into the run folder (docs/run-folder.md). It reads the
 trials' records, or — in a shipped folder under docs/results/, which keeps no records — the tables a summary
-wrote (`tables`), so it rebuilds a shipped summary as its run wrote it. The study runs this at the end of
+wrote, through the folder's store (`study_data.run_store`), so it rebuilds a shipped summary as its run wrote it.
+It writes only while it holds the folder's lock: on a folder another session holds it refuses in one line. The study runs this at the end of
 every run; run it yourself on any run folder, finished or not.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from bilevel_tune.report import against, optimizers, plots, run_history, tables
+from bilevel_tune.report import against, optimizers, plots, run_history
 from bilevel_tune.report.ceiling import CEILING, NO_CEILING  # noqa: F401 - the summary's public names
 from bilevel_tune.report.columns import BEST, FINAL, MECHANISM, SummaryError, mechanism_factor  # noqa: F401
 from bilevel_tune.report.grids import mean_grid
 from bilevel_tune.report.pipeline import Summary, summarise, verdict_lines, verdicts  # noqa: F401
-from bilevel_tune.report.records import load_run  # noqa: F401
 from bilevel_tune.report.seed_noise import FEW, NOISE, ROBUST  # noqa: F401
+from bilevel_tune.study_data import run_lock
 from bilevel_tune.study_data.run_folder import (
     ANSWERS_CSV,
     CEILING_CSV,
     CELLS_CSV,
+    GENERATIONS_CSV,
+    GENERATIONS_FILE,
     GRID_CSV,
     HELDOUT_CSV,
     OPTIMIZERS_CSV,
     PILOT_FILE,
     ROBUSTNESS_CSV,
+    STUDY_FILE,
     SUMMARY_MARKDOWN,
+    TRIALS_CSV,
     VERDICTS_FILE,
+    git_sha,
     write_json,
 )
+from bilevel_tune.study_data.run_lock import LockError
+from bilevel_tune.study_data.run_store import RunStore, StoreError
 from bilevel_tune.study_data.settings import describe as describe_settings
-from bilevel_tune.study_data.study_overrides import budget_label, overrides_label
 from bilevel_tune.views import curves
 
 TRIAL_COLUMNS = (
@@ -139,16 +147,17 @@ def _incomplete(trials: pd.DataFrame) -> list[str]:
 def render(s: Summary) -> str:
     """summary.md: the answers first, then the grids of final and best objectives, the ceiling, the trials, cells
     and scan, the detailed verdicts — labelled when the run was short."""
-    study = s.study
+    design = s.design
     basis = "final re-evaluation" if s.verdicts_final else "best objective"
     label = f" — {s.budget_note}" if s.budget_note else ""
-    lines = [f"# Study {study.name} (budget {budget_label(study)}, inner loop {study.inner})", ""]
-    if study.description:
-        lines += [f"{study.description}.", ""]
-    if study.regime:
-        lines += [f"World: {study.regime}.", ""]
-    if overrides_label(study):
-        lines += [f"Command-line changes to the study: {overrides_label(study)}.", ""]
+    lines = [f"# Study {design.name} (budget {design.budget_label}, inner loop {design.inner})", "",
+             written_at(s.store), ""]  # fmt: skip
+    if design.description:
+        lines += [f"{design.description}.", ""]
+    if design.regime:
+        lines += [f"World: {design.regime}.", ""]
+    if design.overrides_label:
+        lines += [f"Command-line changes to the study: {design.overrides_label}.", ""]
     if s.budget_note:
         lines += [f"**{s.budget_note}.**", ""]
     lines += render_answers(s)
@@ -158,7 +167,7 @@ def render(s: Summary) -> str:
     lines += render_noise(s)
     lines += optimizers.render(s.optimizers, optimizers.table_epsilon(s.optimizers)) if s.optimizers is not None and not s.optimizers.empty else []
     lines += render_grids(s)
-    axes = [k for k, _ in study.axes]
+    axes = [k for k, _ in design.axes]
     title = "## Best objective per run (the campaign's grid: rows population × seed, columns mechanism dimensionality)"
     if mechanism_factor(s.trials) == MECHANISM:
         title = title.replace("mechanism dimensionality", "mechanism: the searched rules")
@@ -177,7 +186,7 @@ def render(s: Summary) -> str:
     lines += ["## Cells (mean ± std over seeds)", "", _markdown(_mean_pm_std(s.cells)), ""]
     if not s.scan_bests.empty:
         lines += [
-            f"## Rules scan ({study.scan} points per searched rule; the best point on the evaluation seeds, "
+            f"## Rules scan ({design.scan} points per searched rule; the best point on the evaluation seeds, "
             "and that point re-evaluated on the final seeds)",
             "",
             _markdown(s.scan_bests[[c for c in SCAN_COLUMNS if c in s.scan_bests]]),
@@ -188,20 +197,36 @@ def render(s: Summary) -> str:
         f"## Seed-noise verdicts (effects on the {basis}){label}",
         "",
         "The design's descriptive rule, below the answers: an effect is robust when every matched pair agrees in "
-        "sign and the mean gap exceeds 2 × the seed SD pooled over all cells; the answers above are the decisions.",
+        "sign and the mean gap exceeds 2 × the seed SD pooled over all cells. It describes; the Answers decide — "
+        "each line names the Answers' decision on its factor, the one verdict per comparison.",
         "",
     ]
     lines += [f"- {line}" for line in verdict_lines(s, effects_only=True)]
     lines += ["", "## Settings (as run; a further axis's values are in the trials' columns)", ""]
+    added = s.store.learners_added
+    ran = {**design.settings, "final.learners": tuple(x for x in design.final.learners if x not in added)}
     lines += [line.strip() for line in describe_settings(
-        study.settings, study.inner.startswith("appo"), study.table, study.grid.optimizers
+        ran, design.inner.startswith("appo"), design.table, design.optimizers
     )]
+    if added:
+        lines += ["", f"Added after the run, for its held-out step (`--reevaluate RUN --learners`): [final] learners "
+                      f"{', '.join(added)}."]  # fmt: skip
     return "\n".join(lines)
+
+
+WRITTEN_AT = "Written at tool commit"  # summary.md's line naming the code that wrote it (a rebuild's only changed line)
+
+
+def written_at(store: RunStore) -> str:
+    """Which commit of the tool wrote this summary, and which the run ran."""
+    tool, run = git_sha(marked=True), store.record.get("provenance", {}).get("git_sha")
+    tool = (tool[:12] + "+" * tool.endswith("+")) if tool else "unknown"  # +: the package's code changed since
+    return f"{WRITTEN_AT} {tool} (run commit {(run or 'unknown')[:12]})."
 
 
 def render_answers(s: Summary) -> list[str]:
     """## Answers: one row per comparison, then the ceiling, the range edges and search vs grid, a line each."""
-    a, study = s.answers, s.study
+    a, design = s.answers, s.design
     lines = ["## Answers", ""]
     if a.error:
         lines += [f"Nothing decided: {a.error}.", ""]
@@ -209,8 +234,8 @@ def render_answers(s: Summary) -> list[str]:
         lines += ["No comparison: the grid varies no factor with two levels.", ""]
     else:
         d = a.decisions
-        final = study.budget.final_eval_seeds
-        lines += [_answers_intro(d, len(a.rows), final, study.decide.score), ""]
+        final = design.budget.final_eval_seeds
+        lines += [_answers_intro(d, len(a.rows), final, design.decide.score), ""]
         if s.plan is not None:
             lines += [s.plan.sentence(), ""]
         lines += [
@@ -275,7 +300,7 @@ def render_needed(s: Summary) -> list[str]:
     n = s.needed
     if n is None:
         return []
-    final = s.study.budget.final_eval_seeds
+    final = s.design.budget.final_eval_seeds
     lines = [
         "## What the answers needed",
         "",
@@ -304,7 +329,7 @@ def render_noise(s: Summary) -> list[str]:
         "",
         "Each row's contrast per run seed, d = B − A, is what the runs found plus the noise of their final "
         f"re-evaluation, which averages {n.recorded} final seeds shared by the cells of a run seed: Var(d) = σ²(runs) "
-        f"+ σ²(one re-evaluation) / final seeds, split from finals.csv (the {s.study.decide.score} rules, seed by seed; "
+        f"+ σ²(one re-evaluation) / final seeds, split from finals.csv (the {s.design.decide.score} rules, seed by seed; "
         "docs/verdicts.md). 'final seeds at least variance per training' is Cochran's two-stage allocation at a run's "
         f"evaluations against {2} trainings per final seed (both rule sets scored). The last column is each score's "
         f"paired t over the run seeds at {n.recorded} final seeds: the best-so-far rules' (the decisions') and the "
@@ -377,15 +402,18 @@ def render_grids(s: Summary) -> list[str]:
     return lines
 
 
-def write_summary(run_dir: Path, with_plots: bool = True) -> str:
-    """Write the summary files (and plots) into the run folder; return summary.md's text."""
-    run_dir = Path(run_dir)
-    s = summarise(run_dir)
+def write_summary(store: RunStore, with_plots: bool = True) -> str:
+    """Write the summary's own files (and plots) into the run folder — summary.md, answers.csv, verdicts.json, the
+    sections' tables — after the store's tables (`RunStore.export_tables`); return summary.md's text. The store must
+    hold the run's lock: a command that does not writes nothing."""
+    run_dir = store.run_dir
+    store.export_tables()  # trials.csv, generations.csv.gz, scan.csv, finals.csv: what a shipped folder reopens from
+    s = summarise(store)
     text = render(s)
     before = (run_dir / SUMMARY_MARKDOWN).read_text() if (run_dir / SUMMARY_MARKDOWN).is_file() else ""
     (run_dir / SUMMARY_MARKDOWN).write_text(text + "\n")
     run_history.requote(run_dir, before, text)
-    run_history.record_held_out(run_dir, text)
+    run_history.record_held_out(store, text)
     answers_csv = s.answers.csv_table()
     if s.plan is not None and not answers_csv.empty:  # every row, undecided ones too, carries the run's mark
         answers_csv["confirmatory"] = s.plan.confirmatory
@@ -396,10 +424,11 @@ def write_summary(run_dir: Path, with_plots: bool = True) -> str:
         s.robustness.table().to_csv(run_dir / ROBUSTNESS_CSV, index=False)
     if s.optimizers is not None:
         optimizers.csv_table(s.optimizers).to_csv(run_dir / OPTIMIZERS_CSV, index=False)
-    tables.write(run_dir, s.tables)  # trials.csv, generations.csv.gz, scan.csv: what a shipped folder reopens from
     s.cells.to_csv(run_dir / CELLS_CSV, index=False)
     s.grid.to_csv(run_dir / GRID_CSV, index=False)
     verdicts_json = {
+        "tool_commit": git_sha(marked=True),  # which code wrote it (a rebuild's only changed field), and which the run ran
+        "run_commit": store.record.get("provenance", {}).get("git_sha"),
         "budget_note": s.budget_note,
         "answers": s.answers_record(),
         "best_objective": s.verdicts_best,
@@ -412,7 +441,7 @@ def write_summary(run_dir: Path, with_plots: bool = True) -> str:
     write_json(run_dir / VERDICTS_FILE, verdicts_json)
     if with_plots:
         plots.write_plots(run_dir, s)
-    if not s.tables.shipped:  # a shipped folder keeps no TensorBoard files
+    if store.has_records:  # a shipped folder keeps no TensorBoard files
         curves.write_summary_board(run_dir)
     return text
 
@@ -438,23 +467,47 @@ def main(argv: list[str] | None = None) -> int:
         return int(exit_.code or 0)
     try:
         notes = _notes(args.notes)
-        if (args.record or args.ship) and args.run_dir.is_dir() and not tables.has_records(args.run_dir):
-            # refused before the summary is rewritten: a bad flag writes nothing
-            raise SummaryError(f"{args.run_dir} keeps no trial records: its record and shipping need the run folder")
-        pilot = against.pilot_record(args.against) if args.against else None  # checked before anything is written
-        if args.ship and (adopted := run_history.adopt_held_out(args.run_dir, args.ship)):
-            print(f"held-out: kept {adopted} row(s) of {args.ship / HELDOUT_CSV} (trials whose final rules it scored)")
-        if pilot is not None:
-            write_json(args.run_dir / PILOT_FILE, pilot)
-        elif args.ship:
-            run_history.adopt_pilot(args.run_dir, args.ship)
-        print(write_summary(args.run_dir, with_plots=not args.no_plots))
-        if args.record or args.ship:
-            run_history.report(args.run_dir, args.ship, notes)
-    except SummaryError as err:
+        with _held(_opened(args.run_dir)) as store:  # refused first while another session holds the folder
+            if (args.record or args.ship) and not store.has_records:
+                # refused before the summary is rewritten: a bad flag writes nothing
+                raise SummaryError(f"{args.run_dir} keeps no trial records: its record and shipping need the run folder")
+            pilot = against.pilot_record(args.against) if args.against else None  # checked before anything is written
+            if args.ship and (adopted := store.adopt(RunStore(args.ship))):
+                print(f"held-out: kept {adopted} row(s) of {args.ship / HELDOUT_CSV} (trials whose final rules it scored)")
+            if pilot is not None:
+                store.keep_pilot(pilot)
+            print(write_summary(store, with_plots=not args.no_plots))
+            if args.record or args.ship:
+                run_history.report(store, args.ship, notes)
+    except (SummaryError, StoreError, LockError) as err:
         print(f"bilevel_tune.summary: error: {err}", file=sys.stderr)
         return 2
     return 0
+
+
+def _opened(run_dir: Path) -> RunStore:
+    """The folder's store, read only; SummaryError, one line, for a folder holding neither records nor tables."""
+    store = RunStore(run_dir)
+    if run_dir.is_dir() and not store.has_records and not store.ships_tables:
+        raise SummaryError(
+            f"{run_dir} holds neither trial records (*/{GENERATIONS_FILE}) nor a summary's tables ({STUDY_FILE}, "
+            f"{TRIALS_CSV}, {GENERATIONS_CSV}): give a run folder made by python -m bilevel_tune.study, or one under "
+            "docs/results/"
+        )
+    return store.checked()
+
+
+@contextlib.contextmanager
+def _held(store: RunStore):
+    """The folder held for this command's writes; refused in one line while another live session holds it."""
+    try:
+        with run_lock.held(store.run_dir, fresh=False, out=lambda line: None) as lock:
+            yield RunStore(store.run_dir, lock)
+    except LockError as err:
+        raise SummaryError(
+            f"{err}: this command writes nothing into a folder another session holds; see where it stands with "
+            f"python -m bilevel_tune.study --status {store.run_dir}"
+        ) from None
 
 
 def _notes(path: Path | None) -> str:

@@ -15,11 +15,12 @@ import pandas as pd
 
 from bilevel_tune.planning import pilot_designs
 from bilevel_tune.planning.plan import hms
-from bilevel_tune.report import pipeline, tables
+from bilevel_tune.report import pipeline
 from bilevel_tune.report.columns import SummaryError
 from bilevel_tune.report.noise_split import final_scores_by_group
 from bilevel_tune.study_data import final_scores
-from bilevel_tune.study_data.run_folder import at_evaluations
+from bilevel_tune.study_data.run_folder import at_evaluations, trial_name
+from bilevel_tune.study_data.run_store import StoreError, open_store
 from bilevel_tune.verdicts import decide, family, noise
 
 DECIDED = (decide.A_BETTER, decide.B_BETTER, decide.EQUIVALENT, decide.NO_DIFFERENCE)
@@ -29,20 +30,20 @@ class PilotError(ValueError):
     """A folder that cannot serve as a pilot for this study; one line."""
 
 
-def read_pilot(study, run_dir: Path) -> pipeline.Summary:
+def read_pilot(design, run_dir: Path) -> pipeline.Summary:
     """The pilot's summary; PilotError when it is not a finished run of this study's world with final scores."""
     try:
-        found = pipeline.from_tables(tables.read(run_dir))
-    except (SummaryError, OSError, ValueError, KeyError) as err:
+        found = pipeline.summarise(open_store(run_dir))
+    except (SummaryError, StoreError, OSError, ValueError, KeyError) as err:
         raise PilotError(f"--pilot {run_dir}: not a run folder or a shipped result ({str(err).splitlines()[0]})") from None
-    mine, theirs = _world(study), _world(found.study)
+    mine, theirs = _world(design), _world(found.design)
     if mine != theirs:
         differ = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
         raise PilotError(
             f"--pilot {run_dir}: its world is not this study's ({', '.join(f'{k} {theirs.get(k)!r} ≠ {mine.get(k)!r}' for k in differ)}); "
             "a pilot must run the same world"
         )
-    per_trial = found.tables.finals.groupby("trial")["final_seed"].nunique() if not found.tables.finals.empty else pd.Series()
+    per_trial = found.store.finals.groupby("trial")["final_seed"].nunique() if not found.store.finals.empty else pd.Series()
     if per_trial.empty or per_trial.max() < 2:
         raise PilotError(
             f"--pilot {run_dir}: no final scores seed by seed (finals.csv, or heldout.csv's own rows); give a run whose "
@@ -51,26 +52,26 @@ def read_pilot(study, run_dir: Path) -> pipeline.Summary:
     return found
 
 
-def _world(study) -> dict:
-    return {"world": study.world_kind, **{k: v for k, v in study.settings.items() if k.startswith("world.")}}
+def _world(design) -> dict:
+    return {"world": design.world_kind, **{k: v for k, v in design.settings.items() if k.startswith("world.")}}
 
 
 def scored_at(summary: pipeline.Summary) -> dict[tuple[str, Fraction], dict]:
     """{(score, budget fraction): {group: {run seed: {final seed: objective}}}}: the whole budget from finals.csv,
     each fraction of it from anytime.csv."""
-    study, t = summary.study, summary.tables
-    scored = {(rules, Fraction(1)): final_scores_by_group(study, t.finals, rules) for rules in final_scores.RULES}
+    design, t = summary.design, summary.store
+    scored = {(rules, Fraction(1)): final_scores_by_group(design, t.finals, rules) for rules in final_scores.RULES}
     if not t.anytime.empty:
         for asked, rows in t.anytime.groupby("asked", sort=False):
             if "/" in str(asked):  # a fraction of each trial's budget: a design's budget
                 for rules in final_scores.RULES:
-                    scored[(rules, Fraction(str(asked)))] = final_scores_by_group(study, rows, rules)
+                    scored[(rules, Fraction(str(asked)))] = final_scores_by_group(design, rows, rules)
     return scored
 
 
 def pilot_rows(summary: pipeline.Summary) -> list[pilot_designs.PilotRow]:
     """The pilot's decided rows, each with its components at every (score, budget) it was scored at."""
-    study = summary.study
+    design = summary.design
     scored = scored_at(summary)
     out = []
     for answer in summary.answers.rows:
@@ -79,14 +80,14 @@ def pilot_rows(summary: pipeline.Summary) -> list[pilot_designs.PilotRow]:
             continue
         at = {}
         for key, scores in scored.items():
-            split = noise.split(answer.hypothesis, scores, study.budget.final_eval_seeds)
+            split = noise.split(answer.hypothesis, scores, design.budget.final_eval_seeds)
             if split is not None and split.run_seeds >= 2:
                 at[key] = pilot_designs.Components(split.effect, split.run_var, split.eval_var, split.run_seeds)
         out.append(pilot_designs.PilotRow(answer.hypothesis.key, d.decision, d.level, d.margin_level, at))
     return out
 
 
-def planned_rows(study, pilot: pipeline.Summary) -> list[pilot_designs.PilotRow]:
+def planned_rows(design, pilot: pipeline.Summary) -> list[pilot_designs.PilotRow]:
     """The rows a design is planned for: each row of this study's family the pilot decided, and each main effect the
     study plans at equal evaluations (`[decide] equal_budget`), at every (score, budget) the pilot was scored at.
 
@@ -96,11 +97,11 @@ def planned_rows(study, pilot: pipeline.Summary) -> list[pilot_designs.PilotRow]
     before it in the family's order are shown (`planned_levels`). A row at equal evaluations at a budget fraction b
     reads the larger population's incumbent at b × the smaller one's evaluations (anytime.csv's rows at that count:
     `--reevaluate PILOT --at-evaluations` them first)."""
-    base = pilot.study
-    fam = family.family(dataclasses.replace(study, budget=base.budget))  # the family as the pilot's budgets make it
+    base = pilot.design
+    fam = family.family(dataclasses.replace(design, budget=base.budget))  # the family as the pilot's budgets make it
     decided = {r.hypothesis.key: r.decision.decision for r in pilot.answers.rows if r.decision.outcome in DECIDED}
     planned = [h for h in fam.hypotheses if (h.key in decided) or (getattr(h, "at", None) and h.kind == family.MAIN)]
-    k, margin = base.budget.final_eval_seeds, study.decide.margin
+    k, margin = base.budget.final_eval_seeds, design.decide.margin
     at: dict[int, dict] = {fam.index(h): {} for h in planned}
     for (score, budget), scores in scored_at(pilot).items():
         claims = {}
@@ -116,7 +117,7 @@ def planned_rows(study, pilot: pipeline.Summary) -> list[pilot_designs.PilotRow]
             claims[j] = decided.get(h.key) or _pointed_to(split.effect, margin)
             at[j][(score, budget)] = pilot_designs.Components(split.effect, split.run_var, split.eval_var, split.run_seeds,
                                                               claims[j])  # fmt: skip
-        levels = planned_levels(fam, claims, study.decide.alpha, margin)
+        levels = planned_levels(fam, claims, design.decide.alpha, margin)
         for j, level in levels.items():
             at[j][(score, budget)] = dataclasses.replace(at[j][(score, budget)], level=level)
     return [
@@ -138,12 +139,12 @@ def _pointed_to(effect: float, margin: float | None) -> str:
 def _incumbents_at(pilot: pipeline.Summary, score: str, evaluations: int) -> dict:
     """The pilot's runs' incumbents at this many evaluations (anytime.csv), for the groups whose runs spent more: by
     `at_evaluations` group, run seed and final seed."""
-    anytime = pilot.tables.anytime
+    anytime = pilot.store.anytime
     if anytime.empty:
         return {}
     rows = anytime[anytime["evaluations"].astype(int) == evaluations]
-    found = final_scores_by_group(pilot.study, rows, score)
-    return {at_evaluations(g, evaluations): v for g, v in found.items() if pilot.study.grid.evaluations_of(g[0]) > evaluations}
+    found = final_scores_by_group(pilot.design, rows, score)
+    return {at_evaluations(g, evaluations): v for g, v in found.items() if pilot.design.evaluations_of(g[0]) > evaluations}
 
 
 def planned_levels(fam: family.Family, claims: dict[int, str], alpha: float, margin: float | None) -> dict[int, float]:
@@ -168,47 +169,41 @@ def planned_levels(fam: family.Family, claims: dict[int, str], alpha: float, mar
 def pilot_cells(summary: pipeline.Summary, planned=None) -> list[pilot_designs.Cell]:
     """One per group of the grid: its evaluations at the whole budget, its mean seconds here, and the smaller
     budgets the `planned` study re-scores its runs at."""
-    study, trials, gens = summary.study, summary.trials, summary.tables.generations
+    design, trials, gens = summary.design, summary.trials, summary.store.generations_table
     elapsed = gens.groupby("trial")["elapsed_s"].max() if not gens.empty else pd.Series(dtype=float)
     names = trials["trial"].map(lambda n: final_scores.trial_of_folder(n) if isinstance(n, str) else None)
-    k = max(study.budget.final_eval_seeds, 1)
+    k = max(design.budget.final_eval_seeds, 1)
     out = []
-    for group in dict.fromkeys(c.group for c in study.grid.cells()):
-        cells = [c for c in study.grid.cells() if c.group == group]
-        mine = trials[names.isin({_name(study, c) for c in cells})]
+    for group in dict.fromkeys(c.group for c in design.cells):
+        cells = [c for c in design.cells if c.group == group]
+        mine = trials[names.isin({trial_name(design, c) for c in cells})]
         wall = mine["wall_s"].to_numpy(float)
         spent = np.array([elapsed.get(final_scores.trial_of_folder(n), np.nan) for n in mine["trial"]])
         final = np.nanmean(wall - spent) if len(wall) else np.nan
-        rescorings = len(planned.grid.equal_evaluations(group[0])) if planned is not None else 0
+        rescorings = len(planned.equal_evaluations(group[0])) if planned is not None else 0
         out.append(pilot_designs.Cell(cells[0].generations * cells[0].population, float(np.nanmean(spent)),
                                       float(final) / k, rescorings))  # fmt: skip
     return out
-
-
-def _name(study, cell) -> str:
-    from bilevel_tune.study_data.run_folder import trial_name
-
-    return trial_name(study, cell)
 
 
 def pilot_spend(summary: pipeline.Summary) -> tuple[int, int, float]:
     """(evaluations, final retrainings, trial-seconds) the pilot's finished ES trials spent."""
     done = summary.trials[summary.trials["status"].isin(("complete", "stopped"))]
     evaluations = int(done["evaluations"].sum())
-    finals = len(done) * summary.study.budget.final_eval_seeds * pilot_designs.RULES_SCORED
+    finals = len(done) * summary.design.budget.final_eval_seeds * pilot_designs.RULES_SCORED
     return evaluations, finals, float(done["wall_s"].sum())
 
 
-def plan_lines(study, run_dir: Path) -> list[str]:
+def plan_lines(design, run_dir: Path) -> list[str]:
     """The planner's report: the pilot's rows, its spend, the designs that decide (cheapest first), the study's
     own design beside them, and the cheapest as study-file lines."""
-    pilot = read_pilot(study, run_dir)
-    rows = planned_rows(study, pilot)
+    pilot = read_pilot(design, run_dir)
+    rows = planned_rows(design, pilot)
     if not rows:
         raise PilotError(f"--pilot {run_dir}: it decided none of this study's rows; nothing to plan for")
-    cells = pilot_cells(pilot, study)
+    cells = pilot_cells(pilot, design)
     evaluations, finals, secs = pilot_spend(pilot)
-    margin = study.decide.margin
+    margin = design.decide.margin
     found = pilot_designs.designs(rows, cells, margin)
     lines = [
         f"pilot {run_dir}: {len(rows)} decided row(s) to plan for; it spent {evaluations:,} evaluations + {finals:,} "
@@ -224,7 +219,7 @@ def plan_lines(study, run_dir: Path) -> list[str]:
                 f"      {score}, {budget} of the budget: {c.effect:+.4f}, {np.sqrt(c.run_var):.4f}, "
                 f"{np.sqrt(c.eval_var):.4f} ({c.run_seeds}) → {planned.decided}, α {planned.level:.3g}"
             )
-    own = _own_design(study, pilot.study, rows, cells, margin)
+    own = _own_design(design, pilot.design, rows, cells, margin)
     deciding = [d for d in found if d.decides]
     lines += [
         f"designs reaching power {pilot_designs.TARGET:g} at the pilot's effects on every row: {len(deciding)} of {len(found)} "
@@ -244,19 +239,19 @@ def plan_lines(study, run_dir: Path) -> list[str]:
         f"{best.most_trainings:,.0f} at most; ~{hms(best.expected_seconds)} of trial time at the pilot's pace, "
         f"~{hms(best.expected_seconds / cpus)} of wall on this machine's {cpus} CPUs",
         "as study-file lines:",
-        *[f"  {line}" for line in study_lines(pilot.study, best)],
+        *[f"  {line}" for line in study_lines(pilot.design, best)],
     ]
     return lines
 
 
-def _own_design(study, pilot_study, rows, cells, margin) -> pilot_designs.Design | None:
+def _own_design(design, pilot_study, rows, cells, margin) -> pilot_designs.Design | None:
     """The study's own design on the pilot's noise; None where its budget is no one fraction of the pilot's that
     the pilot was scored at."""
-    fractions = {Fraction(study.grid.evaluations_of(p), pilot_study.grid.evaluations_of(p)) for p in study.populations}
+    fractions = {Fraction(design.evaluations_of(p), pilot_study.evaluations_of(p)) for p in design.populations}
     if len(fractions) != 1:
         return None
-    d = study.decide
-    return pilot_designs.evaluate(rows, cells, d.score, fractions.pop(), study.budget.final_eval_seeds,
+    d = design.decide
+    return pilot_designs.evaluate(rows, cells, d.score, fractions.pop(), design.budget.final_eval_seeds,
                                   d.seeds_per_stage, d.max_seeds, margin)  # fmt: skip
 
 
@@ -285,10 +280,10 @@ def _design_table(found, pilot_trainings: int) -> list[str]:
     return out
 
 
-def study_lines(study, d: pilot_designs.Design) -> list[str]:
+def study_lines(design, d: pilot_designs.Design) -> list[str]:
     """The design as lines to paste into the study file (`study`: the pilot's, whose budget the design's is a
     fraction of)."""
-    generations = {str(c.population): int(c.generations * d.budget) for c in study.grid.cells()}
+    generations = {str(c.population): int(c.generations * d.budget) for c in design.cells}
     table = ", ".join(f'"{p}" = {g}' for p, g in sorted(generations.items(), key=lambda kv: int(kv[0])))
     return [
         "[budget]",

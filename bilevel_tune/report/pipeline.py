@@ -1,9 +1,9 @@
 """The summary of a run as one pass: its tables loaded once, each section computed from them, then rendered.
 
-    summary = summarise(run_dir)   # tables.read → the sections → Summary
+    summary = summarise(open_store(run_dir))   # the store's tables → the sections → Summary
 
-1. **Load** (`tables.read`): the trials, generations and scan tables, from a
-   run's records (`records`, `landscape.scan_table`) or a shipped folder's CSVs.
+1. **Load**: the trials, generations and scan tables the run's store keeps
+   (`study_data.run_store`: from its records, or a shipped folder's CSVs), and its design.
 2. **Sections**, each a module of its own reading only those tables: the
    answers (`answers`: the hypotheses decided), the ceiling (`ceiling`), the
    range edges (`edges`), search vs grid (`landscape`), the grids
@@ -17,12 +17,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from bilevel_tune.report import landscape, optimizers, tables
+from bilevel_tune.report import landscape, optimizers
 from bilevel_tune.report.against import Against, compare
 from bilevel_tune.report.answers import Answers, answers
 from bilevel_tune.report.anytime import Needed, needed_section
@@ -33,15 +32,15 @@ from bilevel_tune.report.grids import cell_table, grid_table
 from bilevel_tune.report.noise_split import NoiseSection, noise_section
 from bilevel_tune.report.robustness import Robustness, robustness
 from bilevel_tune.report.seed_noise import effect_verdicts
-from bilevel_tune.study_data.definition import Study
-from bilevel_tune.study_data.study_overrides import budget_label
-from bilevel_tune.verdicts import plan_mark
+from bilevel_tune.study_data.design import Design
+from bilevel_tune.study_data.run_store import RunStore
+from bilevel_tune.verdicts import family, plan_mark
 from bilevel_tune.verdicts.plan_mark import PlanMark
 
 
 @dataclass(frozen=True)
 class Summary:
-    study: Study
+    design: Design
     trials: pd.DataFrame
     cells: pd.DataFrame
     grid: pd.DataFrame
@@ -50,11 +49,11 @@ class Summary:
     budget_note: str | None  # why these verdicts may not speak for the study (a smoke or shorter run)
     scans: pd.DataFrame  # the rules scan, one row per grid point (empty without a scan)
     scan_bests: pd.DataFrame  # each scan's best point
-    generations: pd.DataFrame  # one row per ES trial and generation (`records.generation_table`)
+    generations: pd.DataFrame  # one row per ES trial and generation (`run_tables.generation_table`)
     answers: Answers  # the hypotheses decided
     ceiling: Ceiling  # the ceiling looked for and the runs at it
     edges: tuple[dict[str, Any], ...]  # the searched rules' range edges the runs end at
-    tables: tables.RunTables  # what it was read from: a run's records, or a shipped folder's tables
+    store: RunStore  # what it was read from: a run's records, or a shipped folder's tables
     robustness: Robustness | None = None  # the held-out learners' answers (None: no held-out step ran)
     optimizers: pd.DataFrame | None = None  # the optimisers at equal evaluations (None: the study compares none)
     noise: NoiseSection | None = None  # where each row's noise is (None: no final scores seed by seed)
@@ -89,48 +88,44 @@ class Summary:
         }
 
 
-def summarise(run_dir: Path) -> Summary:
-    """Every table, verdict and answer of a run folder, or of a shipped result's folder: loaded once (`tables.read`),
-    each section computed from the tables."""
-    return from_tables(tables.read(run_dir))
-
-
-def from_tables(read: tables.RunTables) -> Summary:
-    study, table, scans, generations = read.study, read.trials, read.scans, read.generations
-    bests = landscape.scan_bests(scans, study)
+def summarise(store: RunStore) -> Summary:
+    """Every table, verdict and answer of a run folder, or of a shipped result's folder: the tables its store keeps,
+    each section computed from them and the run's design."""
+    design, table, scans, generations = store.design, store.trials_table, store.scan_table, store.generations_table
+    bests = store.scan_bests
     done = finished(table)
-    found = answers(study, table)
+    found = answers(design, store)
     has_final = FINAL in done and done[FINAL].notna().any()
     return Summary(
-        study=study,
+        design=design,
         trials=table,
         cells=cell_table(table),
         grid=grid_table(table),
-        verdicts_best=verdicts(done, study.ceiling, study.summary.tol, BEST, bests),
-        verdicts_final=verdicts(done, study.ceiling, study.summary.tol, FINAL) if has_final else None,
-        budget_note=budget_note(study),
+        verdicts_best=verdicts(done, design.ceiling, design.summary.tol, BEST, bests),
+        verdicts_final=verdicts(done, design.ceiling, design.summary.tol, FINAL) if has_final else None,
+        budget_note=budget_note(design),
         scans=scans,
         scan_bests=bests,
         generations=generations,
         answers=found,
-        ceiling=ceiling_section(study, table, generations, bests),
-        edges=tuple(edges(study, table, bests)),
-        tables=read,
-        robustness=robustness(study, read.heldout, found),
-        optimizers=optimizer_section(study, table, generations, scans),
-        noise=noise_section(study, found, read.finals),
-        needed=needed_section(study, table, read.anytime, found),
-        plan=plan_mark.mark(study, read.record),
-        against=compare(found.rows, study.decide.margin, read.pilot) if read.pilot and found.rows else None,
+        ceiling=ceiling_section(design, table, generations, bests),
+        edges=tuple(edges(design, table, bests)),
+        store=store,
+        robustness=robustness(design, store.heldout, found),
+        optimizers=optimizer_section(design, table, generations, scans),
+        noise=noise_section(design, found, store.finals),
+        needed=needed_section(design, store, found),
+        plan=plan_mark.mark(design, store.record),
+        against=compare(found.rows, design.decide.margin, store.pilot) if store.pilot and found.rows else None,
     )
 
 
-def optimizer_section(study: Study, table: pd.DataFrame, generations: pd.DataFrame, scans: pd.DataFrame):
+def optimizer_section(design: Design, table: pd.DataFrame, generations: pd.DataFrame, scans: pd.DataFrame):
     """optimizers.csv's table, for a study that compares optimisers and scans its rules; None otherwise."""
-    if not optimizers.shown_here(study):
+    if not optimizers.shown_here(design):
         return None
     incumbents = optimizers.incumbent_table(generations, scans)
-    return optimizers.optimizer_table(table, incumbents, optimizers.epsilon(study, scans))
+    return optimizers.optimizer_table(table, incumbents, optimizers.epsilon(design, scans))
 
 
 def verdicts(
@@ -155,25 +150,41 @@ def is_effect(key: str) -> bool:
     return key.endswith("_effect")
 
 
-def budget_note(study: Study) -> str | None:
+def budget_note(design: Design) -> str | None:
     """A label for verdicts from a run shorter than its study's budget (a named smoke budget, or overrides)."""
-    short = [c for c in study.grid.cells() if study.grid.short_of_full(c)]
-    if not study.grid.smoke and not short:
+    short = [c for c in design.cells if design.short_of_full(c)]
+    if not design.smoke and not short:
         return None
-    full = study.full_budget or study.budget
-    ran = sorted({c.generations for c in study.grid.cells()})
-    planned = sorted({g for c in study.grid.cells() if (g := study.grid.full_generations_for(c.population)) is not None})
+    full = design.full_budget
+    ran = sorted({c.generations for c in design.cells})
+    planned = sorted({g for c in design.cells if (g := design.full_generations_for(c.population)) is not None})
     of = f" of {'/'.join(map(str, planned))}" if planned else ""
     return (
-        f"SHORT RUN (budget {budget_label(study)}): cells ran {'/'.join(map(str, ran))} generations{of}, "
-        f"K = {study.budget.inner_iters} of {full.inner_iters} — these verdicts describe this run, not the science"
+        f"SHORT RUN (budget {design.budget_label}): cells ran {'/'.join(map(str, ran))} generations{of}, "
+        f"K = {design.budget.inner_iters} of {full.inner_iters} — these verdicts describe this run, not the science"
     )
+
+
+def decided_in_answers(s: Summary, key: str) -> str:
+    """Where the Answers decide the factor of a descriptive verdict (`population_effect`): ' Decided in the Answers:
+    <row>: <answer>.' for its main effect, else its simple effects — the one verdict per comparison; '' where the
+    Answers decide none of it."""
+    factor = {"dims": family.MECHANISM, "mechanism": family.MECHANISM}.get(key[: -len("_effect")], key[: -len("_effect")])
+    rows = [r for r in s.answers.rows if r.hypothesis.kind != family.INTERACTION and r.hypothesis.factor == factor
+            and getattr(r.hypothesis, "at", None) is None]  # fmt: skip
+    rows = [r for r in rows if r.hypothesis.kind == family.MAIN] or rows
+    if not rows or s.answers.decisions is None:
+        return ""
+    texts = s.answers.by_key()
+    said = "; ".join(f"{r.hypothesis.key}: {texts[r.hypothesis.key].text(s.answers.decisions).split(';')[0]}" for r in rows)
+    return f" Decided in the Answers: {said}."
 
 
 def verdict_lines(s: Summary, effects_only: bool = False) -> list[str]:
     """The verdicts as the summary states them, one sentence each (selection-bias notes included); `effects_only`:
     without the ceiling and search-vs-grid sentences, which the Answers carry."""
-    lines = [v["sentence"] for k, v in s.verdicts.items() if is_effect(k) or not effects_only]
+    lines = [v["sentence"] + (decided_in_answers(s, k) if is_effect(k) else "")
+             for k, v in s.verdicts.items() if is_effect(k) or not effects_only]  # fmt: skip
     if s.verdicts_final:
         for k in (k for k in s.verdicts_final if is_effect(k)):
             final, best = s.verdicts_final[k]["verdict"], s.verdicts_best[k]["verdict"]

@@ -29,14 +29,13 @@ import pandas as pd
 from bilevel_tune.core import metrics
 from bilevel_tune.core.outer import label_of
 from bilevel_tune.report import optimizers
-from bilevel_tune.report.answers import finals_by_group
+from bilevel_tune.report.answers import by_group as answers_by_group
 from bilevel_tune.report.ceiling import BOUND_TOL
 from bilevel_tune.report.columns import BEST, GENERATION_BEST, MECHANISM, OPTIMIZER
 from bilevel_tune.report.grids import grid_table
 from bilevel_tune.report.pipeline import Summary, summarise
 from bilevel_tune.study_data.run_folder import PLOTS_DIR
 from bilevel_tune.study_data.settings import is_setting_key, plain
-from bilevel_tune.study_data.study_overrides import budget_label
 from bilevel_tune.verdicts.family import SIMPLE
 from bilevel_tune.verdicts.looks import A_BETTER, B_BETTER, EQUIVALENT
 
@@ -56,7 +55,7 @@ COLOURS = plt.cm.tab10.colors
 
 def title(s: Summary) -> str:
     """What every figure says of where it came from."""
-    return f"study {s.study.name} · inner loop {s.study.inner} · budget {budget_label(s.study)}"
+    return f"study {s.design.name} · inner loop {s.design.inner} · budget {s.design.budget_label}"
 
 
 def _finish(fig, s: Summary, what: str, legend_axes=None):
@@ -160,7 +159,7 @@ def plot_best_so_far(s: Summary, x: str = "evaluations"):
                         label=f"population {population} (mean of {len(runs)} seeds)")  # fmt: skip
                 ax.fill_between(shown, np.nanmin(band, axis=0), np.nanmax(band, axis=0), color=colour, alpha=0.2,
                                 lw=0, label=f"population {population}: seeds' min–max")  # fmt: skip
-        _ceiling_line(ax, s.study.ceiling)
+        _ceiling_line(ax, s.design.ceiling)
         ax.set_title(_where(mechanism, fixed), fontsize=9)
         if not hours:
             ax.set_xscale("log")  # population 1 spends one evaluation a generation, 16 sixteen
@@ -205,7 +204,7 @@ def plot_final_pairs(s: Summary):
     fig, axes = _panels(len(rows), width=3.4)
     if not rows:
         axes[0, 0].text(0.5, 0.5, "no comparison", ha="center")
-    by_group = finals_by_group(s.study, s.trials)
+    by_group = answers_by_group(s.store.look_scores(s.design.decide.score))
     for ax, answer in zip(axes.flat, rows):
         c = answer.hypothesis
         a, b = by_group.get(c.a, {}), by_group.get(c.b, {})
@@ -267,7 +266,7 @@ def plot_ceiling(s: Summary):
     cap it, below it the search stopped short; the fixed rules that set the bound are named beside."""
     done = s.trials[s.trials.get("generations", 0) > 0]
     fig, ax = plt.subplots(figsize=(6.4, 5.2))
-    ceiling = s.study.ceiling
+    ceiling = s.design.ceiling
     for i, mechanism in enumerate(_mechanisms(done)):
         rows = done[done[MECHANISM] == mechanism]
         ax.scatter(rows[metrics.UPPER_BOUND], rows[BEST], s=28, color=COLOURS[i % len(COLOURS)], label=mechanism,
@@ -334,7 +333,7 @@ def plot_objective(s: Summary):
             low, high = np.percentile(values, [1, 100])
             pad = 0.05 * (high - low or abs(high) or 1.0)
             ax.set_ylim(low - pad, high + pad)
-        _ceiling_line(ax, s.study.ceiling)
+        _ceiling_line(ax, s.design.ceiling)
         ax.set_title(name.split("_", 1)[-1], fontsize=9)
         ax.set_xlabel("generation")
         ax.set_ylabel("objective")
@@ -345,7 +344,7 @@ def plot_population(s: Summary):
     """Where the search went, physical units: 1-D each generation's best candidate against its objective and the
     final search mean; 2-D the rules' plane with the best candidates (coloured by objective) and the mean's path."""
     runs = _trial_runs(s)
-    specs = s.study.rule_specs_by_name
+    specs = s.design.rule_specs_by_name
     fig, axes = _panels(len(runs))
     for ax, (name, run) in zip(axes.flat, runs):
         params = run["optimize_params"].iloc[0].split(",")
@@ -401,9 +400,9 @@ def plot_landscape(s: Summary, mechanism: str | int):
     """The scanned objective over one mechanism's searched rules (named as in `landscape_<name>`: 1d, 2d,
     2d-floor-risk; an integer is a dimensionality, all its mechanisms), with every ES run of the same rules
     and seed on top."""
-    scans, specs = s.scans, s.study.rule_specs_by_name
+    scans, specs = s.scans, s.design.rule_specs_by_name
     if not scans.empty:
-        names = scans["optimize_params"].map(lambda p: s.study.mechanisms.name(p.split(",")))
+        names = scans["optimize_params"].map(lambda p: s.design.mechanisms.name(p.split(",")))
         scans = scans[scans["dims"] == mechanism] if isinstance(mechanism, int) else scans[names == mechanism]
     dims = int(scans["dims"].iloc[0]) if not scans.empty else 1
     axes = _axes(scans)  # the inner loop's further axes a scan crosses
@@ -472,7 +471,7 @@ def landscape_names(summary: Summary) -> list[str]:
     if summary.scans.empty:
         return []
     params = summary.scans.sort_values(["dims", "optimize_params"])["optimize_params"].unique()
-    return [summary.study.mechanisms.name(p.split(",")) for p in params]
+    return [summary.design.mechanisms.name(p.split(",")) for p in params]
 
 
 def drawings(s: Summary) -> dict[str, object]:
@@ -486,7 +485,7 @@ def drawings(s: Summary) -> dict[str, object]:
         "es_population": lambda: plot_population(s),
         "grid_heatmap": lambda: plot_grid(s),
     }
-    if s.study.ceiling is not None:
+    if s.design.ceiling is not None:
         out[CEILING_PLOT] = lambda: plot_ceiling(s)
     if s.optimizers is not None and not s.optimizers.empty:
         out["optimizers"] = lambda: plot_optimizers(s)

@@ -178,21 +178,21 @@ def _interval(e: effects.Effect) -> str:
     return f"{e.mean:+.4f}{interval}"
 
 
-def robustness(study, heldout: pd.DataFrame, answers: Answers) -> Robustness | None:
+def robustness(design, heldout: pd.DataFrame, answers: Answers) -> Robustness | None:
     """The section, from heldout.csv's rows (None when the run has none)."""
     if heldout is None or heldout.empty:
         return None
-    cells = {trial_name(study, c): c for c in study.grid.cells()}
+    cells = {trial_name(design, c): c for c in design.cells}
     heldout = heldout[heldout["trial"].isin(cells)]
     per_trial = (
         heldout.groupby(["learner", "trial"], sort=False)[["final", "status_quo", "gain"]].mean().reset_index()
     )
     learners = tuple(dict.fromkeys(heldout["learner"]))
-    rows = [_gain_row(study, cells, heldout, per_trial, learner, group) for learner in learners
-            for group in study.grid.groups() if not _trials_of(per_trial, cells, learner, group).empty]  # fmt: skip
-    rows += _winner_rows(study, cells, per_trial, learners[1:], answers)
-    rows = _holm(rows, study.decide.alpha)
-    return Robustness(learners, status_quo_words(study), tuple(rows), study.decide.alpha)
+    rows = [_gain_row(design, cells, heldout, per_trial, learner, group) for learner in learners
+            for group in design.groups if not _trials_of(per_trial, cells, learner, group).empty]  # fmt: skip
+    rows += _winner_rows(design, cells, per_trial, learners[1:], answers)
+    rows = _holm(rows, design.decide.alpha)
+    return Robustness(learners, status_quo_words(design), tuple(rows), design.decide.alpha)
 
 
 def _trials_of(per_trial: pd.DataFrame, cells: dict, learner: str, group: tuple) -> pd.DataFrame:
@@ -200,7 +200,7 @@ def _trials_of(per_trial: pd.DataFrame, cells: dict, learner: str, group: tuple)
     return mine
 
 
-def _gain_row(study, cells, heldout, per_trial, learner: str, group: tuple) -> Row:
+def _gain_row(design, cells, heldout, per_trial, learner: str, group: tuple) -> Row:
     trials = _trials_of(per_trial, cells, learner, group)
     if len(trials) >= 2:
         values = trials["gain"].to_numpy(float)
@@ -208,14 +208,14 @@ def _gain_row(study, cells, heldout, per_trial, learner: str, group: tuple) -> R
         values = heldout[(heldout["learner"] == learner) & (heldout["trial"] == trials["trial"].iloc[0])]["gain"]
         values = values.to_numpy(float)
     values = values[np.isfinite(values)]
-    effect = effects.paired(values, float("nan"), study.decide.alpha)
+    effect = effects.paired(values, float("nan"), design.decide.alpha)
     return Row(
-        "gain", _group_label(study, group), learner, effect, _p_value(values),
+        "gain", _group_label(design, group), learner, effect, _p_value(values),
         final=float(trials["final"].mean()), status_quo=float(trials["status_quo"].mean()),
     )  # fmt: skip
 
 
-def _winner_rows(study, cells, per_trial, learners, answers: Answers) -> list[Row]:
+def _winner_rows(design, cells, per_trial, learners, answers: Answers) -> list[Row]:
     out = []
     for answer in answers.rows:
         outcome = answer.decision.outcome
@@ -234,7 +234,7 @@ def _winner_rows(study, cells, per_trial, learners, answers: Answers) -> list[Ro
                 continue
             values = np.array(list(decide.within_seed(scores, h).values()), float)
             values = values[np.isfinite(values)]
-            effect = effects.paired(values, float("nan"), study.decide.alpha)
+            effect = effects.paired(values, float("nan"), design.decide.alpha)
             out.append(Row("winner", h.key, learner, effect, _p_value(values), winner=b if expected > 0 else a,
                            expected=expected))  # fmt: skip
     return out
@@ -266,18 +266,18 @@ def _holm(rows: list[Row], alpha: float) -> list[Row]:
     return [dataclasses.replace(r, shown=i in shown) for i, r in enumerate(rows)]
 
 
-def _group_label(study, group: tuple) -> str:
+def _group_label(design, group: tuple) -> str:
     population, params, extra = group
-    parts = [f"population {population}", study.mechanisms.label(params)]
+    parts = [f"population {population}", design.mechanisms.label(params)]
     parts += [f"{k} {plain(native(v))}" for k, v in extra]
     return ", ".join(parts)
 
 
-def status_quo_words(study) -> str:
+def status_quo_words(design) -> str:
     """The status quo in words: the searched rules at their defaults, the fixed ones as the study sets them."""
-    searched = list(dict.fromkeys(p for params in study.optimize_params for p in params))
-    defaults = {spec.name: spec.default for spec in study.table.rule_specs}
-    fixed = {name: value for name, value in study.fixed_rules.items() if name not in searched}
+    searched = list(dict.fromkeys(p for params in design.optimize_params for p in params))
+    defaults = {spec.name: spec.default for spec in design.table.rule_specs}
+    fixed = {name: value for name, value in design.fixed_rules.items() if name not in searched}
     said = ", ".join(f"{name} {plain(defaults[name])}" for name in searched)
     kept = ", ".join(f"{name} {plain(value)}" for name, value in fixed.items())
     return f"each trial's searched rules at their defaults ({said}); the fixed rules as the study sets them ({kept})"

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -31,7 +30,6 @@ import numpy as np
 from bilevel_tune.core import metrics
 from bilevel_tune.report import against
 from bilevel_tune.study_data.final_scores import ANYTIME_CSV, FINALS_CSV, RULES
-from bilevel_tune.study_data.results_store import open_results
 from bilevel_tune.study_data.run_folder import (
     ANSWERS_CSV,
     CEILING_CSV,
@@ -50,10 +48,6 @@ from bilevel_tune.study_data.run_folder import (
     SUMMARY_MARKDOWN,
     TRIALS_CSV,
     VERDICTS_FILE,
-    read_study_file,
-    rules_text,
-    trial_name,
-    write_json,
 )
 
 RUN_MD = "run.md"  # a shipped result's record: how it was run, what it answers
@@ -63,16 +57,15 @@ SHIPPED = (
 )  # fmt: skip
 
 
-def trial_figures(run_dir: Path) -> list[dict]:
+def trial_figures(store) -> list[dict]:
     """One row per trial folder with records: the plan's seconds against its generations' own, pace first/last
     10 %, RSS and threads first/last, and RSS after warm-up: the median over the second tenth of its generations
     against the last tenth's (flat after warm-up: within a few % over the last 90 %)."""
-    results = open_results(run_dir)
-    plan = results.record.get("plan", {})
+    plan = store.record.get("plan", {})
     timed = plan.get("model", {}).get("calibrated", True)  # by work alone, "seconds" are units of work
     planned = {t["trial"]: t["seconds"] for t in plan.get("trials", [])} if timed else {}
     budgets = {}
-    for name, trial in results.folders.items():
+    for name, trial in store.folders.items():
         generations, final = trial.generations, trial.final
         if not generations:
             continue
@@ -99,14 +92,14 @@ def trial_figures(run_dir: Path) -> list[dict]:
     return list(budgets.values())
 
 
-def spent(run_dir: Path) -> list[str]:
+def spent(store) -> list[str]:
     """What the run spent, from its records: farm trainings — every evaluation of the search (generations ×
     population) and every final re-evaluation's training (final seeds × the rule sets scored, those at smaller
     budgets too: `[decide] equal_budget`) — and trial time (its generations' seconds and its final re-evaluation's)."""
     evaluations = finals = at_smaller = 0
     seconds = 0.0
     trials = 0
-    for trial in open_results(run_dir).folders.values():
+    for trial in store.folders.values():
         generations, final = trial.generations, trial.final
         if not generations or generations[0].get(metrics.TRIAL_KIND) == SCAN:
             continue
@@ -157,10 +150,10 @@ def clock_or_dash(seconds: float | None) -> str:
     return "—" if seconds is None else clock(seconds)
 
 
-def sessions(run_dir: Path) -> list[str]:
+def sessions(store) -> list[str]:
     """Provenance, each session (start, end, wall, exit, commit, its plan's ETA), and the run's ETA against the wall
     time summed over its sessions. Older records (no plan or end per session) show what they hold."""
-    record = open_results(run_dir).record
+    record = store.record
     provenance = record.get("provenance", {})
     runs = record.get("sessions", [])
     lines = [
@@ -198,13 +191,12 @@ def sessions(run_dir: Path) -> list[str]:
     return [*lines, "", line]
 
 
-def stages(run_dir: Path) -> list[str]:
+def stages(store) -> list[str]:
     """A run in stages (study.json's stage log): each stage's seeds, trials, when it began and was first decided
     (the elapsed time is the stage's own), and the outcomes its test gave after it (a stage decided again — a newer
     test, a plan extended — its latest with their time, the earlier beside it); then each plan extension; [] for a
     run without stages."""
-    results = open_results(run_dir)
-    record, log = results.record, results.stage_log
+    record, log = store.record, store.stage_log
     if not log:
         return []
     lines = [
@@ -290,9 +282,9 @@ def section_block(summary_md: str, heading: str) -> str:
 HELD_OUT_HEADING = "## Against held-out learners"
 
 
-def held_out_sessions(run_dir: Path) -> list[str]:
+def held_out_sessions(store) -> list[str]:
     """The held-out step's sessions (study.json's reevaluations): learners, jobs, when, wall, commit; [] without."""
-    log = open_results(run_dir).record.get(REEVALUATIONS, [])
+    log = store.record.get(REEVALUATIONS, [])
     if not log:
         return []
     lines = [
@@ -320,7 +312,7 @@ def against_block(summary_md: str) -> list[str]:
     return [heading, "", quoted, "", section_block(summary_md, against.HEADING), ""]
 
 
-def held_out_block(run_dir: Path, summary_md: str) -> list[str]:
+def held_out_block(store, summary_md: str) -> list[str]:
     """run.md's section on the held-out step: summary.md's Robustness section quoted, then the step's sessions;
     [] for a run no held-out learner scored."""
     robustness = section_block(summary_md, "Robustness")
@@ -330,15 +322,15 @@ def held_out_block(run_dir: Path, summary_md: str) -> list[str]:
         HELD_OUT_HEADING, "",
         f"Quoted from its [summary.md]({SUMMARY_MARKDOWN}), as the tool wrote it (`--reevaluate` or `[final] learners`; "
         "each job's scores in [heldout.csv](heldout.csv)):", "",
-        robustness, "", "The held-out step's sessions:", "", *held_out_sessions(run_dir), "",
+        robustness, "", "The held-out step's sessions:", "", *held_out_sessions(store), "",
     ]  # fmt: skip
 
 
-def record_held_out(folder: Path, summary_md: str) -> bool:
+def record_held_out(store, summary_md: str) -> bool:
     """A shipped folder's run.md carries the held-out step as its summary now says it: the section replaced where
     it stands, else put before the provenance. Returns whether run.md changed."""
-    run_md = Path(folder) / RUN_MD
-    block = held_out_block(Path(folder), summary_md)
+    run_md = store.run_dir / RUN_MD
+    block = held_out_block(store, summary_md)
     if not run_md.is_file() or not block:
         return False
     text = run_md.read_text()
@@ -372,94 +364,22 @@ def requote(folder: Path, before: str, after: str) -> bool:
     return True
 
 
-def adopt_held_out(run_dir: Path, shipped: Path) -> int:
-    """Re-shipping a run keeps the held-out step its shipped copy holds (`--reevaluate` ran on the shipped folder,
-    the run went on after): heldout.csv's rows of every trial the run folder has not scored itself and whose final
-    rules are still the ones scored, study.json's log of those sessions and its held-out learners go into the run
-    folder before its summary is rebuilt, so its Robustness section and record survive; only the run's new trials
-    are left to score (by `--reevaluate`, or by the run itself after its last stage). Returns the rows adopted."""
-    run_dir, shipped = Path(run_dir), Path(shipped)
-    if shipped.resolve() == run_dir.resolve() or not (shipped / HELDOUT_CSV).is_file():
-        return 0
-    adopted = _adopt_rows(run_dir, shipped / HELDOUT_CSV)
-    if adopted:
-        _adopt_sessions(run_dir, read_study_file(shipped))
-    return adopted
-
-
-def adopt_pilot(run_dir: Path, shipped: Path) -> bool:
-    """Re-shipping a run keeps the pilot its shipped copy is compared with (`--against` ran on an earlier ship):
-    the shipped pilot.json into a run folder that has none."""
-    theirs, ours = Path(shipped) / PILOT_FILE, Path(run_dir) / PILOT_FILE
-    if not theirs.is_file() or ours.is_file() or Path(shipped).resolve() == Path(run_dir).resolve():
-        return False
-    shutil.copy2(theirs, ours)
-    return True
-
-
-def _adopt_rows(run_dir: Path, theirs: Path) -> int:
-    import pandas as pd
-
-    from bilevel_tune.report import tables
-    from bilevel_tune.report.answers import rows_by_cell
-
-    rows = pd.read_csv(theirs, dtype=str, keep_default_na=False)  # as text: the rows kept are the rows written
-    ours = run_dir / HELDOUT_CSV
-    held = pd.read_csv(ours, dtype=str, keep_default_na=False) if ours.is_file() else rows.iloc[:0]
-    read = tables.read(run_dir)  # each cell's row by its key, never by its place in the table
-    by_key = rows_by_cell(read.study, read.trials)
-    finals = {trial_name(read.study, c): final_rules(by_key[c.key]) for c in read.study.grid.cells() if c.key in by_key}
-    scored_here = rows.set_index(["trial", "learner"]).index.isin(held.set_index(["trial", "learner"]).index)
-    keep = ~scored_here & (rows["final_rules"] == rows["trial"].map(finals))
-    if keep.any():
-        pd.concat([held, rows[keep]]).to_csv(ours, index=False)
-    return int(keep.sum())
-
-
-def _adopt_sessions(run_dir: Path, theirs: dict) -> None:
-    """The shipped record's held-out sessions and learners into the run's study.json (as `--reevaluate` has them)."""
-    record = read_study_file(run_dir)
-    log = record.get(REEVALUATIONS, [])
-    started = {entry.get("started_utc") for entry in log}
-    log += [entry for entry in theirs.get(REEVALUATIONS, []) if entry.get("started_utc") not in started]
-    record[REEVALUATIONS] = sorted(log, key=lambda entry: entry.get("started_utc", ""))
-    final = record["study"].setdefault("final", {})
-    learners = final.get("learners", [])
-    shipped_learners = theirs["study"].get("final", {}).get("learners", [])
-    final["learners"] = learners + [x for x in shipped_learners if x not in learners]
-    write_json(run_dir / STUDY_FILE, record)
-
-
-def final_rules(trial) -> str:
-    """A trials-table row's final rules (its best candidate's searched rules) as heldout.csv writes them."""
-    names = str(trial["optimize_params"]).split(",")
-    return rules_text({n: trial.get(metrics.BEST_RULE + n, float("nan")) for n in names}, names)
-
-
-def ship(run_dir: Path, out: Path, rows: list[dict], notes: str) -> None:
+def ship(store, out: Path, rows: list[dict], notes: str) -> None:
     """Copy what a reader needs into `out` (a folder under docs/results/) and write its run.md."""
-    out.mkdir(parents=True, exist_ok=True)
-    for name in SHIPPED:
-        if (run_dir / name).is_file():
-            shutil.copy2(run_dir / name, out / name)
-    if (out / STUDY_FILE).is_file():  # older releases recorded the calibration store's absolute path in a plan
-        record = (out / STUDY_FILE).read_text()
-        (out / STUDY_FILE).write_text(record.replace(f"({Path.home()}/", "(~/"))
-    (out / PLOTS_DIR).mkdir(exist_ok=True)
-    for png in sorted((run_dir / PLOTS_DIR).glob("*.png")):
-        shutil.copy2(png, out / PLOTS_DIR / png.name)
+    run_dir = store.run_dir
+    store.ship(out, SHIPPED, run_dir / PLOTS_DIR)
     summary = (run_dir / SUMMARY_MARKDOWN).read_text() if (run_dir / SUMMARY_MARKDOWN).is_file() else ""
     title = f"# {run_dir.resolve().name}"  # the run's name, wherever it ships
     text = [title, "", untitled(notes, title), ""]
     text += ["## What it answers", "", f"Quoted from its [summary.md]({SUMMARY_MARKDOWN}), as the tool wrote it:", ""]
     text += [answers_block(summary), ""]
     text += against_block(summary)
-    text += held_out_block(run_dir, summary)
-    if stages(run_dir):
-        text += ["## Stages", "", *stages(run_dir), ""]
-    if cost := spent(run_dir):  # reads every record: once
+    text += held_out_block(store, summary)
+    if stages(store):
+        text += ["## Stages", "", *stages(store), ""]
+    if cost := spent(store):
         text += ["## What it spent", "", *cost, ""]
-    text += ["## Provenance and sessions", "", *sessions(run_dir), "", "## Per trial", "", markdown(rows), ""]
+    text += ["## Provenance and sessions", "", *sessions(store), "", "## Per trial", "", markdown(rows), ""]
     (out / RUN_MD).write_text("\n".join(text))
 
 
@@ -472,13 +392,13 @@ def untitled(notes: str, title: str) -> str:
     return "\n".join(lines)
 
 
-def report(run_dir: Path, ship_to: Path | None = None, notes: str = "", out=print) -> None:
+def report(store, ship_to: Path | None = None, notes: str = "", out=print) -> None:
     """Print the run's per-trial figures (and ship it)."""
-    rows = trial_figures(run_dir)
+    rows = trial_figures(store)
     out(markdown(rows))
-    for line in stages(run_dir):
+    for line in stages(store):
         out(line)
     if ship_to:
-        ship(run_dir, ship_to, rows, notes)
+        ship(store, ship_to, rows, notes)
         out(f"shipped to {ship_to}")
     out(json.dumps({"trials": len(rows), "complete": sum(r["complete"] for r in rows)}))

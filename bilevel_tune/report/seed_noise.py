@@ -148,7 +148,7 @@ def _pair_verdict(
         if not same_direction
         else f"the mean gap {abs(gap):.4f} does not exceed 2 × pooled seed SD {spread:.4f}"
     )
-    return {**result, "verdict": NOISE, "sentence": f"{prefix}: within seed noise — {why} ({value}); not a finding."}
+    return {**result, "verdict": NOISE, "sentence": f"{prefix}: within seed noise — {why} ({value})."}
 
 
 def effect_verdicts(table: pd.DataFrame, value: str = BEST) -> dict[str, dict]:

@@ -4,13 +4,12 @@ A study file is read by `study_file`, a record (study.json, a trial's
 config, with the migrations of older releases) by `study_record`, a
 command line's changes applied by `study_overrides`, every value checked
 where it enters by `study_checks`; a `Study` is their frozen result, and
-expands into the trial cells of its grid through its plan (`study.grid`: `grid_plan`, its grid and stage plan).
+compiles into the design of what it runs and decides on (`design.compile_design`: its cells, stage by stage).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -29,7 +28,7 @@ from bilevel_tune.base.sections import (
     SummarySettings,
 )
 from bilevel_tune.study_data import study_file, study_overrides, world_portrait
-from bilevel_tune.study_data.grid_plan import FULL_BUDGET, GridPlan
+from bilevel_tune.study_data.design import FULL_BUDGET
 from bilevel_tune.study_data.run_folder import Stage, json_safe
 from bilevel_tune.study_data.settings import SettingsTable, remember_portrait, section_value, settings_table
 from bilevel_tune.study_data.study_checks import StudyError, check_study
@@ -41,8 +40,8 @@ __all__ = ["Budget", "Study", "StudyError", "available_studies", "load_study"]
 
 @dataclass(frozen=True)
 class Study:
-    """A resolved study: the grid's fields, every section as run (typed: `study.appo.lr`), and how it came to be; the
-    trials its grid expands into are its plan's (`study.grid`: `grid_plan.GridPlan`)."""
+    """A resolved study: its typed settings — the grid's fields, every section as run (`study.appo.lr`) — and how
+    it came to be. What it runs and decides on is its design's (`design.compile_design`: cells, groups, budgets)."""
 
     name: str
     populations: tuple[int, ...]
@@ -135,16 +134,6 @@ class Study:
 
     def validate(self) -> "Study":
         return check_study(self)
-
-    @functools.cached_property
-    def grid(self) -> GridPlan:
-        """Its grid's plan: the cells stage by stage, the scans, the budget as run (`grid_plan`)."""
-        return GridPlan(self)
-
-    def __getstate__(self) -> dict[str, Any]:
-        """Its fields alone: the plan it caches is made again where it is read (Tune pickles a study into a run's
-        tuner.pkl, which a later release restores)."""
-        return {k: v for k, v in self.__dict__.items() if k != "grid"}
 
     # -- settings, as run ---------------------------------------------------------------
     @property

@@ -9,7 +9,7 @@ an earlier moment), the tables that say where a contrast's noise is and what an 
 `1000`), `evaluations` what it came to for the trial. `trial` is the trial's name (`trial_name`: the
 cell, not a session's folder), so rows join by cell, never by order.
 
-finals.csv gathers three sources (`report.tables` reads them, `merged` joins them), the first holding a
+finals.csv gathers three sources (the run's store reads them, `merged` joins them), the first holding a
 (trial, rules, final seed) kept: the trials' records
 (`final_by_seed`, written by every trial since it existed), rows a `--reevaluate --final-seeds N` step appended
 (the seeds after the recorded ones), and — for a folder from before — heldout.csv's own-learner rows (the
@@ -35,10 +35,18 @@ RULES = (BEST_RULES, MEAN_RULES)  # a block's order: candidate index 0, 1 — as
 FINALS_COLUMNS = ("trial", "rules", "final_seed", "value")
 ANYTIME_COLUMNS = ("trial", "evaluations", "rules", "final_seed", "value", "asked")
 OWN_SUFFIX = " (its own)"  # heldout.csv's label of the run's own learner (`study_data.learners`)
+STATUS_QUO = "status quo"  # the rules a held-out learner scores beside a trial's final ones: every searched rule at its default
+HELDOUT_COLUMNS = (
+    "trial", "learner", "final_seed", "final", "status_quo", "gain", "final_rules", "status_quo_rules", "error",
+    "job_seconds",
+)  # fmt: skip
+SCORE_COLUMNS = ("trial", "learner", "rules", "evaluations", "final_seed", "value")  # the store's long table
+COST_COLUMNS = ("work", "trial", "learner", "wall_s", "cpus", "core_s", "core_s_measured")
 
 
 def append_rows(path: Path, columns: Sequence[str], rows: Iterable[Sequence]) -> None:
-    """Rows onto a table, its header first when new; flushed to disk before the caller goes on."""
+    """Rows onto a table, its header first when new (floats as `repr`: every bit kept); flushed to disk before the
+    caller goes on. The run's store appends through here (`run_store`), under the run lock."""
     path = Path(path)
     new = not path.is_file()
     with path.open("a", newline="") as f:
@@ -99,3 +107,55 @@ def per_seed(table: pd.DataFrame, rules: str = BEST_RULES) -> dict[str, dict[int
     for r in table[table["rules"] == rules].itertuples():
         out.setdefault(str(r.trial), {})[int(r.final_seed)] = float(r.value)
     return out
+
+
+def own_label(inner: str) -> str:
+    """How the tables name a run's own learner: its loop, "(its own)"."""
+    return f"{inner}{OWN_SUFFIX}"
+
+
+def final_rules(trial) -> str:
+    """A trials-table row's final rules (its best candidate's searched rules) as heldout.csv writes them."""
+    from bilevel_tune.core import metrics
+    from bilevel_tune.study_data.run_folder import rules_text
+
+    names = str(trial["optimize_params"]).split(",")
+    return rules_text({n: trial.get(metrics.BEST_RULE + n, float("nan")) for n in names}, names)
+
+
+def long_table(finals: pd.DataFrame, anytime: pd.DataFrame, heldout: pd.DataFrame, budgets: Mapping[str, int],
+               own: str) -> pd.DataFrame:  # fmt: skip
+    """Every score in one table (`SCORE_COLUMNS`): a trial's final rules and search mean under its own learner at
+    its budget, its incumbents at earlier budgets, and each held-out learner's scores of its final rules and status
+    quo; the first source holding a (trial, learner, rules, evaluations, final seed) kept."""
+    rows = [(r.trial, own, r.rules, budgets.get(str(r.trial)), int(r.final_seed), float(r.value))
+            for r in finals.itertuples()]  # fmt: skip
+    rows += [(r.trial, own, r.rules, int(r.evaluations), int(r.final_seed), float(r.value)) for r in anytime.itertuples()]
+    if not heldout.empty:
+        scored = heldout[heldout["error"].isna()] if "error" in heldout else heldout
+        for r in scored.itertuples():
+            budget = budgets.get(str(r.trial))
+            rows += [(r.trial, r.learner, BEST_RULES, budget, int(r.final_seed), float(r.final)),
+                     (r.trial, r.learner, STATUS_QUO, budget, int(r.final_seed), float(r.status_quo))]  # fmt: skip
+    table = pd.DataFrame(rows, columns=list(SCORE_COLUMNS))
+    table["evaluations"] = table["evaluations"].astype("Int64")
+    return table.drop_duplicates(list(SCORE_COLUMNS[:-1])).reset_index(drop=True)
+
+
+def cost_table(trials: pd.DataFrame, heldout: pd.DataFrame) -> pd.DataFrame:
+    """What each piece of a run's work spent (`COST_COLUMNS`): every trial (its generations and final
+    re-evaluation) and every held-out job (a trial under one learner) — its wall, its CPUs and the core-seconds
+    the operating system measured (`core_s`); where a record predates that measure, wall × CPUs, marked so."""
+    rows = []
+    for r in trials[trials.get("generations", 0) > 0].itertuples() if len(trials) else ():
+        wall, cpus = float(r.wall_s), int(getattr(r, "shards", 1) or 1)
+        core = getattr(r, "core_s", float("nan"))
+        measured = core is not None and pd.notna(core)
+        rows.append(("trial", str(r.trial), "", wall, cpus, float(core) if measured else wall * cpus, measured))
+    if not heldout.empty and "job_seconds" in heldout:
+        for (trial, learner), job in heldout.groupby(["trial", "learner"], sort=False):
+            wall = float(job["job_seconds"].iloc[0])
+            core = job["job_core_s"].iloc[0] if "job_core_s" in job else float("nan")
+            measured = pd.notna(core)
+            rows.append(("held-out job", str(trial), str(learner), wall, 1, float(core) if measured else wall, measured))
+    return pd.DataFrame(rows, columns=list(COST_COLUMNS))

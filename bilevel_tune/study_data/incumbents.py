@@ -3,7 +3,7 @@
 One row per generation: the best objective so far, the generation's best, mean and SD, σ, seconds, the inner-loop
 evaluations so far (generations × population), the search mean's rules after that generation (`mean/<rule>`) and
 the generation's best candidate's (`generation_best/<rule>`), physical. The run's generations table is these rows
-over every trial (`report.records`); a shipped folder keeps it as generations.csv.gz.
+over every trial (`run_tables.generation_table`); a shipped folder keeps it as generations.csv.gz.
 
 The incumbent after E evaluations — the best-so-far rules then, and the search mean then, at the last generation
 at or before E — is read the same way from either: by `--reevaluate --at-evaluations` off a run's table, and by a

@@ -205,15 +205,6 @@ def write_json(path: Path, data: Any, indent: int = 2) -> None:
     tmp.replace(path)
 
 
-def append_record(path: Path, record: dict[str, Any]) -> None:
-    """Append one line and flush it to disk: a killed trial loses at most the line being written."""
-    line = json.dumps(json_safe(record), allow_nan=False)
-    with open(path, "a") as f:
-        f.write(line + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-
-
 def read_records(path: Path) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """(generations sorted and deduplicated — last write wins —, the final record or None)."""
     by_generation: dict[int, dict[str, Any]] = {}
@@ -239,6 +230,20 @@ def read_records(path: Path) -> tuple[list[dict[str, Any]], dict[str, Any] | Non
 def trial_records(run_dir: Path) -> dict[str, tuple[list[dict[str, Any]], dict[str, Any] | None]]:
     """{trial folder name: (generations, final record)} for every trial folder with a record."""
     return {p.parent.name: read_records(p) for p in sorted(Path(run_dir).glob(f"*/{GENERATIONS_FILE}"))}
+
+
+def git_sha(marked: bool = False) -> str | None:
+    """The commit this code runs from (None outside a git checkout, as in an installed wheel): a session's, a
+    summary's (its tool commit); `marked`: with a + where the package's code differs from that commit."""
+    import subprocess
+
+    package = Path(__file__).resolve().parents[1]
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=package, capture_output=True, text=True, timeout=5)
+        changed = marked and subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "."], cwd=package, timeout=5).returncode == 1
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (sha.stdout.strip() + "+" * changed) or None
 
 
 def read_study_file(run_dir: Path) -> dict[str, Any]:

@@ -139,6 +139,11 @@ class RunLock:
             tmp.write_text(json.dumps(self.me))
             os.replace(tmp, self.path)
 
+    def holds(self) -> bool:
+        """Does this session still hold the folder (its lock file names this process)?"""
+        holder = _read(self.path)
+        return bool(holder) and holder.get("pid") == self.me["pid"] and holder.get("host") == self.me["host"]
+
     def release(self) -> None:
         self._stop.set()
         holder = _read(self.path)

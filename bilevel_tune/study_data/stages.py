@@ -17,6 +17,7 @@ import dataclasses
 
 from bilevel_tune.base import seeds
 from bilevel_tune.base.knobs import StudyError
+from bilevel_tune.study_data.design import compile_design
 from bilevel_tune.study_data.run_folder import Stage
 
 SEED_RANGE = (1, 10_000)  # short enough for a trial name
@@ -49,7 +50,7 @@ def next_stage(study, open_groups) -> Stage | None:
     """The stage that serves these groups (`Cell.group`s of undecided comparisons); None when the study holds
     `max_seeds` already or no group is open."""
     stage = len(study.stages) + 2  # the grid is stage 1
-    groups = tuple(g for g in study.grid.groups() if g in set(open_groups))
+    groups = tuple(g for g in compile_design(study).groups if g in set(open_groups))
     if not groups or stage > study.decide.stages:
         return None
     n = study.decide.seeds_per_stage
@@ -109,6 +110,6 @@ def with_stage(study, stage: Stage):
 def at_most(study):
     """The study as it would be if every comparison stayed open to the end: every group at `max_seeds` (the dry
     run's plan for the maximum)."""
-    while (stage := next_stage(study, study.grid.groups())) is not None:
+    while (stage := next_stage(study, compile_design(study).groups)) is not None:
         study = with_stage(study, stage)
     return study

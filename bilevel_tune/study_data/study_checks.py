@@ -92,7 +92,7 @@ def check_study(study):
     may replace the file's loop.)"""
     for population in study.populations:
         study.budget.generations_for(population)
-    for values in study.grid.trial_values():
+    for values in trial_values(study):
         try:
             # [es]'s own cross-field rules (σ's bounds): the population's rule is the ES's `check` (check_optimizers)
             ESConfig(population=1, **section_kwargs(values, "es", ESSettings))
@@ -119,13 +119,13 @@ def _built_in_first(name: str) -> tuple[int, str]:
 def check_optimizers(study) -> None:
     """Every trial's optimiser can run its cells (CMA-ES a population ≥ 2, BO a bounded budget), and no optimiser's
     settings are changed in a study that runs none of its trials."""
-    names = sorted({values["outer.optimizer"] for values in study.grid.trial_values()}, key=_built_in_first)
+    names = sorted({values["outer.optimizer"] for values in trial_values(study)}, key=_built_in_first)
     for name in names:
         optimizer = outer.load(name)
         for population in study.populations:
             evaluations = study.budget.generations_for(population) * population
             optimizer.check(population, evaluations, f"population {population}")
-    for values in study.grid.trial_values():  # each trial's own settings: a grid may cross them
+    for values in trial_values(study):  # each trial's own settings: a grid may cross them
         optimizer = outer.load(values["outer.optimizer"])
         if optimizer.section:
             cls = study.table.section_classes[optimizer.section]
@@ -167,3 +167,11 @@ def check_effective(study) -> None:
                 f"grid axis {key}: every mechanism of the grid ({mechanisms}) searches {rule}, so its values "
                 f"{', '.join(plain(v) for v in values)} would run the same trials; its search range is search.{rule}"
             )
+
+
+def trial_values(study) -> Iterable[dict[str, Any]]:
+    """The settings of each combination of a study's further grid axes: each trial's own, checked one by one."""
+    import itertools
+
+    for combination in itertools.product(*(values for _, values in study.axes)):
+        yield {**study.settings, **dict(zip((k for k, _ in study.axes), combination))}

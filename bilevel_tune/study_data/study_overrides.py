@@ -112,6 +112,11 @@ def with_settings(study, changes: Mapping[str, Any]):
     return dataclasses.replace(study, **replaced)
 
 
+def for_cell(study, cell):
+    """The study one trial runs: its cell's further axes' values set (`run_folder.Cell.extra`), no axes left."""
+    return dataclasses.replace(with_settings(study, dict(cell.extra)), axes=())
+
+
 def with_budget(study, name: str):
     """The study at one of its named budgets (`quick`): the settings that budget changes, applied."""
     budgets = dict(study.budgets)

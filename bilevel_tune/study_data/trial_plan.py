@@ -25,7 +25,9 @@ from typing import Any, Mapping
 
 from bilevel_tune.base.sections import OPTIMIZER_SECTIONS
 from bilevel_tune.inner.contract import InnerLoopConfig, Seeds
+from bilevel_tune.study_data.design import compile_design, equal_evaluations
 from bilevel_tune.study_data.run_folder import SCAN, Cell, json_safe, trial_name
+from bilevel_tune.study_data.study_overrides import for_cell
 from bilevel_tune.study_data.study_record import frozen
 from bilevel_tune.worlds.contract import RuleSpec
 
@@ -55,7 +57,7 @@ class TrialPlan:
         """The plan of this cell of a `definition.Study` (its further axes' values set)."""
         from bilevel_tune.core import outer
 
-        trial = study.grid.for_cell(cell)
+        trial = for_cell(study, cell)
         optimizer, settings = outer.chosen(trial)
         return cls(
             study=study.name,
@@ -71,7 +73,7 @@ class TrialPlan:
             fixed_rules=dict(trial.rules),
             search={name: tuple(span) for name, span in trial.search},
             scan_points=trial.scan if cell.scan else None,
-            equal_evaluations=() if cell.scan else tuple(trial.grid.equal_evaluations(cell.population)),
+            equal_evaluations=() if cell.scan else equal_evaluations(trial, cell.population),
             settings=json_safe(trial.settings),
         )
 
@@ -147,7 +149,7 @@ class TrialPlan:
 
 def plans_of(study) -> dict[tuple, dict[str, Any]]:
     """Every trial's plan as JSON, by cell key (the grid, its stages, its scans): compiled once a session."""
-    return {cell.key: TrialPlan.of(study, cell).to_dict() for cell in study.grid.trial_cells()}
+    return {cell.key: TrialPlan.of(study, cell).to_dict() for cell in compile_design(study).trial_cells}
 
 
 def _stage(study, cell: Cell) -> int:

@@ -25,6 +25,7 @@ from ray.tune.experiment import Trial
 from bilevel_tune.core import metrics
 from bilevel_tune.runtime import ray_compat
 from bilevel_tune.study_data.definition import Study
+from bilevel_tune.study_data.design import compile_design
 from bilevel_tune.study_data.run_folder import Cell, trial_dirname, trial_name
 from bilevel_tune.study_data.trial_plan import plans_of
 from bilevel_tune.tune_edge.trainable import study_trial, trial_resources
@@ -59,10 +60,11 @@ def tune_order(study: Study) -> list[Cell]:
         metrics.SEED: tune.grid_search(list(study.seeds)),
     }
     by_base: dict[tuple, list[Cell]] = {}
-    for cell in study.grid.stage_cells(1):  # the further axes' combinations of each (population, params, seed)
+    design = compile_design(study)
+    for cell in design.stage_cells(1):  # the further axes' combinations of each (population, params, seed)
         by_base.setdefault(cell.key[:3], []).append(cell)
     ordered = [c for _, spec in generate_variants(axes) for c in by_base[Cell.key_of(spec)[:3]]]
-    return ordered + study.grid.scan_cells() + [c for k in range(2, len(study.stages) + 2) for c in study.grid.stage_cells(k)]
+    return ordered + list(design.scan_cells) + [c for k in range(2, len(study.stages) + 2) for c in design.stage_cells(k)]
 
 
 def trainable(plans: Mapping[tuple, dict], run_dir: Path, shards: Mapping[tuple, int]):

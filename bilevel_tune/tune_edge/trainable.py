@@ -39,11 +39,11 @@ from bilevel_tune.study_data.run_folder import (
     KIND_FINAL,
     KIND_GENERATION,
     Cell,
-    append_record,
     num,
     read_records,
     trial_folder_name,
 )
+from bilevel_tune.study_data.run_store import append_record
 from bilevel_tune.study_data.trial_plan import TrialPlan
 from bilevel_tune.tune_edge.restoring import restorable
 from bilevel_tune.worlds.contract import searched_rules

@@ -60,31 +60,31 @@ def first_decisive_look(n: int, looks: int, alpha: float) -> int | None:
     return None
 
 
-def describe_adastop_plan(study, n: int, looks: int, stages: str) -> str:
-    count = len(family.simple_comparisons(study))
-    first = first_decisive_look(n, looks, study.decide.alpha)
+def describe_adastop_plan(design, n: int, looks: int, stages: str) -> str:
+    count = len(family.simple_comparisons(design))
+    first = first_decisive_look(n, looks, design.decide.alpha)
     when = (
         "no stage can decide anything (too few seeds for the permutations: raise seeds_per_stage or max_seeds)"
         if first is None
         else f"its permutations can first decide at stage {first} ({n * first} seeds per cell)"
     )
-    return f"AdaStop at family-wise α {study.decide.alpha:g} over {count} comparison(s), {stages} at most; {when}"
+    return f"AdaStop at family-wise α {design.decide.alpha:g} over {count} comparison(s), {stages} at most; {when}"
 
 
-def adastop_seed(study) -> int:
+def adastop_seed(design) -> int:
     """The permutations' seed, from the grid's seeds: the same study draws the same permutations."""
-    return seeds.derived(*study.seeds)
+    return seeds.derived(*design.seeds)
 
 
 class AdaStopLooks:
     """AdaStop's comparator over a study's stages, one look a stage: `decide_adastop` replays every stage; a caller
     that keeps one across a growing study (a simulation) looks at each new stage once, with the same decisions."""
 
-    def __init__(self, study):
-        self.pairs = family.simple_comparisons(study)
-        self.n, self.looks_allowed = looks.plan_of(study)
-        self.alpha = study.decide.alpha
-        self.agents = [g for g in study.grid.groups() if any(g in (c.a, c.b) for c in self.pairs)]
+    def __init__(self, design):
+        self.pairs = family.simple_comparisons(design)
+        self.n, self.looks_allowed = looks.plan_of(design)
+        self.alpha = design.decide.alpha
+        self.agents = [g for g in design.groups if any(g in (c.a, c.b) for c in self.pairs)]
         index = {g: i for i, g in enumerate(self.agents)}
         self.comparator = two_sided_adastop(
             n=self.n,
@@ -92,23 +92,23 @@ class AdaStopLooks:
             B=PERMUTATIONS,
             comparisons=_pairs_array([(index[c.a], index[c.b]) for c in self.pairs]),
             alpha=self.alpha,
-            beta=study.decide.beta,
-            seed=adastop_seed(study),
+            beta=design.decide.beta,
+            seed=adastop_seed(design),
         ) if self.pairs else None  # fmt: skip
         self.replay: looks.Replay | None = None
         self.decided_at: dict[str, int] = {}
 
-    def look(self, study, finals: Mapping[tuple, float], names: Mapping[tuple, str] | None = None) -> bool:
+    def look(self, design, finals: Mapping[tuple, float], names: Mapping[tuple, str] | None = None) -> bool:
         """Look at the study's next stage, when all its trials have finished; False when not (or nothing to look at)."""
         if self.comparator is None or self.comparator.is_finished:
             return False
         if self.replay is None:
-            self.replay = looks.Replay(study, finals, names or {})
-        self.replay.study, self.replay.finals = study, finals
+            self.replay = looks.Replay(design, finals, names or {})
+        self.replay.design, self.replay.finals = design, finals
         stage = self.replay.looks + 1
-        if stage > len(study.stages) + 1 or not self.replay.take(stage):
+        if stage > len(design.stages) + 1 or not self.replay.take(stage):
             return False
-        scores = {g: [self.replay.scores[g][s] for s in _seeds_of(study, g, stage)] for g in self.agents}
+        scores = {g: [self.replay.scores[g][s] for s in _seeds_of(design, g, stage)] for g in self.agents}
         self.comparator.partial_compare({_name(g): np.array(scores[g]) for g in self.agents}, verbose=False)
         for key, outcome in self.comparator.decisions.items():
             if outcome != "continue":
@@ -129,10 +129,10 @@ class AdaStopLooks:
         return looks.Decisions(tuple(out), taken, self.looks_allowed, self.alpha, self.n, incomplete, looks.ADASTOP)
 
 
-def decide_adastop(study, finals: Mapping[tuple, float], trial_names: Mapping[tuple, str] | None = None) -> looks.Decisions:
+def decide_adastop(design, finals: Mapping[tuple, float], trial_names: Mapping[tuple, str] | None = None) -> looks.Decisions:
     """Replay AdaStop over the study's stages: each complete stage is one look at the final re-evaluations so far."""
-    replayed = AdaStopLooks(study)
-    while replayed.look(study, finals, trial_names):
+    replayed = AdaStopLooks(design)
+    while replayed.look(design, finals, trial_names):
         pass
     return replayed.decisions()
 
@@ -145,11 +145,11 @@ def _pairs_array(pairs: list[tuple[int, int]]) -> np.ndarray:
     return out
 
 
-def _seeds_of(study, group: tuple, last_stage: int) -> list[int]:
+def _seeds_of(design, group: tuple, last_stage: int) -> list[int]:
     """The group's seeds of stages 1…last_stage, in stage order (AdaStop reads each look's block in order)."""
     return [
-        s for stage in range(1, last_stage + 1) for s in study.grid.stage_seeds(stage)
-        if any(c.group == group for c in study.grid.stage_cells(stage))
+        s for stage in range(1, last_stage + 1) for s in design.stage_seeds(stage)
+        if any(c.group == group for c in design.stage_cells(stage))
     ]  # fmt: skip
 
 

@@ -50,46 +50,46 @@ from bilevel_tune.verdicts.looks import (  # noqa: F401 - the decisions' vocabul
 )
 
 
-def hypotheses_of(study) -> tuple:
+def hypotheses_of(design) -> tuple:
     """What the study decides, in the Answers' order (the paired test's family; AdaStop's simple comparisons)."""
-    return family.family(study, factorial=study.decide.test == PAIRED).hypotheses
+    return family.family(design, factorial=design.decide.test == PAIRED).hypotheses
 
 
-def decide(study, finals: Mapping[tuple, float], trial_names: Mapping[tuple, str] | None = None) -> Decisions:
+def decide(design, finals: Mapping[tuple, float], trial_names: Mapping[tuple, str] | None = None) -> Decisions:
     """Replay the study's looks over the final re-evaluations so far: each complete stage is one look.
 
     `finals`: the final re-evaluated objective of every finished ES trial, by cell key. A stage with a trial not
     finished is not looked at (`incomplete` says which); a finished trial without a score raises DecideError.
     """
-    if study.decide.test == ADASTOP:
-        return decide_adastop(study, finals, trial_names)
-    return decide_paired(study, finals, trial_names)
+    if design.decide.test == ADASTOP:
+        return decide_adastop(design, finals, trial_names)
+    return decide_paired(design, finals, trial_names)
 
 
-def decide_paired(study, finals: Mapping[tuple, float], trial_names: Mapping[tuple, str] | None = None) -> Decisions:
+def decide_paired(design, finals: Mapping[tuple, float], trial_names: Mapping[tuple, str] | None = None) -> Decisions:
     """The group-sequential paired t over the study's family, its α passed on along the family's graph.
 
     With a margin, each hypothesis makes two claims, 'differs' and 'equivalent within the margin', each a node of
     the graph (`Graph.with_equivalence`) from the look the margin was declared before (`margin_from`); the looks
     before it keep the decisions they made without it."""
-    fam = family.family(study)
-    n, looks_allowed = plan_of(study)
-    alpha, margin = study.decide.alpha, study.decide.margin
+    fam = family.family(design)
+    n, looks_allowed = plan_of(design)
+    alpha, margin = design.decide.alpha, design.decide.margin
 
     def decisions(rows: tuple, looks: int, incomplete: str | None) -> Decisions:
-        return Decisions(rows, looks, looks_allowed, alpha, n, incomplete, PAIRED, margin, study.decide.margin_from)
+        return Decisions(rows, looks, looks_allowed, alpha, n, incomplete, PAIRED, margin, design.decide.margin_from)
 
     if not fam.hypotheses:
         return decisions((), 0, None)
     m = len(fam.hypotheses)
-    replay = Replay(study, finals, trial_names or {})
+    replay = Replay(design, finals, trial_names or {})
     graph = fam.graph
     claims = _Claims(fam, replay, n, looks_allowed, alpha, margin)
     followed = {j: 0 for j in range(m)}  # the last look each hypothesis has complete data for
-    for stage in range(1, len(study.stages) + 2):
+    for stage in range(1, len(design.stages) + 2):
         if stage > looks_allowed or not replay.take(stage):
             break
-        if margin is not None and stage == study.decide.margin_from:
+        if margin is not None and stage == design.decide.margin_from:
             graph = claims.with_margin(graph, stage)
         for j, h in enumerate(fam.hypotheses):
             if followed[j] == stage - 1 and replay.seeds(h, stage) is not None:
@@ -107,13 +107,14 @@ def decide_paired(study, finals: Mapping[tuple, float], trial_names: Mapping[tup
         differs, within = claims.shown.get(j), claims.shown.get(m + j)
         level = differs[3] if differs else graph.level(j, alpha)
         margin_level = (within[3] if within else graph.level(m + j, alpha)) if len(graph.weights) > m else 0.0
+        margin_look, margin_seeds = (within[0], within[1]) if within else (0, 0)
         if differs is not None:
             stage, seeds, mean, _ = differs
             outcome = B_BETTER if mean > 0 else A_BETTER
-            out.append(Decision(h, outcome, stage, seeds, level, within is not None, margin_level))
+            out.append(Decision(h, outcome, stage, seeds, level, within is not None, margin_level, margin_look, margin_seeds))
         elif within is not None:
-            stage, seeds, _, _ = within
-            out.append(Decision(h, EQUIVALENT, stage, seeds, level, True, margin_level))
+            out.append(Decision(h, EQUIVALENT, margin_look, margin_seeds, level, True, margin_level, margin_look,
+                                margin_seeds))  # fmt: skip
         else:
             still = followed[j] == replay.looks and replay.looks < looks_allowed
             outcome = OPEN if still else UNDECIDED
@@ -170,6 +171,19 @@ class _Claims:
         return None
 
 
+def gated_level(design, hypothesis) -> float:
+    """The level a hypothesis that holds no share of α yet (a simple effect gated behind its main effect) is tested
+    at once the hypotheses that gate it are shown: its share after theirs is passed on, in the graph its family
+    decides in (with a margin, its 'differs' claim's); 0 where even then it gets none."""
+    fam = family.family(design)
+    graph = fam.graph.with_equivalence() if design.decide.margin is not None else fam.graph
+    j = fam.index(hypothesis)
+    parents = [k for k in range(len(fam.hypotheses)) if fam.graph.edges[k][j] > 0 and fam.graph.weights[k] > 0]
+    for k in parents:
+        graph = graph.reject(k)
+    return graph.level(j, design.decide.alpha)
+
+
 def within_seed(scores: Mapping[tuple, Mapping[int, float]], hypothesis) -> dict[int, float]:
     """A hypothesis's contrast at every seed all its groups hold: B − A for a comparison, the averaged contrast for a
     main effect or an interaction."""
@@ -178,18 +192,18 @@ def within_seed(scores: Mapping[tuple, Mapping[int, float]], hypothesis) -> dict
     return dict(zip(ordered, family.values(hypothesis, scores, ordered)))
 
 
-def describe_plan(study) -> str:
+def describe_plan(design) -> str:
     """The decision plan in one line: the test, its level, the hypotheses, the stages."""
-    n, looks = plan_of(study)
+    n, looks = plan_of(design)
     stages = f"{looks} stage(s) of {n} seeds" if looks > 1 else f"one look at the {n} seeds"
-    if study.decide.test == ADASTOP:
-        return describe_adastop_plan(study, n, looks, stages)
-    hypotheses = family.family(study).hypotheses
+    if design.decide.test == ADASTOP:
+        return describe_adastop_plan(design, n, looks, stages)
+    hypotheses = family.family(design).hypotheses
     names = {family.MAIN: "main effect", family.INTERACTION: "interaction", family.SIMPLE: "simple comparison"}
     counts = [(names[kind], sum(h.kind == kind for h in hypotheses)) for kind in names]
     parts = ", ".join(f"{c} {name}{'s' if c != 1 else ''}" for name, c in counts if c)
     return (
-        f"{TEST_NAMES[PAIRED]} (O'Brien–Fleming spending, graphical Holm) at family-wise α {study.decide.alpha:g} "
+        f"{TEST_NAMES[PAIRED]} (O'Brien–Fleming spending, graphical Holm) at family-wise α {design.decide.alpha:g} "
         f"over {len(hypotheses)} hypotheses ({parts}), {stages} at most"
     )
 

@@ -34,6 +34,7 @@ are the primary hypotheses. Plain data; no test here.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,44 +51,44 @@ POPULATION, MECHANISM = "population", "mechanism"
 MAIN, INTERACTION, SIMPLE = "main effect", "interaction", "simple"
 
 
-def factors_of(study) -> list[str]:
+def factors_of(design) -> list[str]:
     """The factors a study varies: population and mechanism (when the grid has more than one), and its axes."""
-    out = [POPULATION] if len(study.populations) > 1 else []
-    out += [MECHANISM] if len(study.optimize_params) > 1 else []
-    return out + [key for key, values in study.axes if len(values) > 1]
+    out = [POPULATION] if len(design.populations) > 1 else []
+    out += [MECHANISM] if len(design.optimize_params) > 1 else []
+    return out + [key for key, values in design.axes if len(values) > 1]
 
 
-def compared(study) -> list[str]:
+def compared(design) -> list[str]:
     """The factors the study compares: `[decide] compare`, or every factor it varies."""
-    wanted = set(study.decide.compare) or set(factors_of(study))
-    return [f for f in factors_of(study) if f in wanted]
+    wanted = set(design.decide.compare) or set(factors_of(design))
+    return [f for f in factors_of(design) if f in wanted]
 
 
-def check_compare(study) -> None:
+def check_compare(design) -> None:
     """`[decide] compare` names factors the study varies."""
-    allowed = factors_of(study)
-    for name in study.decide.compare:
+    allowed = factors_of(design)
+    for name in design.decide.compare:
         if name not in allowed:
             raise StudyError(
                 f"[decide] compare: {name!r} is not a factor of this study; it varies: {', '.join(allowed) or 'none'}"
             )
 
 
-def check_equal_budget(study) -> None:
+def check_equal_budget(design) -> None:
     """`[decide] equal_budget` names population, in a study that compares populations whose runs' evaluations differ."""
-    for name in study.decide.equal_budget:
+    for name in design.decide.equal_budget:
         if name != POPULATION:
             raise StudyError(
                 f"[decide] equal_budget: {name!r} does not change a run's evaluations; allowed: population (its levels' "
                 "evaluations differ through [budget] generations)"
             )
-        if POPULATION not in compared(study) or len({study.grid.evaluations_of(p) for p in study.populations}) < 2:
+        if POPULATION not in compared(design) or len({design.evaluations_of(p) for p in design.populations}) < 2:
             raise StudyError(
                 "[decide] equal_budget: population's levels run the same evaluations here (or population is not "
                 "compared): there is no smaller budget to compare them at; drop equal_budget"
             )
-        for p in study.populations:
-            for fewer in study.grid.equal_evaluations(p):
+        for p in design.populations:
+            for fewer in design.equal_evaluations(p):
                 if fewer < p:
                     raise StudyError(
                         f"[decide] equal_budget: population {p}'s first generation spends {p} evaluations, more than "
@@ -105,12 +106,12 @@ def level_of(group: tuple, factor: str) -> Any:
     return dict(extra)[factor]
 
 
-def levels_of(study, factor: str) -> list:
+def levels_of(design, factor: str) -> list:
     if factor == POPULATION:
-        return list(study.populations)
+        return list(design.populations)
     if factor == MECHANISM:
-        return list(study.optimize_params)
-    return list(dict(study.axes)[factor])
+        return list(design.optimize_params)
+    return list(dict(design.axes)[factor])
 
 
 # a factor whose levels read as names: "CMA-ES vs ES", not "outer.optimizer cma vs outer.optimizer es"
@@ -243,29 +244,30 @@ class Family:
         return self.hypotheses.index(hypothesis)
 
 
-def simple_comparisons(study) -> list[Comparison]:
+def simple_comparisons(design) -> list[Comparison]:
     """Every pair of the study's groups that differ in one compared factor, in the grid's order."""
-    wanted = set(compared(study))
-    out, all_groups = [], study.grid.groups()
+    wanted = set(compared(design))
+    out, all_groups = [], design.groups
     for i, a in enumerate(all_groups):
         for b in all_groups[i + 1 :]:
-            differ = [f for f in factors_of(study) if level_of(a, f) != level_of(b, f)]
+            differ = [f for f in factors_of(design) if level_of(a, f) != level_of(b, f)]
             if len(differ) == 1 and differ[0] in wanted:
-                out.append(Comparison(differ[0], a, b, study.mechanisms))
+                out.append(Comparison(differ[0], a, b, design.mechanisms))
     return out
 
 
-def family(study, factorial: bool = True) -> Family:
+@functools.lru_cache(maxsize=32)  # a design is compiled once and never changes: its family, once
+def family(design, factorial: bool = True) -> Family:
     """The study's hypotheses and their graph; `factorial=False`: the simple comparisons alone, Holm over them."""
-    simples = simple_comparisons(study)
-    varied, wanted = factors_of(study), compared(study)
+    simples = simple_comparisons(design)
+    varied, wanted = factors_of(design), compared(design)
     mains, interactions = [], []
     if factorial:
-        mains = [m for f in wanted for m in _main_effects(study, f, varied)]
-        interactions = [i for f, g in itertools.combinations(wanted, 2) for i in _interactions(study, f, g, varied)]
-        equal = set(study.decide.equal_budget)
-        mains += [e for m in mains if m.factor in equal and (e := at_equal_evaluations(study, m)) is not None]
-        simples += [e for c in simples if c.factor in equal and (e := at_equal_evaluations(study, c)) is not None]
+        mains = [m for f in wanted for m in _main_effects(design, f, varied)]
+        interactions = [i for f, g in itertools.combinations(wanted, 2) for i in _interactions(design, f, g, varied)]
+        equal = set(design.decide.equal_budget)
+        mains += [e for m in mains if m.factor in equal and (e := at_equal_evaluations(design, m)) is not None]
+        simples += [e for c in simples if c.factor in equal and (e := at_equal_evaluations(design, c)) is not None]
     gated = {id(s) for s in simples if any(_parent(m, s) for m in mains)}
     hypotheses = (*mains, *interactions, *simples)
     primary = [h for h in hypotheses if h.kind != SIMPLE or id(h) not in gated]
@@ -298,7 +300,7 @@ def family(study, factorial: bool = True) -> Family:
     return Family(hypotheses, Graph.of(weights, edges))
 
 
-def at_equal_evaluations(study, hypothesis):
+def at_equal_evaluations(design, hypothesis):
     """A main effect or simple comparison of population read at equal evaluations: every group whose runs evaluate
     more than the fewer of its two levels read at that many (`at_evaluations`: those runs' incumbents then, each
     re-scored by its own trial's final re-evaluation); None where both levels run as many already."""
@@ -306,12 +308,12 @@ def at_equal_evaluations(study, hypothesis):
         levels = (hypothesis.a[0], hypothesis.b[0])
     else:
         levels = (hypothesis.a, hypothesis.b)
-    budgets = [study.grid.evaluations_of(p) for p in levels]
+    budgets = [design.evaluations_of(p) for p in levels]
     if budgets[0] == budgets[1]:
         return None
     fewer = min(budgets)
     return _regrouped(
-        hypothesis, lambda g: g if study.grid.evaluations_of(g[0]) <= fewer else at_evaluations(g, fewer), fewer
+        hypothesis, lambda g: g if design.evaluations_of(g[0]) <= fewer else at_evaluations(g, fewer), fewer
     )
 
 
@@ -330,34 +332,34 @@ def _regrouped(hypothesis, read, at: int):
     return dataclasses.replace(hypothesis, contrast=tuple((read(g), w) for g, w in hypothesis.contrast), at=at)
 
 
-def _main_effects(study, factor: str, varied: list[str]) -> list[MainEffect]:
+def _main_effects(design, factor: str, varied: list[str]) -> list[MainEffect]:
     others = [f for f in varied if f != factor]
     if not others:
         return []  # one context: the simple comparisons are the effect
     out = []
-    contexts = list(itertools.product(*(levels_of(study, f) for f in others)))
-    for a, b in itertools.combinations(levels_of(study, factor), 2):
+    contexts = list(itertools.product(*(levels_of(design, f) for f in others)))
+    for a, b in itertools.combinations(levels_of(design, factor), 2):
         contrast = []
-        for g in study.grid.groups():
+        for g in design.groups:
             if tuple(level_of(g, f) for f in others) in contexts and level_of(g, factor) in (a, b):
                 contrast.append((g, (1.0 if level_of(g, factor) == b else -1.0) / len(contexts)))
-        out.append(MainEffect(factor, a, b, tuple(contrast), tuple(_factor_name(f) for f in others), study.mechanisms))
+        out.append(MainEffect(factor, a, b, tuple(contrast), tuple(_factor_name(f) for f in others), design.mechanisms))
     return out
 
 
-def _interactions(study, first: str, second: str, varied: list[str]) -> list[Interaction]:
+def _interactions(design, first: str, second: str, varied: list[str]) -> list[Interaction]:
     others = [f for f in varied if f not in (first, second)]
-    count = int(np.prod([len(levels_of(study, f)) for f in others])) if others else 1
+    count = int(np.prod([len(levels_of(design, f)) for f in others])) if others else 1
     out = []
-    for a, b in itertools.combinations(levels_of(study, first), 2):
-        for e, f in itertools.combinations(levels_of(study, second), 2):
+    for a, b in itertools.combinations(levels_of(design, first), 2):
+        for e, f in itertools.combinations(levels_of(design, second), 2):
             sign = {(b, f): 1.0, (a, f): -1.0, (b, e): -1.0, (a, e): 1.0}
             contrast = tuple(
                 (g, sign[(level_of(g, first), level_of(g, second))] / count)
-                for g in study.grid.groups()
+                for g in design.groups
                 if (level_of(g, first), level_of(g, second)) in sign
             )
-            out.append(Interaction((first, second), a, b, e, f, contrast, study.mechanisms))
+            out.append(Interaction((first, second), a, b, e, f, contrast, design.mechanisms))
     return out
 
 

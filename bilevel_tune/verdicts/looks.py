@@ -40,6 +40,8 @@ class Decision:
     level: float = 0.0  # the level it was last tested at (its share of α then); AdaStop: the family's α
     within_margin: bool = False  # shown equivalent within the margin: alone (EQUIVALENT), or beside a winner
     margin_level: float = 0.0  # with a margin: the level its equivalence claim was last tested at (each side's)
+    margin_look: int = 0  # the stage its equivalence claim was shown at (0: not shown); may be after `look`
+    margin_seeds: int = 0  # the seeds it was shown on
 
     @property
     def decision(self) -> str:
@@ -78,18 +80,19 @@ class Decisions:
 
     def record(self) -> list[dict[str, Any]]:
         """For study.json: one line per hypothesis."""
-        margin = {} if self.margin is None else {"within_margin": None}
         return [
             {"comparison": d.hypothesis.key, "kind": d.hypothesis.kind, "outcome": d.outcome, "stage": d.look,
-             "seeds": d.seeds, **({k: d.within_margin for k in margin})}
+             "seeds": d.seeds, "level": d.level,
+             **({} if self.margin is None else {"within_margin": d.within_margin, "margin_level": d.margin_level,
+                                                "margin_stage": d.margin_look or None, "margin_seeds": d.margin_seeds or None})}
             for d in self.decisions
         ]  # fmt: skip
 
 
-def plan_of(study) -> tuple[int, int]:
+def plan_of(design) -> tuple[int, int]:
     """(n seeds per look, K looks): the study's stages when its grid is their first, else one look at every seed."""
-    n = study.decide.seeds_per_stage
-    return (n, study.decide.stages) if len(study.seeds) == n else (len(study.seeds), 1)
+    n = design.decide.seeds_per_stage
+    return (n, design.decide.stages) if len(design.seeds) == n else (len(design.seeds), 1)
 
 
 @dataclass
@@ -100,7 +103,7 @@ class Replay:
     under `key_at_evaluations` (`[decide] equal_budget`); a score at a smaller budget that is missing or failed
     leaves its rows' seeds unheld (not followed), never the look unfinished."""
 
-    study: Any
+    design: Any
     finals: Mapping[tuple, float]
     names: Mapping[tuple, str]
     scores: dict[tuple, dict[int, float]] = field(default_factory=dict)
@@ -109,10 +112,10 @@ class Replay:
 
     def take(self, stage: int) -> bool:
         """Score the stage's cells; False (and `incomplete` says why) when one has not finished."""
-        cells = self.study.grid.stage_cells(stage)
+        cells = self.design.stage_cells(stage)
         missing = [c for c in cells if c.key not in self.finals]
         if missing:
-            first = self.names.get(missing[0].key) or trial_name(self.study, missing[0])  # not started: no record
+            first = self.names.get(missing[0].key) or trial_name(self.design, missing[0])  # not started: no record
             self.incomplete = f"stage {stage}: {len(missing)} trial(s) not finished ({first}…)"
             return False
         for cell in cells:
@@ -123,7 +126,7 @@ class Replay:
                     "its comparisons cannot be decided"
                 )
             self.scores.setdefault(cell.group, {})[cell.seed] = float(value)
-            for evaluations in self.study.grid.equal_evaluations(cell.population):
+            for evaluations in self.design.equal_evaluations(cell.population):
                 key = key_at_evaluations(cell.key, evaluations)
                 if np.isfinite(self.finals.get(key, np.nan)):
                     self.scores.setdefault(group_of(key), {})[cell.seed] = float(self.finals[key])
@@ -133,7 +136,7 @@ class Replay:
     def seeds(self, hypothesis, look: int) -> list[int] | None:
         """The seeds of stages 1…look, when every group of the hypothesis holds them all; None when not (its groups
         were not continued: the hypothesis is not followed past its last complete look)."""
-        seeds = [s for stage in range(1, look + 1) for s in self.study.grid.stage_seeds(stage)]
+        seeds = [s for stage in range(1, look + 1) for s in self.design.stage_seeds(stage)]
         held = all(all(s in self.scores.get(g, {}) for s in seeds) for g in family.groups(hypothesis))
         return seeds if held else None
 

@@ -34,19 +34,19 @@ PLAN_KEY = "decision_plan"  # study.json: the plan as fixed before look 1, its f
 LEGACY_TEST = ADASTOP  # a look recorded without its test: decided before the paired test existed
 
 
-def decision_plan(study) -> dict[str, Any]:
+def decision_plan(design) -> dict[str, Any]:
     """The plan that decides the study's rows, as plain data."""
-    d = study.decide
+    d = design.decide
     return {
         "test": d.test,
-        "family": [h.key for h in hypotheses_of(study)],
+        "family": [h.key for h in hypotheses_of(design)],
         "alpha": d.alpha,
         "margin": d.margin,
         "seeds_per_stage": d.seeds_per_stage,
         "max_seeds": d.max_seeds,
-        "final_seeds": study.budget.final_eval_seeds,
-        "score": study.decide.score,
-        "generations": {str(p): g for p, g in sorted({(c.population, c.generations) for c in study.grid.cells()})},
+        "final_seeds": design.budget.final_eval_seeds,
+        "score": design.decide.score,
+        "generations": {str(p): g for p, g in sorted({(c.population, c.generations) for c in design.cells})},
     }
 
 
@@ -54,9 +54,9 @@ def fingerprint(plan: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(plan, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def plan_entry(study, utc: str, commit: str | None) -> dict[str, Any]:
+def plan_entry(design, utc: str, commit: str | None) -> dict[str, Any]:
     """study.json's `decision_plan`: the plan, its fingerprint, when and at which commit it was fixed."""
-    plan = decision_plan(study)
+    plan = decision_plan(design)
     return {"fingerprint": fingerprint(plan), "plan": plan, "fixed_utc": utc, "git_sha": commit}
 
 
@@ -83,16 +83,16 @@ class PlanMark:
         }  # fmt: skip
 
 
-def mark(study, record: Mapping[str, Any]) -> PlanMark:
+def mark(design, record: Mapping[str, Any]) -> PlanMark:
     """The run's mark from its study.json (`record`) and its study as it stands."""
-    now = decision_plan(study)
+    now = decision_plan(design)
     found: list[tuple[str, int, str]] = []  # (what kind, a look decided without the change, the change in words)
     for ext in record.get("plan_extensions", []) or []:
         words = f"max seeds {ext['from_max_seeds']} → {ext['to_max_seeds']} (--extend-plan)"
         found.append(("max_seeds", int(ext["after_stage"]), words))
-    margin_from = study.decide.margin_from or 1
-    if study.decide.margin is not None and margin_from > 1:
-        found.append(("margin", margin_from - 1, f"margin {study.decide.margin:g} declared before look {margin_from}"))
+    margin_from = design.decide.margin_from or 1
+    if design.decide.margin is not None and margin_from > 1:
+        found.append(("margin", margin_from - 1, f"margin {design.decide.margin:g} declared before look {margin_from}"))
     for stage in record.get("stages", []) or []:
         for look in [*stage.get("superseded", []), stage]:
             if not look.get("decisions"):

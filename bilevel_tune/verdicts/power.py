@@ -42,28 +42,28 @@ def contrast_sd(hypothesis, scores: Mapping[tuple, Mapping[int, float]]) -> tupl
     return float(np.std(list(values.values()), ddof=1)), len(values)
 
 
-def plan_lines(study, scores: Mapping[tuple, Mapping[int, float]] | None = None, source: str = "") -> list[str]:
+def plan_lines(design, scores: Mapping[tuple, Mapping[int, float]] | None = None, source: str = "") -> list[str]:
     """The dry run's lines: per hypothesis, the smallest effect decided with power 0.8 by each stage of the plan."""
-    if study.decide.test != decide.PAIRED:
+    if design.decide.test != decide.PAIRED:
         return []
-    fam = family.family(study)
+    fam = family.family(design)
     if not fam.hypotheses:
         return []
-    n, looks = decide.plan_of(study)
+    n, looks = decide.plan_of(design)
     seeds = " / ".join(str(n * k) for k in range(1, looks + 1))
     units = f"in the study's units at the paired SD of {source}" if scores else "in SDs of the within-seed contrast"
     lines = [
         f"smallest effect decided with power {POWER:g} by stage {' / '.join(map(str, range(1, looks + 1)))} "
         f"({seeds} seeds per cell), {units}" + ("" if scores else " (no earlier run of this grid to read an SD from)")
     ]
-    margin = study.decide.margin
+    margin = design.decide.margin
     if margin is not None:
         lines.append(
             f"  with margin {margin:g}: each row's 'differs' holds half its share, and after the effects the stage by "
             f"which its repeated interval lies inside ±{margin:g} with power {POWER:g} when there is no difference"
         )
     for j, h in enumerate(fam.hypotheses):
-        share = starting_level(fam, j, study.decide.alpha)
+        share = starting_level(fam, j, design.decide.alpha)
         level = share / 2 if margin is not None else share
         plan = sequential.t_levels(n, looks, level)
         sizes = [sequential.detectable(plan, POWER, by_look=k) for k in range(1, looks + 1)]

@@ -159,11 +159,22 @@ class TLevels:
         d = np.asarray(differences, float)
         if d.size < 2:
             return False
+        low, high = self.interval(d, look)
+        if low == high:
+            return abs(low) < margin
+        return -margin < low and high < margin
+
+    def interval(self, differences: np.ndarray, look: int) -> tuple[float, float]:
+        """Look `look`'s repeated confidence interval of the mean difference at this plan's level: mean ±
+        critical·SD/√n (a point where the differences have no spread; unbounded below two pairs)."""
+        d = np.asarray(differences, float)
+        if d.size < 2:
+            return -math.inf, math.inf
         mean, sd = float(d.mean()), float(d.std(ddof=1))
         if sd <= FLAT * abs(mean):
-            return abs(mean) < margin
+            return mean, mean
         half = self.critical[look - 1] * sd / math.sqrt(d.size)
-        return -margin < mean - half and mean + half < margin
+        return mean - half, mean + half
 
 
 @functools.lru_cache(maxsize=1 << 16)  # a family's graph reaches a few thousand levels: each calibrated once
