@@ -36,7 +36,7 @@ def test_unmatched_groups_fall_back_to_welch():
 
 def _undecided(e: effects.Effect, seeds: int, test: str = decide.ADASTOP) -> str:
     comparison = family.Comparison(family.POPULATION, (1, ("fixed_quota",), ()), (16, ("fixed_quota",), ()))
-    decision = decide.Decision(comparison, decide.UNDECIDED, look=1, seeds=seeds)
+    decision = decide.Decision(comparison, decide.UNDECIDED, look=1, seeds=seeds, level=0.05)
     decisions = decide.Decisions((decision,), 1, 1, 0.05, seeds, test=test)
     return Answer(decision, e, (1, 1), (1.0, 1.0), (1.0, 1.0), (0.5, 0.5)).text(decisions)
 
