@@ -16,20 +16,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from bilevel_tune.report import outputs, plots
+from bilevel_tune.report import plots
 from bilevel_tune.report.answers import paired_table
 from bilevel_tune.report.columns import BEST, FINAL
 from bilevel_tune.report.grids import mean_grid
-from bilevel_tune.report.pipeline import Summary, summarise
+from bilevel_tune.report.pipeline import SECTIONS, Summary, summarise
 from bilevel_tune.study_data.run_store import RunStore, open_store
 
-SECTIONS = {  # a section's name → how summary.md renders it
-    "answers": outputs.render_answers,
-    "against": outputs.render_against,
-    "robustness": outputs.render_robustness,
-    "needed": outputs.render_needed,
-    "noise": outputs.render_noise,
-}
 FIGURES = {  # a figure's name → how plots/ draws it (`landscape` takes a mechanism's name, `best_so_far` an x axis)
     "effects": plots.plot_effects,
     "final_pairs": plots.plot_final_pairs,
@@ -119,10 +112,11 @@ class Run:
 
     def section(self, name: str) -> str:
         """One section of summary.md, as the tool writes it ('' where the run has none): answers, against,
-        robustness, needed or noise."""
-        if name not in SECTIONS:
-            raise ValueError(f"no section {name!r}; the sections: {', '.join(SECTIONS)}")
-        return "\n".join(SECTIONS[name](self._summary))
+        robustness, needed, noise, … (`report.pipeline.SECTIONS`, those with markdown)."""
+        names = [s.name for s in SECTIONS if s.markdown]
+        if name not in names:
+            raise ValueError(f"no section {name!r}; the sections: {', '.join(names)}")
+        return "\n".join(dict(self._summary.markdown()).get(name, []))
 
     @property
     def landscapes(self) -> list[str]:

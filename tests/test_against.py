@@ -9,11 +9,11 @@ import pandas as pd
 import pytest
 
 from bilevel_tune.report import against, quotes
-from bilevel_tune.report.outputs import main
 from bilevel_tune.report.pipeline import summarise
 from bilevel_tune.study_data import run_lock
 from bilevel_tune.study_data.run_folder import PILOT_FILE
 from bilevel_tune.study_data.run_store import RunStore, open_store
+from bilevel_tune.summary import main
 
 from .study_helpers import REPO
 
@@ -112,13 +112,15 @@ def test_the_readme_quotes_the_confirmatory_runs_comparison_with_its_pilot():
 
 
 def test_run_md_quotes_the_section_whole_and_a_run_without_a_pilot_has_none(run):
-    from bilevel_tune.report.run_history import against_block
+    from bilevel_tune.report.run_history import quoted_blocks
 
     assert main([str(run), "--no-plots", "--against", str(PILOT)]) == 0
-    block = against_block((run / "summary.md").read_text())
-    assert block[0] == "## Against its pilot (weekend-appo, exploratory)" and "pilot.json" in block[2]
-    assert "| comparison" in block[4] and "- Of the pilot's 6 decided row(s) asked here: 6 confirms." in block[4]
-    assert against_block((PILOT / "summary.md").read_text()) == []
+    store = open_store(run)
+    block = quoted_blocks(store, summarise(store))["against"]
+    assert block.startswith("## Against its pilot (weekend-appo, exploratory)\n\nEach row of the Answers")
+    assert "| comparison" in block and "- Of the pilot's 6 decided row(s) asked here: 6 confirms." in block
+    pilot = open_store(PILOT)
+    assert "against" not in quoted_blocks(pilot, summarise(pilot))
 
 
 def test_the_effects_figure_shows_each_row_beside_its_pilots_where_the_pilot_kept_its_effects(run):

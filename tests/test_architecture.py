@@ -128,7 +128,7 @@ def test_the_paths_people_and_scripts_use_still_import_after_the_move_to_layer_f
     import bilevel_tune.summary as summary_path
     import bilevel_tune.world as world_path
     from bilevel_tune import inner
-    from bilevel_tune.cli import main
+    from bilevel_tune.cli import main, summary_command
     from bilevel_tune.core import es
     from bilevel_tune.report import outputs, pipeline
     from bilevel_tune.worlds import fresh_water
@@ -139,7 +139,7 @@ def test_the_paths_people_and_scripts_use_still_import_after_the_move_to_layer_f
         assert getattr(objective_path, name) is getattr(objective, name)
     for name in ("Basin", "Rules", "WorldConfig", "FreshWater", "RULE_SPECS"):
         assert getattr(world_path, name) is getattr(fresh_water, name)
-    assert study_path.main is main.main and summary_path.main is outputs.main
+    assert study_path.main is main.main and summary_path.main is summary_command.main
     assert summary_path.verdicts is pipeline.verdicts and summary_path.write_summary is outputs.write_summary
     assert (
         inner.InnerLoopConfig().season_length == 150

@@ -48,6 +48,11 @@ def test_the_readme_is_one_screenful_of_answers_quoted_from_the_shipped_summarie
     assert "make study" in readme.read_text() and "make test" in readme.read_text()
     assert len(quotes.quoted(readme)) >= 3
     assert quotes.stale(readme) == [], "run: python -m bilevel_tune.report.quotes README.md"
+    answers = re.findall(r"<!-- answers: \S+ -->(.*?)<!-- /answers -->", readme.read_text(), re.S)
+    assert len(answers) >= 3
+    for block in answers:  # the short form: what was answered, no method paragraph
+        header = next(line for line in block.splitlines() if line.startswith("| comparison"))
+        assert header.count("|") - 1 <= 5 and "Every cell runs the same seeds" not in block
 
 
 def test_every_page_that_quotes_a_shipped_result_quotes_it_as_it_is():
@@ -60,35 +65,41 @@ def test_every_page_that_quotes_a_shipped_result_quotes_it_as_it_is():
         assert quotes.stale(page) == [], f"run: python -m bilevel_tune.report.quotes {page.relative_to(ROOT)}"
 
 
+def _a_repository_with_a_run(tmp_path):
+    """A repository (its pyproject.toml) holding one shipped result, `run`; its summary's short sections."""
+    import shutil
+
+    from bilevel_tune.report.pipeline import summarise
+    from bilevel_tune.study_data.run_store import open_store
+
+    (tmp_path / "pyproject.toml").write_text("")
+    shutil.copytree(ROOT / "docs" / "results" / "fishery-analytic", tmp_path / "run")
+    summary = summarise(open_store(tmp_path / "run"))
+    return {name: "\n".join(summary.short(name)).strip() for name in ("answers", "robustness")}
+
+
 def test_a_stale_quote_is_seen(tmp_path):
     from bilevel_tune.report import quotes
 
-    (tmp_path / "pyproject.toml").write_text("")
-    (tmp_path / "run").mkdir()
-    (tmp_path / "run" / "summary.md").write_text(
-        "# Study x\n\n## Answers\n\n| a |\n|---|\n| 1 |\n\n## Trials\n\nrest\n"
-    )
+    short = _a_repository_with_a_run(tmp_path)
     page = tmp_path / "page.md"
     page.write_text("intro\n<!-- answers: run -->\n| a |\n|---|\n| 2 |\n<!-- /answers -->\nend\n")
     assert quotes.stale(page) == ["run"]
     assert quotes.refresh(page) == 1 and quotes.stale(page) == []
-    assert page.read_text() == "intro\n<!-- answers: run -->\n| a |\n|---|\n| 1 |\n<!-- /answers -->\nend\n"
+    assert page.read_text() == f"intro\n<!-- answers: run -->\n{short['answers']}\n<!-- /answers -->\nend\n"
+    assert "| comparison" in short["answers"] and "Every cell runs the same seeds" not in short["answers"]
 
-    # the held-out learners' section the same way, beside it
-    (tmp_path / "run" / "summary.md").write_text(
-        "# Study x\n\n## Answers\n\n| a |\n|---|\n| 1 |\n\n## Robustness\n\nintro\n\n- holds\n\n| t |\n\n## Trials\n"
-    )
+    # the held-out learners' findings the same way, beside it
     page.write_text(page.read_text() + "<!-- robustness: run -->\nold\n<!-- /robustness -->\n")
     assert quotes.stale(page) == ["run"] and quotes.refresh(page) == 1
-    assert page.read_text().endswith("end\n<!-- robustness: run -->\n- holds\n<!-- /robustness -->\n")
+    assert page.read_text().endswith(f"end\n<!-- robustness: run -->\n{short['robustness']}\n<!-- /robustness -->\n")
+    assert short["robustness"].startswith("- ")
 
 
 def test_the_quotes_command_checks_and_refuses_before_it_writes(tmp_path, capsys):
     from bilevel_tune.report import quotes
 
-    (tmp_path / "pyproject.toml").write_text("")
-    (tmp_path / "run").mkdir()
-    (tmp_path / "run" / "summary.md").write_text("# Study x\n\n## Answers\n\n| a |\n|---|\n| 1 |\n\n## Trials\n")
+    _a_repository_with_a_run(tmp_path)
     page = tmp_path / "page.md"
     page.write_text("intro\n<!-- answers: run -->\n| a |\n|---|\n| 2 |\n<!-- /answers -->\n")
     before = page.read_text()
@@ -111,7 +122,7 @@ def test_the_quotes_command_checks_and_refuses_before_it_writes(tmp_path, capsys
 
     # refreshed, then current
     assert quotes.main([str(page)]) == 0 and "1 block(s) refreshed" in capsys.readouterr().out
-    assert quotes.main(["--check", str(page)]) == 0 and "| 1 |" in page.read_text()
+    assert quotes.main(["--check", str(page)]) == 0 and "| comparison" in page.read_text()
 
 
 def test_the_docs_index_lists_every_shipped_result():

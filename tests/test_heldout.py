@@ -217,7 +217,7 @@ def test_a_quick_study_with_held_out_learners_then_one_more_on_the_finished_run(
 
     # shipped; then re-shipped from a folder that lost its held-out step (a run continued from an older copy): the
     # shipped rows of every trial whose final rules they scored are kept, with their sessions, and the section too
-    from bilevel_tune.report.outputs import main as summary_main
+    from bilevel_tune.summary import main as summary_main
 
     shipped = tmp_path / "shipped"
     assert summary_main([str(run), "--no-plots", "--ship", str(shipped)]) == 0

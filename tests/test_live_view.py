@@ -123,18 +123,19 @@ def test_a_resumed_trials_replayed_generation_replaces_the_earlier_sessions_poin
 
 
 def test_the_summary_board_holds_the_summarys_sections_and_its_plots(tmp_path):
-    (tmp_path / "summary.md").write_text(
-        "# Study weekend\n\n**SHORT RUN.**\n\n## Best objective grid (rows …)\n\n| a |\n|---|\n| 1 |\n\n"
-        "## Verdicts (effects on the final re-evaluation)\n\n- ceiling: none.\n"
-    )
+    sections = [  # as the summary's list renders them (`Summary.markdown`), by section
+        ("head", ["# Study weekend", "", "**SHORT RUN.**", ""]),
+        ("grid", ["## Best objective grid (rows …)", "", "| a |", "|---|", "| 1 |", ""]),
+        ("verdicts", ["## Verdicts (effects on the final re-evaluation)", "", "- ceiling: none."]),
+    ]
     (tmp_path / "plots").mkdir()
     png = tiny_png(width=3, height=2)
     (tmp_path / "plots" / "grid_heatmap.png").write_bytes(png)
-    folder = curves.write_summary_board(tmp_path)
-    folder = curves.write_summary_board(tmp_path)  # rebuilt, not appended to
+    folder = curves.write_summary_board(tmp_path, sections)
+    folder = curves.write_summary_board(tmp_path, sections)  # rebuilt, not appended to
     assert len(list(folder.glob("events.*"))) == 1
     acc = tensorboard_run(folder)
-    texts = {"summary/study", "summary/best_objective_grid", "summary/verdicts"}
+    texts = {"summary/head", "summary/grid", "summary/verdicts"}
     assert set(acc.Tags()["tensors"]) == texts | {"plots/grid_heatmap"}
     (verdicts,) = acc.Tensors("summary/verdicts")
     assert b"- ceiling: none." in verdicts.tensor_proto.string_val[0]
@@ -282,7 +283,7 @@ def test_a_dashboard_study_serves_each_trials_curves_while_it_runs_and_stops_ser
     assert proc.returncode == 0, out[-3000:]
     assert refuses(url) and not servers_of(proc.pid), "TensorBoard stops with the study"
     summary_run = tensorboard_run(tmp_path / "run" / TENSORBOARD_DIR / curves.SUMMARY_RUN)
-    assert {"summary/answers", "summary/seed_noise_verdicts", "plots/grid_heatmap"} <= set(summary_run.Tags()["tensors"])
+    assert {"summary/answers", "summary/seed_noise", "plots/grid_heatmap"} <= set(summary_run.Tags()["tensors"])
     assert out.index("TensorBoard: http") < out.index("Ray Dashboard: http") < out.index("Trial status")
 
 

@@ -228,7 +228,7 @@ def test_a_users_optimiser_is_summarised_with_its_own_rows(tmp_path):
 
     import pandas as pd
 
-    from bilevel_tune.report.outputs import main
+    from bilevel_tune.summary import main
 
     from .study_helpers import REPO
 

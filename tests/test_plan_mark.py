@@ -60,7 +60,7 @@ def test_the_shipped_campaign_runs_carry_the_changes_their_records_show():
 
 
 def test_a_shipped_folder_whose_tables_are_shuffled_answers_the_same(tmp_path):
-    from bilevel_tune.report.outputs import main
+    from bilevel_tune.summary import main
 
     shipped, shuffled = REPO / "docs" / "results" / "weekend-analytic", tmp_path / "shuffled"
     shutil.copytree(shipped, shuffled)

@@ -158,7 +158,7 @@ def test_a_shipped_record_names_the_calibration_store_under_home_as_tilde(two_se
     home_store = f"{Path.home()}/.cache/bilevel_tune/calibration.json"
     record["plan"]["source"] = f"inner loop: cached probe of 2026-12-02 02:32 ({home_store})"
     (run_dir / STUDY_FILE).write_text(json.dumps(record))
-    run_history.ship(RunStore(run_dir), tmp_path / "shipped", run_history.trial_figures(RunStore(run_dir)), "notes")
+    run_history.ship(RunStore(run_dir), None, tmp_path / "shipped", run_history.trial_figures(RunStore(run_dir)), "notes")
     shipped = (tmp_path / "shipped" / STUDY_FILE).read_text()
     assert "(~/.cache/bilevel_tune/calibration.json)" in shipped and str(Path.home()) + "/" not in shipped
     assert json.loads(shipped)["sessions"] == record["sessions"]  # the rest of the record as it was
@@ -169,35 +169,35 @@ def test_notes_taken_from_a_shipped_run_md_ship_its_title_once(two_sessions, tmp
     run_dir, _, _ = two_sessions
     title = f"# {run_dir.resolve().name}"
     rows = run_history.trial_figures(RunStore(run_dir))
-    run_history.ship(RunStore(run_dir), tmp_path / "shipped", rows, f"{title}\n\n{title}\n\nWhy it ran.\n\n# elsewhere")
+    run_history.ship(RunStore(run_dir), None, tmp_path / "shipped", rows, f"{title}\n\n{title}\n\nWhy it ran.\n\n# elsewhere")
     text = (tmp_path / "shipped" / run_history.RUN_MD).read_text()
     assert text.startswith(f"{title}\n\nWhy it ran.\n\n# elsewhere\n") and text.count(title + "\n") == 1
 
 
-def test_a_shipped_run_md_carries_the_held_out_step_as_its_summary_says_it(tmp_path):
-    folder = tmp_path / "shipped"
-    folder.mkdir()
-    (folder / STUDY_FILE).write_text(json.dumps({"reevaluations": [{
-        "learners": ["appo (its own)", "ppo"], "started_utc": "2026-12-04T19:00:00+00:00", "git_sha": "abcdef0123",
-        "jobs": 4, "scored": 4, "failed": 0, "ended_utc": "2026-12-04T19:10:00+00:00", "wall_s": 600.0,
-    }]}))  # fmt: skip
-    notes = "# shipped\n\nnotes\n\n## What it answers\n\nblock\n\n## Provenance and sessions\n\ntable\n"
-    (folder / run_history.RUN_MD).write_text(notes)
-    summary = "# s\n\n## Answers\n\nblock\n\n## Robustness\n\n| learner | gain |\n\n## Trials\n\nrest\n"
-    assert run_history.record_held_out(RunStore(folder), summary)
-    text = (folder / run_history.RUN_MD).read_text()
-    held = text.split(run_history.HELD_OUT_HEADING)[1].split("\n## ")[0]
-    assert "| learner | gain |" in held and "| 1 | appo (its own), ppo | 4 | 4 / 0 | 2026-12-04T19:00:00 |" in held
-    assert "| 0:10:00 | abcdef0 |" in held
-    assert text.index(run_history.HELD_OUT_HEADING) < text.index("## Provenance and sessions")
+def test_a_shipped_run_md_quotes_its_summarys_sections_as_they_now_are(tmp_path):
+    """run.md quotes the Answers and the Robustness section between markers; a rebuild replaces each quoted block
+    where it stands, puts a held-out step's section before the provenance where run.md had none, and changes
+    nothing the second time."""
+    import shutil
 
-    # a later step replaces the section where it stands; the same summary again changes nothing
-    summary = summary.replace("| learner | gain |", "| learner | gain | holds |")
-    assert run_history.record_held_out(RunStore(folder), summary) and not run_history.record_held_out(RunStore(folder), summary)
-    again = (folder / run_history.RUN_MD).read_text()
-    assert again.count(run_history.HELD_OUT_HEADING) == 1 and "| learner | gain | holds |" in again
-    assert again.replace("| learner | gain | holds |", "| learner | gain |") == text
-    assert not run_history.record_held_out(RunStore(folder), "# s\n\n## Answers\n\nblock\n")  # no held-out learners: no section
+    from bilevel_tune.report.pipeline import summarise
+
+    folder = tmp_path / "fishery-analytic"
+    shutil.copytree(Path(__file__).parents[1] / "docs" / "results" / "fishery-analytic", folder)
+    run_md = folder / run_history.RUN_MD
+    text = run_md.read_text()
+    held_out = text.index(run_history.HELD_OUT_HEADING)
+    without = text[:held_out] + text[text.index("\n## ", held_out) + 1 :]  # as shipped before its held-out step
+    run_md.write_text(without.replace("<!-- quoted: answers -->\n", "<!-- quoted: answers -->\nan old answer\n", 1))
+    store = RunStore(folder)
+    summary = summarise(store)
+    assert run_history.requote(store, summary) and not run_history.requote(store, summary)
+    again = run_md.read_text()
+    assert "an old answer" not in again and again.count(run_history.HELD_OUT_HEADING) == 1
+    assert again.index(run_history.HELD_OUT_HEADING) < again.index("## Provenance and sessions")
+    section = text[held_out : text.index("\n## ", held_out) + 1]
+    assert section in again and again.replace(section, "") == without  # the block the ship wrote, the rest as it was
+    assert "| 1 | analytic (its own), appo, ppo, frozen | 144 |" in again.split(run_history.HELD_OUT_HEADING)[1]
 
 
 def test_a_stage_decided_again_keeps_its_own_elapsed_time_and_says_when_each_look_was(tmp_path):

@@ -11,14 +11,22 @@ import pytest
 
 import bilevel_tune
 from bilevel_tune.report import run_history
-from bilevel_tune.report.outputs import main
+from bilevel_tune.report.pipeline import summarise
 from bilevel_tune.study_data import run_lock
+from bilevel_tune.study_data.run_store import open_store
+from bilevel_tune.summary import main
 
 from .study_helpers import REPO
 
 SHIPPED = sorted(p.parent for p in (REPO / "docs" / "results").glob("*/generations.csv.gz"))
 REBUILT = ("summary.md", "answers.csv", "trials.csv", "cells.csv", "grid.csv", "verdicts.json")
 WHICH_TOOL = (re.compile(rb"^Written at tool commit .*$", re.M), re.compile(rb'^  "tool_commit": .*$', re.M))
+
+
+def _tool_line(shipped, copy) -> tuple[str, str]:
+    """The line naming the tool's commit, as the shipped summary has it and as the rebuild wrote it."""
+    old, new = ((p / "summary.md").read_text().splitlines()[2] for p in (shipped, copy))
+    return old, new
 
 
 def rebuilt(path) -> bytes:
@@ -55,8 +63,9 @@ def test_a_shipped_folder_rebuilds_its_summary_byte_for_byte(shipped, tmp_path, 
     for name in PRIMARY:  # the run's own data: the summary reads it and writes none of it
         assert (copy / name).is_file() == (shipped / name).is_file(), name
         assert not (copy / name).is_file() or (copy / name).read_bytes() == (shipped / name).read_bytes(), name
-    answers = run_history.answers_block((shipped / "summary.md").read_text())
-    assert answers and answers in (shipped / "run.md").read_text(), "run.md's 'What it answers' is the summary's"
+    answers = run_history.body(summarise(open_store(copy)), "answers")
+    assert answers and answers in (copy / "run.md").read_text(), "run.md's 'What it answers' is the summary's"
+    assert (copy / "run.md").read_text() == (shipped / "run.md").read_text().replace(*_tool_line(shipped, copy))
     before = {p: p.stat().st_mtime_ns for p in copy.rglob("*")}
     assert main([str(copy), "--ship", str(tmp_path / "again")]) == 2
     assert "keeps no trial records" in capsys.readouterr().err

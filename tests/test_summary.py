@@ -4,9 +4,10 @@ import pandas as pd
 import pytest
 
 from bilevel_tune.core import metrics
-from bilevel_tune.report.outputs import CEILING, FEW, NO_CEILING, NOISE, ROBUST, main, verdicts
+from bilevel_tune.report.outputs import CEILING, FEW, NO_CEILING, NOISE, ROBUST, verdicts
 from bilevel_tune.study_data.run_store import StoreError, open_store
 from bilevel_tune.study_data.run_tables import nodes_used
+from bilevel_tune.summary import main
 
 
 def table(rows):
@@ -82,7 +83,7 @@ def test_summary_cli_rejects_foreign_folders(tmp_path, capsys):
 
 
 def test_verdicts_of_a_run_shorter_than_its_study_are_labelled_so():
-    from bilevel_tune.report.pipeline import budget_note
+    from bilevel_tune.report.heading import budget_note
     from bilevel_tune.study_data.definition import load_study
     from bilevel_tune.study_data.design import compile_design
 

@@ -38,7 +38,7 @@ from bilevel_tune.runtime import cluster, lifecycle
 from bilevel_tune.study_data import run_lock
 from bilevel_tune.study_data.definition import Study, StudyError
 from bilevel_tune.study_data.design import compile_design
-from bilevel_tune.study_data.run_folder import TENSORBOARD_DIR, RunFolderError
+from bilevel_tune.study_data.run_folder import SCAN_CSV, TENSORBOARD_DIR, TRIALS_CSV, RunFolderError
 from bilevel_tune.study_data.run_store import RunStore, StoreError
 from bilevel_tune.tune_edge import tracking
 
@@ -329,13 +329,15 @@ def _summarise(store: RunStore, mode: str, study: Study, out) -> bool:
     run_dir = store.run_dir
     try:
         store.refresh()  # what the last stage and the held-out step wrote
-        out(outputs.write_summary(store))
+        summary = outputs.write_summary(store)
+        out(outputs.render(summary))
     except Exception as err:  # noqa: BLE001 - the run's data is safe; the summary can be rebuilt from it
         out(
             f"summary failed ({type(err).__name__}: {err}); the records are intact — rebuild with: python -m bilevel_tune.summary {run_dir}"
         )
         return False
-    skipped = tracking.log_summary(run_dir, mode, group=run_dir.name, tags=_tags(study))
+    tables = [*summary.tables(), TRIALS_CSV, SCAN_CSV]  # the sections' tables, the Answers first; the trials'
+    skipped = tracking.log_summary(run_dir, mode, group=run_dir.name, tags=_tags(study), tables=tables)
     if skipped:
         out(skipped)
     out(f"\nTensorBoard: tensorboard --logdir {run_dir / TENSORBOARD_DIR}")

@@ -18,8 +18,9 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from bilevel_tune.report.columns import SummaryError
-from bilevel_tune.study_data.run_folder import ANSWERS_CSV, VERDICTS_FILE
+from bilevel_tune.report.columns import SummaryError, markdown_table
+from bilevel_tune.report.section import Section, Summary
+from bilevel_tune.study_data.run_folder import ANSWERS_CSV, PILOT_FILE, VERDICTS_FILE
 from bilevel_tune.verdicts.looks import A_BETTER, B_BETTER, EQUIVALENT, NO_DIFFERENCE, OPEN
 
 HEADING = "Against its pilot"  # the summary's section (quoted in run.md and, its findings, in the README)
@@ -169,3 +170,35 @@ def _pilot_side(c: dict[str, Any]) -> Side:
     interval = tuple(c["interval"]) if c.get("interval") is not None else None
     return Side(c["decision"], bool(c["within_margin"]), c["a"], c["b"], c["kind"] == "interaction", c.get("effect"),
                 interval)  # fmt: skip
+
+
+def _markdown(s: Summary) -> list[str]:
+    """## Against its pilot (with a pilot.json): each row beside the pilot's decision on the same comparison."""
+    if s.against is None:
+        return []
+    a = s.against
+    mark = {True: ", confirmatory", False: ", exploratory"}.get(a.confirmatory, "")
+    return [
+        f"## {HEADING} ({a.pilot}{mark})",
+        "",
+        f"Each row of the Answers beside the same comparison in {a.pilot}'s answers (kept in {PILOT_FILE}): it confirms "
+        "the pilot's decision, reverses it (the other side better), differs from it (a difference against "
+        "equivalence), decides what the pilot left undecided, leaves it undecided at its plan's end, or has not "
+        "decided it yet.",
+        "",
+        markdown_table(a.table()),
+        "",
+        *[f"- {line}" for line in a.findings()],
+        "",
+    ]
+
+
+def _compute(s: Summary) -> Against | None:
+    found = s.answers
+    return compare(found.rows, s.design.decide.margin, s.store.pilot) if s.store.pilot and found.rows else None
+
+
+SECTION = Section(
+    "against", compute=_compute, markdown=_markdown, short=lambda s: [f"- {line}" for line in s.against.findings()] if s.against else [],
+    record=lambda s: {"against": s.against.record()} if s.against is not None else {},
+)  # fmt: skip

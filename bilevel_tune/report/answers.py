@@ -18,10 +18,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bilevel_tune.report.columns import BEST, FINAL, FINAL_MEAN, at_budget
-from bilevel_tune.study_data.run_folder import group_of, key_at_evaluations
+from bilevel_tune.report.columns import BEST, FINAL, FINAL_MEAN, at_budget, markdown_table
+from bilevel_tune.report.edges import edge_line
+from bilevel_tune.report.section import Section, Summary
+from bilevel_tune.study_data.run_folder import ANSWERS_CSV, group_of, key_at_evaluations
 from bilevel_tune.study_data.run_store import COMPLETE
-from bilevel_tune.verdicts import decide, effects, family, sequential
+from bilevel_tune.verdicts import decide, effects, family, plan_mark, sequential
 
 KINDS = {family.MAIN: "main effect", family.INTERACTION: "interaction", family.SIMPLE: "simple effect"}
 
@@ -376,3 +378,109 @@ def paired_table(design, store, found: Answers) -> pd.DataFrame:
         for seed in sorted(set(a) & set(b)):
             rows.append({"comparison": c.key, "seed": seed, "A": a[seed], "B": b[seed], "B − A": b[seed] - a[seed]})
     return pd.DataFrame(rows)
+
+
+# -- the section -------------------------------------------------------------------------------------------------
+SHORT_COLUMNS = ("comparison", "answer", "B − A [95 % CI]", "seeds")  # a README's quote: what was answered
+
+
+def findings(s: Summary) -> list[str]:
+    """The Answers' one-line findings under their table: the ceiling, the range edges, search vs grid."""
+    grid = s.verdicts_best.get("search_vs_grid")
+    return [line for line in (s.ceiling.line(), *(edge_line(e) for e in s.edges)) if line] + ([grid["sentence"]] if grid else [])
+
+
+def _markdown(s: Summary) -> list[str]:
+    """## Answers: one row per comparison, then the ceiling, the range edges and search vs grid, a line each."""
+    a, design = s.answers, s.design
+    lines = ["## Answers", ""]
+    if a.error:
+        lines += [f"Nothing decided: {a.error}.", ""]
+    elif a.decisions is None or not a.rows:
+        lines += ["No comparison: the grid varies no factor with two levels.", ""]
+    else:
+        d = a.decisions
+        lines += [_answers_intro(d, len(a.rows), design.budget.final_eval_seeds, design.decide.score), ""]
+        if s.plan is not None:
+            lines += [s.plan.sentence(), ""]
+        lines += [markdown_table(a.table()), ""]
+        if d.incomplete:
+            lines += [f"Not looked at yet: {d.incomplete}.", ""]
+    said = findings(s)
+    return lines + [f"- {line}" for line in said] + ([""] if said else [])
+
+
+def _short(s: Summary) -> list[str]:
+    """What the Answers answered, for a README: its plan's mark and test in a line, each row's answer, B − A and the
+    seeds, the findings; the method is summary.md's."""
+    a = s.answers
+    if a.error or a.decisions is None or not a.rows:
+        return _markdown(s)[2:]
+    d = a.decisions
+    how = (f"{d.test_name} at family-wise α {d.alpha:g} over {len(a.rows)} rows, after stage {d.looks} of {d.stages}"
+           + (f", margin ±{d.margin:g}" if d.margin is not None else ""))  # fmt: skip
+    mark = f"{s.plan.sentence()} " if s.plan is not None else ""
+    table = a.table()[list(SHORT_COLUMNS)]
+    table["answer"] = [text.split(";")[0] for text in table["answer"]]  # what it answered; what more would take: summary.md
+    lines = [f"{mark}Decided by {how}; how, each row's test and what an undecided row would need: summary.md's "
+             "Answers.", "", markdown_table(table), ""]  # fmt: skip
+    said = findings(s)
+    return lines + [f"- {line}" for line in said]
+
+
+def _record(s: Summary) -> dict[str, Any]:
+    """verdicts.json's `answers`: the decided hypotheses, the plan's mark, the ceiling's runs, the edges and the
+    findings."""
+    return {"answers": {
+        **s.answers.record(), **(s.plan.record() if s.plan is not None else {}), "ceiling": s.ceiling.value,
+        "ceiling_runs": s.ceiling.rows.to_dict(orient="records"), "edges": list(s.edges),
+        "lines": [line for line in (s.ceiling.line(), *(edge_line(e) for e in s.edges)) if line],
+    }}  # fmt: skip
+
+
+def _tables(s: Summary) -> dict[str, pd.DataFrame]:
+    table = s.answers.csv_table()
+    if s.plan is not None and not table.empty:  # every row, undecided ones too, carries the run's mark
+        table["confirmatory"] = s.plan.confirmatory
+    return {ANSWERS_CSV: table}
+
+
+PLAN = Section("plan", compute=lambda s: plan_mark.mark(s.design, s.store.record))
+SECTION = Section("answers", compute=lambda s: answers(s.design, s.store), markdown=_markdown, short=_short,
+                  record=_record, tables=_tables)  # fmt: skip
+
+
+def _answers_intro(d, rows: int, final: int, score: str = "best-so-far") -> str:
+    """What the Answers' table holds and how it was decided, in words."""
+    rules = "the best-so-far rules" if score == "best-so-far" else "the final search mean's rules"
+    scored = f"scored on the final re-evaluation ({rules} retrained on {final} fresh seeds, the mean)"
+    looked = f"after stage {d.looks} of {d.stages} ({d.looks * d.seeds_per_look} seeds per cell at most)"
+    if d.test == "adastop":
+        return (
+            f"Each row compares two groups of runs (A, B) that differ in one grid factor and match on the others and "
+            f"on the seed, {scored}. AdaStop (a group-sequential permutation test; docs/verdicts.md) decides each at "
+            f"family-wise α {d.alpha:g} over the {rows} comparisons, {looked}. Beside it: B − A with a 95 % interval "
+            f"(paired over the matched seeds), the seeds a paired t-test would need at α/{rows}, power 0.8, at the "
+            "observed effect, and what each side's runs spent."
+        )
+    margin = ""
+    if d.margin is not None:
+        since = "" if d.margin_from <= 1 else f", declared before look {d.margin_from} (the looks before it keep their answers)"
+        margin = (
+            f" With the study's margin {d.margin:g}{since}, each row makes two claims, each with half its share of α: "
+            f"it differs (its repeated confidence interval excludes 0), and it is equivalent within ±{d.margin:g} "
+            "(the interval lies inside ±margin: two one-sided tests, group-sequential); both shown reads 'better, by "
+            "less than' the margin."
+        )
+    return (
+        f"Every cell runs the same seeds (a seed fixes a run's worlds, initial weights and evaluation seasons), so each "
+        f"row is a contrast read within seed, {scored}: main effects (a factor's B − A averaged over the other "
+        "factors' levels) and interactions first, then simple effects (two groups that differ in one factor). A "
+        "group-sequential paired t-test (O'Brien–Fleming spending over the stages; docs/verdicts.md) decides each at "
+        f"family-wise α {d.alpha:g} over the {rows} rows, {looked}; a simple effect is tested only with the share of "
+        "α its main effect, or an interaction it is part of, passes on once shown. Beside it: B − A with a 95 % "
+        "paired interval, the seeds that agree in sign, the seeds a single paired t-test would need at the row's "
+        "level (power 0.8, at the observed effect), and what each side's runs spent." + margin
+    )
+
+

@@ -18,6 +18,8 @@ import numpy as np
 import pandas as pd
 
 from bilevel_tune.report.answers import Answers, decided
+from bilevel_tune.report.columns import markdown_table
+from bilevel_tune.report.section import Section, Summary
 from bilevel_tune.study_data import final_scores
 from bilevel_tune.verdicts import decide
 
@@ -165,3 +167,34 @@ def _spent(row: pd.Series, evaluations) -> pd.Series:
     row = row.copy()
     row["evaluations"] = evaluations if evaluations is not None else np.nan
     return row
+
+
+def _markdown(s: Summary) -> list[str]:
+    """## What the answers needed (with anytime.csv): the run's test on the incumbents of earlier moments."""
+    n = s.needed
+    if n is None:
+        return []
+    final = s.design.budget.final_eval_seeds
+    lines = [
+        "## What the answers needed",
+        "",
+        "**Exploratory**: the budgets were read after the run. Each trial's incumbent after that many inner-loop "
+        f"evaluations — its best-so-far rules then, retrained on the run's {final} final seeds, the mean "
+        "(`--reevaluate RUN_DIR --at-evaluations`, anytime.csv) — decided by the run's own test at its last look, "
+        "row by row as the Answers; 'as the run decided' compares each row's decision with the Answers'.",
+        "",
+    ]
+    lines += [f"- {line}" for line in n.lines()] + [""]
+    equal = n.equal_rows()
+    if not equal.empty:
+        lines += ["Equal-budget rows (a factor that changes a run's evaluations, both sides at the same count):", "",
+                  markdown_table(equal), ""]  # fmt: skip
+    lines += [markdown_table(n.table()), ""]
+    return lines
+
+
+SECTION = Section(
+    "needed", compute=lambda s: needed_section(s.design, s.store, s.answers), markdown=_markdown,
+    short=lambda s: [f"- {line}" for line in s.needed.lines()] if s.needed else [],
+    record=lambda s: {"needed": s.needed.record()} if s.needed is not None else {},
+)  # fmt: skip

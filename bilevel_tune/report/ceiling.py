@@ -14,8 +14,9 @@ import pandas as pd
 
 from bilevel_tune.core import metrics
 from bilevel_tune.report import landscape
-from bilevel_tune.report.columns import BEST, BOUND_BY, DEFAULT_CEILING, DEFAULT_TOL, MECHANISM, shown
-from bilevel_tune.study_data.run_folder import trial_name
+from bilevel_tune.report.columns import BEST, BOUND_BY, DEFAULT_CEILING, DEFAULT_TOL, MECHANISM, markdown_table, shown
+from bilevel_tune.report.section import Section, Summary
+from bilevel_tune.study_data.run_folder import CEILING_CSV, trial_name
 from bilevel_tune.study_data.settings import is_setting_key
 
 CEILING, NO_CEILING = "ceiling", "no ceiling"
@@ -155,9 +156,9 @@ class Ceiling:
         return f"ceiling {self.value:.4f}: {len(rows)} run(s) at it or within their noise of it ({by}): the table below."
 
 
-def ceiling_section(design, trials: pd.DataFrame, generations: pd.DataFrame, bests: pd.DataFrame) -> Ceiling:
-    ceiling = design.ceiling
-    rows = ceiling_table(design, trials, generations, bests, ceiling) if ceiling is not None else pd.DataFrame()
+def ceiling_section(s: Summary) -> Ceiling:
+    ceiling = s.design.ceiling
+    rows = ceiling_table(s.design, s.store.trial_rows, s.generations, s.scan_bests, ceiling) if ceiling is not None else pd.DataFrame()
     return Ceiling(ceiling, rows)
 
 
@@ -168,12 +169,13 @@ def noise_band(row: pd.Series, tol: float) -> float:
     return max(tol, 2 * float(sd)) if sd is not None and pd.notna(sd) else tol
 
 
-def ceiling_table(design, trials: pd.DataFrame, generations: pd.DataFrame, bests: pd.DataFrame, ceiling: float):
-    """One row per ES run whose best is at the ceiling or within its noise of it."""
+def ceiling_table(design, trials: dict[tuple, pd.Series], generations: pd.DataFrame, bests: pd.DataFrame, ceiling: float):
+    """One row per ES run (its trials table row by cell key) whose best is at the ceiling or within its noise of it."""
     tol = design.summary.tol
     rows = []
-    for cell, (_, row) in zip(design.cells, trials.iterrows()):
-        if not row.get("generations", 0):
+    for cell in design.cells:
+        row = trials.get(cell.key)
+        if row is None or not row.get("generations", 0):
             continue
         band = noise_band(row, tol)
         best = row.get(BEST)
@@ -217,3 +219,24 @@ def _scan_best(bests: pd.DataFrame, row: pd.Series) -> float:
         return float("nan")
     match = bests[(bests["optimize_params"] == row.get("optimize_params")) & (bests["seed"] == row.get("seed"))]
     return float(match["scan_best"].iloc[0]) if not match.empty else float("nan")
+
+
+def _markdown(s: Summary) -> list[str]:
+    """The runs at the ceiling, where there are any: their table and how to read its cause."""
+    c = s.ceiling
+    if c.value is None or c.rows.empty:
+        return []
+    return [
+        f"## Ceiling {c.value:.4f}: the runs at it or within their own evaluation's noise of it (two SDs of "
+        "their final re-evaluation)",
+        "",
+        "Cause: the rules when the run's upper bound — the best any action could earn, day by day — is within "
+        "that noise of its best (the rules cap the objective there), else the search stopped short.",
+        "",
+        markdown_table(c.rows),
+        "",
+    ]
+
+
+SECTION = Section("ceiling", compute=ceiling_section, markdown=_markdown,
+                  tables=lambda s: {CEILING_CSV: s.ceiling.rows} if not s.ceiling.rows.empty else {})  # fmt: skip

@@ -6,6 +6,7 @@ from its records by `run_tables`, or a shipped folder's CSVs) through these name
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from bilevel_tune.base.sections import SummarySettings
@@ -20,12 +21,6 @@ from bilevel_tune.study_data.run_tables import (  # noqa: F401 - the tables' col
     at_budget,
 )
 from bilevel_tune.study_data.settings import is_setting_key
-
-
-def score_column(design) -> str:
-    """The trials table's column a study's rows read: `[decide] score`'s."""
-    return FINAL_MEAN if design.decide.score == "search mean" else FINAL
-
 
 # The grid's factors besides the seed (a study's further axes add theirs). The mechanism factor is `dims` (1-D vs
 # 2-D) when each dimensionality has one set of searched rules, else `mechanism`, the set itself (2-D vs 2-D floor+risk).
@@ -65,3 +60,28 @@ def shown(level) -> str:
     """A level as a sentence names it: 0.05, not 0.05000000000000001; 16."""
     level = native(level)
     return f"{level:g}" if isinstance(level, float) else str(level)
+
+
+INTEGER_COLUMNS = {
+    "population", "dims", "seed", "generations", "best_generation", "shards", "nodes", "max_threads", "n_seeds",
+    "budget_generations", "failed_candidates", "points", "first generation",
+}  # fmt: skip
+
+
+def cell_text(column: str, value) -> str:
+    """One table entry: integers as integers, measured values to 4 decimals, missing as –."""
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return "–"
+    if column in INTEGER_COLUMNS and isinstance(value, (int, float, np.integer, np.floating)):
+        return str(int(value))
+    if isinstance(value, (float, np.floating)):
+        return f"{value:.4f}"
+    return str(value)
+
+
+def markdown_table(df: pd.DataFrame) -> str:
+    """Markdown with integers as integers (tabulate would float every entry of a mixed row)."""
+    if df.empty:
+        return "(no data)"
+    text = pd.DataFrame({c: [cell_text(c, v) for v in df[c]] for c in df.columns})
+    return text.to_markdown(index=False, disable_numparse=True)

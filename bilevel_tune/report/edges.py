@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 
 from bilevel_tune.core import metrics
+from bilevel_tune.report.section import Section
 from bilevel_tune.study_data.settings import plain
 
 EDGE_POINTS = 21  # a study without a scan measures "one grid spacing" as a 21-point scan's
@@ -63,3 +64,6 @@ def _scan_values(bests: pd.DataFrame, name: str) -> pd.Series:
             if rule == name:
                 values.append(float(value))
     return pd.Series(values, dtype=float)
+
+
+SECTION = Section("edges", compute=lambda s: tuple(edges(s.design, s.trials, s.scan_bests)))  # the Answers' lines

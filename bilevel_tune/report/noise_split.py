@@ -15,6 +15,8 @@ import numpy as np
 import pandas as pd
 
 from bilevel_tune.report.answers import Answers
+from bilevel_tune.report.columns import markdown_table
+from bilevel_tune.report.section import Section, Summary
 from bilevel_tune.study_data import final_scores
 from bilevel_tune.study_data.run_folder import trial_name
 from bilevel_tune.verdicts import family, noise
@@ -122,3 +124,30 @@ def _t(hypothesis, scores: dict[tuple, dict[int, float]]) -> float:
     if len(d) < 2 or d.std(ddof=1) == 0:
         return float("nan")
     return float(d.mean() / (d.std(ddof=1) / np.sqrt(len(d))))
+
+
+def _markdown(s: Summary) -> list[str]:
+    """## Where the noise is (with final scores seed by seed): each row's variance split, its t by either score."""
+    n = s.noise
+    if n is None:
+        return []
+    return [
+        "## Where the noise is",
+        "",
+        "Each row's contrast per run seed, d = B − A, is what the runs found plus the noise of their final "
+        f"re-evaluation, which averages {n.recorded} final seeds shared by the cells of a run seed: Var(d) = σ²(runs) "
+        f"+ σ²(one re-evaluation) / final seeds, split from finals.csv (the {s.design.decide.score} rules, seed by seed; "
+        "docs/verdicts.md). 'final seeds at least variance per training' is Cochran's two-stage allocation at a run's "
+        f"evaluations against {2} trainings per final seed (both rule sets scored). The last column is each score's "
+        f"paired t over the run seeds at {n.recorded} final seeds: the best-so-far rules' (the decisions') and the "
+        "search mean's.",
+        "",
+        markdown_table(n.table()),
+        "",
+    ]
+
+
+SECTION = Section(
+    "noise", compute=lambda s: noise_section(s.design, s.answers, s.store.finals), markdown=_markdown,
+    record=lambda s: {"noise": s.noise.record()} if s.noise is not None else {},
+)  # fmt: skip

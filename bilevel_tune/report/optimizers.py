@@ -33,6 +33,8 @@ from scipy.interpolate import RegularGridInterpolator
 from bilevel_tune.core import metrics
 from bilevel_tune.core.outer import LABELS, label_of
 from bilevel_tune.report.columns import FINAL, MECHANISM, OPTIMIZER
+from bilevel_tune.report.section import Section, Summary
+from bilevel_tune.study_data.run_folder import OPTIMIZERS_CSV
 from bilevel_tune.study_data.settings import is_setting_key
 
 DEFAULT_EPS = 0.01
@@ -287,3 +289,22 @@ def _to_eps(row) -> str:
         return f"median not reached ({seeds})"
     spread = "" if np.isnan(row.evaluations_to_eps_max) else f"; {row.evaluations_to_eps_min:.0f}–{row.evaluations_to_eps_max:.0f}"
     return f"{row.evaluations_to_eps:.0f}{spread} ({seeds})"
+
+
+def _compute(s: Summary) -> pd.DataFrame | None:
+    """optimizers.csv's table, for a study that compares optimisers and scans its rules; None otherwise."""
+    if not shown_here(s.design):
+        return None
+    return optimizer_table(s.trials, incumbent_table(s.generations, s.scans), epsilon(s.design, s.scans))
+
+
+def _shown(s: Summary) -> bool:
+    return s.optimizers is not None and not s.optimizers.empty
+
+
+SECTION = Section(
+    "optimizers", compute=_compute,
+    markdown=lambda s: render(s.optimizers, table_epsilon(s.optimizers)) if _shown(s) else [],
+    short=lambda s: soonest(s.optimizers) if _shown(s) else [],
+    tables=lambda s: {OPTIMIZERS_CSV: csv_table(s.optimizers)} if s.optimizers is not None else {},
+)  # fmt: skip

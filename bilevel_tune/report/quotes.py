@@ -1,23 +1,19 @@
-"""Answers quoted in the docs, kept equal to the summaries they quote: no figure in a page is typed by hand.
+"""Sections quoted in the docs, kept equal to the summaries they quote: no figure in a page is typed by hand.
 
-A page quotes a shipped result's Answers block (its summary.md's `## Answers` section, the heading left out)
-between two markers, the folder named relative to the repository root:
+A page quotes a shipped result's section in its short form (`Section.short`, `report.pipeline.SECTIONS`) between
+two markers that name the section and the folder, relative to the repository root:
 
     <!-- answers: docs/results/weekend-appo -->
-    ...the block, as that folder's summary.md has it...
+    ...the Answers, short: what each comparison answered, B − A and the seeds...
     <!-- /answers -->
 
-and the findings of its Robustness section (`## Robustness`, the held-out learners': its lines in words, the
-status quo and whether each winner holds, without its tables) the same way, between
-`<!-- robustness: FOLDER -->` and `<!-- /robustness -->`; and the findings of its outer optimisers compared at
-equal evaluations (`## Optimisers at equal evaluations`: which one comes within ε soonest, per mechanism) between
-`<!-- optimizers: FOLDER -->` and `<!-- /optimizers -->`; the findings of What the answers needed (the smallest
-budget at which the decided rows read the same) between `<!-- needed: FOLDER -->` and `<!-- /needed -->`; and
-those of Against its pilot (how many of the pilot's decisions the run confirms, reverses, leaves open) between
-`<!-- against: FOLDER -->` and `<!-- /against -->`.
+The quotable sections: `answers`; `robustness` (the held-out learners' findings in words), `optimizers` (which one
+comes within ε soonest, per mechanism), `needed` (the smallest budget at which the decided rows read the same) and
+`against` (what the run says of its pilot's decisions). Each is rendered from the folder's store, as its summary is
+(`summarise`), never read back out of summary.md.
 
-`refresh(page)` rewrites every such block from the folder's summary.md; `stale(page)` names the blocks that
-differ (a test holds README.md to it).
+`refresh(page)` rewrites every such block; `stale(page)` names the blocks that differ (a test holds README.md to
+it).
 
     python -m bilevel_tune.report.quotes README.md docs/worlds.md   # refresh the quoted blocks
     python -m bilevel_tune.report.quotes --check README.md          # name the stale ones (exit 1), write nothing
@@ -33,9 +29,9 @@ import re
 import sys
 from pathlib import Path
 
-from bilevel_tune.report import against
-from bilevel_tune.report.run_history import section_block
+from bilevel_tune.report.pipeline import summarise
 from bilevel_tune.study_data.run_folder import SUMMARY_MARKDOWN
+from bilevel_tune.study_data.run_store import StoreError, open_store
 
 QUOTE = re.compile(
     r"(?P<open><!-- (?P<kind>answers|robustness|optimizers|needed|against): (?P<folder>\S+) -->)(?P<block>.*?)(?P<close><!-- /(?P=kind) -->)",
@@ -43,17 +39,16 @@ QUOTE = re.compile(
 )
 
 
-def _source(root: Path, match: re.Match) -> str:
-    summary = root / match["folder"] / SUMMARY_MARKDOWN
-    if not summary.is_file():
-        return ""
-    if match["kind"] == "answers":
-        return section_block(summary.read_text(), "Answers")
-    heading = {
-        "optimizers": "Optimisers at equal evaluations", "needed": "What the answers needed", "against": against.HEADING,
-    }.get(match["kind"], "Robustness")  # fmt: skip
-    findings = section_block(summary.read_text(), heading).splitlines()
-    return "\n".join(line for line in findings if line.startswith("- "))
+def _source(root: Path, match: re.Match, summaries: dict) -> str:
+    """The section's short form as the folder's summary renders it now ('' for a folder that is not a run's)."""
+    folder = match["folder"]
+    if folder not in summaries:
+        try:
+            summaries[folder] = summarise(open_store(root / folder)) if (root / folder / SUMMARY_MARKDOWN).is_file() else None
+        except StoreError:
+            summaries[folder] = None
+    summary = summaries[folder]
+    return "\n".join(summary.short(match["kind"])).strip() if summary is not None else ""
 
 
 class QuoteError(Exception):
@@ -75,24 +70,24 @@ def unquotable(page: Path) -> list[str]:
 
 
 def quoted(page: Path) -> list[tuple[str, str, str]]:
-    """(folder, the block as the page has it, the block as the folder's summary.md has it) per quote."""
-    text, root = Path(page).read_text(), root_of(page)
-    return [(match["folder"], match["block"], _source(root, match)) for match in QUOTE.finditer(text)]
+    """(folder, the block as the page has it, the block as the folder's summary has it now) per quote."""
+    text, root, summaries = Path(page).read_text(), root_of(page), {}
+    return [(match["folder"], match["block"], _source(root, match, summaries)) for match in QUOTE.finditer(text)]
 
 
 def stale(page: Path) -> list[str]:
-    """The folders whose quoted block differs from their summary.md's (or whose summary.md is missing)."""
+    """The folders whose quoted block differs from their summary's (or that have none)."""
     return [folder for folder, block, source in quoted(page) if not source or block.strip() != source.strip()]
 
 
 def refresh(page: Path) -> int:
-    """Rewrite every quoted block from its folder's summary.md; returns how many changed."""
+    """Rewrite every quoted block from its folder's summary; returns how many changed."""
     page = Path(page)
-    text, root, changed = page.read_text(), root_of(page), 0
+    text, root, changed, summaries = page.read_text(), root_of(page), 0, {}
 
     def replace(match: re.Match) -> str:
         nonlocal changed
-        source = _source(root, match)
+        source = _source(root, match, summaries)
         changed += match["block"].strip() != source.strip()
         return f"{match['open']}\n{source}\n{match['close']}"
 

@@ -28,9 +28,10 @@ import pandas as pd
 from scipy import stats
 
 from bilevel_tune.report.answers import Answers
-from bilevel_tune.report.columns import native
+from bilevel_tune.report.columns import markdown_table, native
+from bilevel_tune.report.section import Section, Summary
 from bilevel_tune.study_data.learners import OWN
-from bilevel_tune.study_data.run_folder import trial_name
+from bilevel_tune.study_data.run_folder import ROBUSTNESS_CSV, trial_name
 from bilevel_tune.study_data.settings import plain
 from bilevel_tune.verdicts import decide, effects, family, sequential
 
@@ -281,3 +282,36 @@ def status_quo_words(design) -> str:
     said = ", ".join(f"{name} {plain(defaults[name])}" for name in searched)
     kept = ", ".join(f"{name} {plain(value)}" for name, value in fixed.items())
     return f"each trial's searched rules at their defaults ({said}); the fixed rules as the study sets them ({kept})"
+
+
+def _markdown(s: Summary) -> list[str]:
+    """## Robustness (with a held-out step): the gain over the status quo under each learner, per cell; whether each
+    comparison's winner stays the winner under each held-out learner; both decided, in words."""
+    r = s.robustness
+    if r is None:
+        return []
+    own, others = r.learners[0], ", ".join(r.learners[1:]) or "none"
+    lines = [
+        "## Robustness",
+        "",
+        f"Each trial's final rules and its status quo are scored by the run's own learner, {own}, and by held-out "
+        f"ones ({others}), on the trial's final seeds, as its final re-evaluation is (docs/verdicts.md). Per cell and "
+        "learner the gain is final − status quo, one value per trial (its final seeds' mean; a cell of one trial: "
+        "its final seeds); per comparison the Answers decided and held-out learner, whether its winner stays the "
+        f"winner. Each row is a paired t-test (a sign-flip where there is no spread), all {len(r.rows)} at "
+        f"family-wise α {r.alpha:g} (Holm), a family apart from the Answers'.",
+        "",
+    ]
+    lines += [f"- {line}" for line in r.lines()] + [""]
+    lines += [markdown_table(r.gains_table()), ""]
+    if r.winners():
+        lines += ["Does each comparison's winner stay the winner?", "", markdown_table(r.winners_table()), ""]
+    return lines
+
+
+SECTION = Section(
+    "robustness", compute=lambda s: robustness(s.design, s.store.heldout, s.answers), markdown=_markdown,
+    short=lambda s: [f"- {line}" for line in s.robustness.lines()] if s.robustness else [],
+    record=lambda s: {"robustness": s.robustness.record()} if s.robustness is not None else {},
+    tables=lambda s: {ROBUSTNESS_CSV: s.robustness.table()} if s.robustness is not None else {},
+)  # fmt: skip

@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import datetime
 import json
+import re
 from pathlib import Path
 
 import numpy as np
 
 from bilevel_tune.core import metrics
-from bilevel_tune.report import against
+from bilevel_tune.report.section import Summary
 from bilevel_tune.study_data.final_scores import ANYTIME_CSV, FINALS_CSV, RULES
 from bilevel_tune.study_data.run_folder import (
     ANSWERS_CSV,
@@ -267,19 +268,19 @@ def _outcomes(entry: dict) -> str:
     return ", ".join(f"{n} {outcome}" for outcome, n in outcomes.items()) + f" ({test}{plan})"
 
 
-def answers_block(summary_md: str) -> str:
-    """summary.md's Answers section, as it stands (its heading dropped)."""
-    return section_block(summary_md, "Answers")
-
-
-def section_block(summary_md: str, heading: str) -> str:
-    """summary.md's section under `## heading`, as it stands (its heading dropped)."""
-    sections = summary_md.split("\n## ")
-    block = next((s for s in sections if s.startswith(heading)), "")
-    return block.partition("\n")[2].strip()
-
-
 HELD_OUT_HEADING = "## Against held-out learners"
+QUOTED = re.compile(r"(<!-- quoted: (?P<name>\w+) -->\n)(?P<body>.*?)(\n<!-- /quoted: (?P=name) -->)", re.S)
+
+
+def body(summary: Summary, name: str) -> str:
+    """A section's markdown as summary.md has it, its heading left out ('' where the run has none)."""
+    lines = next((lines for section, lines in summary.markdown() if section == name), [])
+    return "\n".join(lines[1:]).strip()
+
+
+def _quoted(name: str, text: str) -> list[str]:
+    """A block run.md quotes, between the markers `requote` finds it by."""
+    return [f"<!-- quoted: {name} -->", text, f"<!-- /quoted: {name} -->"]
 
 
 def held_out_sessions(store) -> list[str]:
@@ -303,78 +304,65 @@ def held_out_sessions(store) -> list[str]:
     return lines
 
 
-def against_block(summary_md: str) -> list[str]:
-    """run.md's section on the run's pilot: summary.md's Against its pilot section quoted; [] for a run with none."""
-    heading = next((line for line in summary_md.splitlines() if line.startswith(f"## {against.HEADING}")), None)
-    if heading is None:
-        return []
-    quoted = f"Quoted from its [summary.md]({SUMMARY_MARKDOWN}), as the tool wrote it ({PILOT_FILE}: the pilot's answers):"
-    return [heading, "", quoted, "", section_block(summary_md, against.HEADING), ""]
+def quoted_blocks(store, summary: Summary) -> dict[str, str]:
+    """What run.md quotes of the summary, by section: the Answers, the Against its pilot section (its heading
+    kept: it names the pilot), and the Robustness section with the held-out step's sessions."""
+    blocks = {"answers": body(summary, "answers")}
+    if summary.against is not None:
+        blocks["against"] = next(lines for name, lines in summary.markdown() if name == "against")[0] + "\n\n" + body(summary, "against")
+    if robustness := body(summary, "robustness"):
+        blocks["robustness"] = "\n".join([robustness, "", "The held-out step's sessions:", "", *held_out_sessions(store)])
+    return blocks
 
 
-def held_out_block(store, summary_md: str) -> list[str]:
-    """run.md's section on the held-out step: summary.md's Robustness section quoted, then the step's sessions;
-    [] for a run no held-out learner scored."""
-    robustness = section_block(summary_md, "Robustness")
-    if not robustness:
-        return []
+def _sections(store, summary: Summary) -> list[str]:
+    """run.md's sections quoting the summary: what it answers, against its pilot, against held-out learners."""
+    blocks = quoted_blocks(store, summary)
+    text = ["## What it answers", "", f"Quoted from its [summary.md]({SUMMARY_MARKDOWN}), as the tool wrote it:", "",
+            *_quoted("answers", blocks["answers"]), ""]  # fmt: skip
+    if "against" in blocks:
+        text += [f"Quoted from its [summary.md]({SUMMARY_MARKDOWN}), as the tool wrote it ({PILOT_FILE}: the pilot's "
+                 "answers):", "", *_quoted("against", blocks["against"]), ""]  # fmt: skip
+    if "robustness" in blocks:
+        text += _held_out(blocks["robustness"])
+    return text
+
+
+def _held_out(block: str) -> list[str]:
     return [
         HELD_OUT_HEADING, "",
         f"Quoted from its [summary.md]({SUMMARY_MARKDOWN}), as the tool wrote it (`--reevaluate` or `[final] learners`; "
-        "each job's scores in [heldout.csv](heldout.csv)):", "",
-        robustness, "", "The held-out step's sessions:", "", *held_out_sessions(store), "",
+        "each job's scores in [heldout.csv](heldout.csv)):", "", *_quoted("robustness", block), "",
     ]  # fmt: skip
 
 
-def record_held_out(store, summary_md: str) -> bool:
-    """A shipped folder's run.md carries the held-out step as its summary now says it: the section replaced where
-    it stands, else put before the provenance. Returns whether run.md changed."""
+def requote(store, summary: Summary) -> bool:
+    """A shipped folder's run.md quotes its summary's sections as they now are: each quoted block (between its
+    markers) replaced by the section's text now, a held-out step's section put before the provenance where the run
+    has one now and run.md has none yet. Returns whether run.md changed."""
     run_md = store.run_dir / RUN_MD
-    block = held_out_block(store, summary_md)
-    if not run_md.is_file() or not block:
+    if not run_md.is_file():
         return False
     text = run_md.read_text()
-    new = "\n".join(block)
-    if HELD_OUT_HEADING in text:
-        before, _, rest = text.partition(HELD_OUT_HEADING)
-        after = rest.partition("\n## ")
-        updated = before + new + ("\n## " + after[2] if after[1] else "")
-    elif "\n## Provenance and sessions" in text:
-        before, _, rest = text.partition("\n## Provenance and sessions")
-        updated = before + "\n" + new + "\n## Provenance and sessions" + rest
-    else:
-        updated = text.rstrip("\n") + "\n\n" + new
+    blocks = quoted_blocks(store, summary)
+    updated = QUOTED.sub(lambda m: m[1] + blocks.get(m["name"], m["body"]) + m[4], text)
+    if "robustness" in blocks and "<!-- quoted: robustness -->" not in updated:
+        before, heading, rest = updated.partition("\n## Provenance and sessions")
+        section = "\n".join(_held_out(blocks["robustness"]))
+        updated = f"{before}\n{section}{heading}{rest}" if heading else updated.rstrip("\n") + "\n\n" + section
     if updated == text:
         return False
     run_md.write_text(updated)
     return True
 
 
-def requote(folder: Path, before: str, after: str) -> bool:
-    """A shipped folder's run.md quotes its summary's Answers: when a rebuilt summary decides anew (a newer test),
-    the quote follows it. Returns whether run.md changed."""
-    run_md = Path(folder) / RUN_MD
-    old, new = answers_block(before), answers_block(after)
-    if not run_md.is_file() or not old or old == new:
-        return False
-    text = run_md.read_text()
-    if old not in text:
-        return False
-    run_md.write_text(text.replace(old, new))
-    return True
-
-
-def ship(store, out: Path, rows: list[dict], notes: str) -> None:
-    """Copy what a reader needs into `out` (a folder under docs/results/) and write its run.md."""
+def ship(store, summary: Summary | None, out: Path, rows: list[dict], notes: str) -> None:
+    """Copy what a reader needs into `out` (a folder under docs/results/) and write its run.md (quoting `summary`'s
+    sections, where there is one)."""
     run_dir = store.run_dir
     store.ship(out, SHIPPED, run_dir / PLOTS_DIR)
-    summary = (run_dir / SUMMARY_MARKDOWN).read_text() if (run_dir / SUMMARY_MARKDOWN).is_file() else ""
     title = f"# {run_dir.resolve().name}"  # the run's name, wherever it ships
-    text = [title, "", untitled(notes, title), ""]
-    text += ["## What it answers", "", f"Quoted from its [summary.md]({SUMMARY_MARKDOWN}), as the tool wrote it:", ""]
-    text += [answers_block(summary), ""]
-    text += against_block(summary)
-    text += held_out_block(store, summary)
+    text = [title, "", untitled(notes, title), "", *(_sections(store, summary) if summary is not None else [])]
     if stages(store):
         text += ["## Stages", "", *stages(store), ""]
     if cost := spent(store):
@@ -392,13 +380,13 @@ def untitled(notes: str, title: str) -> str:
     return "\n".join(lines)
 
 
-def report(store, ship_to: Path | None = None, notes: str = "", out=print) -> None:
+def report(store, summary: Summary, ship_to: Path | None = None, notes: str = "", out=print) -> None:
     """Print the run's per-trial figures (and ship it)."""
     rows = trial_figures(store)
     out(markdown(rows))
     for line in stages(store):
         out(line)
     if ship_to:
-        ship(store, ship_to, rows, notes)
+        ship(store, summary, ship_to, rows, notes)
         out(f"shipped to {ship_to}")
     out(json.dumps({"trials": len(rows), "complete": sum(r["complete"] for r in rows)}))

@@ -10,7 +10,22 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bilevel_tune.report.columns import BEST, MECHANISM, factors, native, shown
+from bilevel_tune.report import landscape
+from bilevel_tune.report.ceiling import ceiling_verdict
+from bilevel_tune.report.columns import (
+    BEST,
+    DEFAULT_CEILING,
+    DEFAULT_TOL,
+    FINAL,
+    MECHANISM,
+    SEARCH_VS_GRID,
+    factors,
+    finished,
+    native,
+    shown,
+)
+from bilevel_tune.report.section import Section, Summary
+from bilevel_tune.verdicts import family
 
 ROBUST, NOISE, FEW = "robust", "within seed noise", "not enough seeds"
 
@@ -154,3 +169,93 @@ def _pair_verdict(
 def effect_verdicts(table: pd.DataFrame, value: str = BEST) -> dict[str, dict]:
     """{population_effect, dims_effect, <axis>_effect per further axis}: each factor's verdict on `value`."""
     return {effect_key(f): effect_verdict(table, f, value) for f in factors(table)}
+
+
+def verdicts(
+    table: pd.DataFrame,
+    ceiling: float | None = DEFAULT_CEILING,
+    tol: float = DEFAULT_TOL,
+    value: str = BEST,
+    bests: pd.DataFrame | None = None,
+) -> dict[str, dict]:
+    """{population_effect, dims_effect, <axis>_effect per further axis, ceiling}, each {verdict, gap, spread,
+    n_seeds, cells, sentence}; with a rules scan (`bests`), also search_vs_grid."""
+    out = effect_verdicts(table, value)
+    if ceiling is not None:  # a world without a ceiling gets no ceiling verdict
+        out["ceiling"] = ceiling_verdict(table, ceiling, tol, bests)
+    grid = landscape.search_vs_grid(table, bests) if bests is not None else None
+    if grid:
+        out[SEARCH_VS_GRID] = grid
+    return out
+
+
+def is_effect(key: str) -> bool:
+    return key.endswith("_effect")
+
+
+def _verdicts_best(s: Summary) -> dict[str, dict]:
+    return verdicts(finished(s.trials), s.design.ceiling, s.design.summary.tol, BEST, s.scan_bests)
+
+
+def _verdicts_final(s: Summary) -> dict[str, dict] | None:
+    done = finished(s.trials)
+    has_final = FINAL in done and done[FINAL].notna().any()
+    return verdicts(done, s.design.ceiling, s.design.summary.tol, FINAL) if has_final else None
+
+
+def primary(s: Summary) -> dict[str, dict]:
+    """The verdicts that count: effects on the final re-evaluation when there is one, the ceiling on the best."""
+    first = s.verdicts_final or s.verdicts_best
+    return {k: (first[k] if is_effect(k) else v) for k, v in s.verdicts_best.items()}
+
+
+def decided_in_answers(s: Summary, key: str) -> str:
+    """Where the Answers decide the factor of a descriptive verdict (`population_effect`): ' Decided in the Answers:
+    <row>: <answer>.' for its main effect, else its simple effects — the one verdict per comparison; '' where the
+    Answers decide none of it."""
+    factor = {"dims": family.MECHANISM, "mechanism": family.MECHANISM}.get(key[: -len("_effect")], key[: -len("_effect")])
+    rows = [r for r in s.answers.rows if r.hypothesis.kind != family.INTERACTION and r.hypothesis.factor == factor
+            and getattr(r.hypothesis, "at", None) is None]  # fmt: skip
+    rows = [r for r in rows if r.hypothesis.kind == family.MAIN] or rows
+    if not rows or s.answers.decisions is None:
+        return ""
+    texts = s.answers.by_key()
+    said = "; ".join(f"{r.hypothesis.key}: {texts[r.hypothesis.key].text(s.answers.decisions).split(';')[0]}" for r in rows)
+    return f" Decided in the Answers: {said}."
+
+
+def verdict_lines(s: Summary) -> list[str]:
+    """The effects' descriptive verdicts, one sentence each with the Answers' decision on its factor, then where
+    the best objective and the final re-evaluation disagree (selection bias)."""
+    lines = [v["sentence"] + decided_in_answers(s, k) for k, v in primary(s).items() if is_effect(k)]
+    if s.verdicts_final:
+        for k in (k for k in s.verdicts_final if is_effect(k)):
+            final, best = s.verdicts_final[k]["verdict"], s.verdicts_best[k]["verdict"]
+            if final != best:
+                lines.append(
+                    f"selection bias: the {k.replace('_', ' ')} is '{best}' on the best objective but '{final}' "
+                    "on the final re-evaluation; trust the re-evaluation."
+                )
+    return lines
+
+
+def _markdown(s: Summary) -> list[str]:
+    basis = "final re-evaluation" if s.verdicts_final else "best objective"
+    label = f" — {s.budget_note}" if s.budget_note else ""
+    return [
+        f"## Seed-noise verdicts (effects on the {basis}){label}",
+        "",
+        "The design's descriptive rule, below the answers: an effect is robust when every matched pair agrees in "
+        "sign and the mean gap exceeds 2 × the seed SD pooled over all cells. It describes; the Answers decide — "
+        "each line names the Answers' decision on its factor, the one verdict per comparison.",
+        "",
+        *[f"- {line}" for line in verdict_lines(s)],
+    ]
+
+
+VERDICTS_BEST = Section("verdicts_best", compute=_verdicts_best)
+VERDICTS_FINAL = Section("verdicts_final", compute=_verdicts_final)
+SECTION = Section(
+    "seed_noise", markdown=_markdown,
+    record=lambda s: {"best_objective": s.verdicts_best, "final_objective": s.verdicts_final},
+)  # fmt: skip

@@ -28,7 +28,6 @@ KEY_FILES = (".wandb.env",)
 DEFAULT_HOST = "api.wandb.ai"
 UPLOAD_TIMEOUT_S = 30  # Tune's default is 1800 s
 INIT_TIMEOUT_S = 30
-SUMMARY_TABLES = ("answers", "robustness", "ceiling", "grid", "trials", "cells", "scan")  # the Answers first
 
 
 class TrackingError(ValueError):
@@ -131,8 +130,9 @@ def _keep_media_folder() -> None:
     Path(_private.MEDIA_TMP.name).mkdir(parents=True, exist_ok=True)
 
 
-def log_summary(run_dir: Path, mode: str, group: str, tags: Sequence[str] = ()) -> str | None:
-    """The summary's tables, verdicts and plots as one more run of the group; a line when it could not."""
+def log_summary(run_dir: Path, mode: str, group: str, tags: Sequence[str] = (), tables: Sequence[str] = ()) -> str | None:
+    """The summary's tables (`tables`: its CSV files, in its sections' order), verdicts and plots as one more run of
+    the group; a line when it could not."""
     if mode == "disabled":
         return None
     try:
@@ -152,10 +152,10 @@ def log_summary(run_dir: Path, mode: str, group: str, tags: Sequence[str] = ()) 
         _keep_media_folder()
         for png in sorted(Path(run_dir, PLOTS_DIR).glob("*.png")):
             run.log({f"summary/{png.stem}": wandb.Image(str(png))})
-        for name in SUMMARY_TABLES:
-            csv = Path(run_dir, f"{name}.csv")
+        for name in tables:
+            csv = Path(run_dir, name)
             if csv.is_file() and csv.stat().st_size > 1:
-                run.log({f"summary/{name}": wandb.Table(dataframe=pd.read_csv(csv))})
+                run.log({f"summary/{csv.stem}": wandb.Table(dataframe=pd.read_csv(csv))})
         run.summary["verdicts"] = Path(run_dir, VERDICTS_FILE).read_text()
         run.finish()
         return None

@@ -17,15 +17,14 @@ waits for every queued event: a curve is on disk when its report returns.
 from __future__ import annotations
 
 import numbers
-import re
 import shutil
 import struct
 import time
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping, Sequence
 
 from bilevel_tune.core import metrics
-from bilevel_tune.study_data.run_folder import PLOTS_DIR, SUMMARY_MARKDOWN, TENSORBOARD_DIR
+from bilevel_tune.study_data.run_folder import PLOTS_DIR, TENSORBOARD_DIR
 
 SUMMARY_RUN = "summary"
 
@@ -206,31 +205,18 @@ class TrialCurveWriters:
                 writer.close()
 
 
-def write_summary_board(run_dir: Path) -> Path:
-    """The summary as one TensorBoard run, replacing the previous one: summary.md's sections as text, the plots as images."""
+def write_summary_board(run_dir: Path, sections: Sequence[tuple[str, Sequence[str]]]) -> Path:
+    """The summary as one TensorBoard run, replacing the previous one: each section's markdown as a text, by its
+    name (`report.pipeline.SECTIONS`, in their order), the plots as images."""
     run_dir = Path(run_dir)
     folder = run_dir / TENSORBOARD_DIR / SUMMARY_RUN
     shutil.rmtree(folder, ignore_errors=True)
     writer = EventWriter(folder)
     try:
-        for name, markdown in markdown_sections((run_dir / SUMMARY_MARKDOWN).read_text()):
-            writer.text(0, f"summary/{name}", markdown)
+        for name, lines in sections:
+            writer.text(0, f"summary/{name}", "\n".join(lines).strip())
         for png in sorted((run_dir / PLOTS_DIR).glob("*.png")):
             writer.png(0, f"plots/{png.stem}", png.read_bytes())
     finally:
         writer.close()
     return folder
-
-
-def markdown_sections(markdown: str) -> list[tuple[str, str]]:
-    """summary.md cut at its `## ` headings: ("study", the title and notes), then ("best_objective_grid", …), …"""
-    sections, name, lines = [], "study", []
-    for line in markdown.splitlines():
-        if line.startswith("## "):
-            sections.append((name, "\n".join(lines).strip()))
-            name = re.sub(r"\W+", "_", line[3:].split("(")[0].strip().lower()).strip("_")
-            lines = [line]
-        else:
-            lines.append(line)
-    sections.append((name, "\n".join(lines).strip()))
-    return [(n, text) for n, text in sections if text]
