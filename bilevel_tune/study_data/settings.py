@@ -12,17 +12,20 @@ study file section and key; on the default world, fresh water:
     [network]   hidden                                  the policy and value networks (APPO)
     [appo]      lr, discount, entropy_coeff, grad_clip, RLlib APPO's own settings
                 vtrace_clip_rho_threshold, vtrace_clip_pg_rho_threshold, fragments_per_batch
-    [outer]     optimizer                               the outer optimiser: es, cma, bo or random (core.outer)
+    [outer]     optimizer                               the outer optimiser: es, cma, bo, random, optuna or a
+                                                        user's module:Class (core.outer)
     [es]        sigma, lr, sigma_lr, sigma_decay, sigma_min, sigma_max, shaping, grad_clip
     [cma]       sigma0                                  CMA-ES's settings
-    [bo]        initial, raw_samples, restarts, mc_samples   Bayesian optimisation's settings
+    [bo]        initial, raw_samples, restarts, mc_samples, acquisition, beta, noise   Bayesian optimisation's
+    [optuna]    sampler, options                        an Optuna sampler's
     [objective] econ_weight, sus_weight
     [rules]     the six rules' fixed values, physical (docs/world.md)
     [search]    the range each rule is searched over, physical (default the campaign's map)
     [budget]    inner_iters, eval_episodes, final_eval_seeds, evaluations (and generations, per population)
     [summary]   ceiling, tol
-    [decide]    test, alpha, seeds_per_stage, max_seeds, beta, compare   how comparisons are decided (in stages)
-    [final]     learners                                     held-out learners scoring each run's final rules
+    [decide]    test, alpha, seeds_per_stage, max_seeds, beta, compare, score, margin, equal_budget
+                                                        how comparisons are decided (in stages): docs/verdicts.md
+    [final]     learners                                held-out learners scoring each run's final rules
 
 `Setting.check` holds a value to its range and returns it typed, or raises
 a `SettingError` whose one line names the key, the value and the range. Any
