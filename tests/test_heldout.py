@@ -191,7 +191,7 @@ def test_a_quick_study_with_held_out_learners_then_one_more_on_the_finished_run(
     heldout = pd.read_csv(run / "heldout.csv")
     assert len(heldout) == 2 * 4 * 2  # trials × learners (its own first) × final seeds
     assert list(dict.fromkeys(heldout["learner"])) == ["appo (its own)", "ppo", "analytic", "frozen"]
-    assert (heldout["job_seconds"] > 0).all()
+    assert (heldout["job_seconds"] > 0).all() and (heldout["job_core_s"] > 0).all()  # the OS-measured CPU seconds too
     summary = (run / "summary.md").read_text()
     section = summary.split("## Robustness")[1].split("\n## ")[0]
     for learner in ("appo (its own)", "ppo", "analytic", "frozen"):

@@ -241,8 +241,8 @@ def test_a_held_out_session_ended_without_a_word_shows_what_it_logged(tmp_path):
         with pytest.raises(KeyboardInterrupt), reevaluation.logged_session(
             store, {**base, "started_utc": "2026-12-06T11:00:00+00:00"}
         ) as job_done:
-            job_done(SimpleNamespace(error=None))
-            job_done(SimpleNamespace(error="a crash"))
+            job_done(SimpleNamespace(error=None, cpu_s=1.0))
+            job_done(SimpleNamespace(error="a crash", cpu_s=float("nan")))
             raise KeyboardInterrupt
     data = read_study_file(run_dir)
     data[REEVALUATIONS][-1].pop("ended_utc")  # as a session killed outright leaves it

@@ -220,7 +220,7 @@ def held_out_midway(tmp_path):
     kept.to_csv(run_dir / "heldout.csv", index=False)
     entry = {"learners": list(rows["learner"].unique()), "started_utc": NOW.isoformat(), "jobs": 34, "cpus": 2,
              "scored": 0, "failed": 0}  # fmt: skip
-    scored = SimpleNamespace(error=None)
+    scored = SimpleNamespace(error=None, cpu_s=1.0)
     with held_store(run_dir) as store, pytest.raises(KeyboardInterrupt), reevaluation.logged_session(store, entry) as job_done:
         job_done(scored)
         job_done(scored)

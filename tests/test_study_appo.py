@@ -3,8 +3,10 @@
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 
+import bilevel_tune
 from bilevel_tune.cli.main import main
 from bilevel_tune.core import metrics
 
@@ -25,10 +27,17 @@ def test_real_appo_study_two_cells_two_generations(ray_cluster, tmp_path, capsys
             assert len(objectives) == 2 and all(np.isfinite(objectives))
             assert all(o["objective"] <= o["upper_bound"] + 1e-12 for o in g["outcomes"])
             assert g[metrics.LEARNER_THREADS] <= 1
+            # CPU seconds the OS measured: the trial's own process and its shard's, this generation (APPO trains)
+            shard = sum(d[metrics.SHARD_CORE_S] for d in g[metrics.SHARD_DETAIL])
+            assert 0 < shard <= g[metrics.CORE_S]
         assert np.isfinite(final[metrics.FINAL + "best"]) and final[metrics.FINAL + "seeds"] == 2
+        assert final[metrics.CORE_S_FINAL] > 0
     assert json.loads((tmp_path / "run" / "study.json").read_text())["study"]["inner"] == "appo"
     assert list((tmp_path / "run").glob("*/wandb/offline-run-*")), "W&B offline runs belong in the run folder"
     assert "2 finished, 0 errored, 0 interrupted of 2 trials" in capsys.readouterr().out
+    costs = bilevel_tune.open(tmp_path / "run").costs  # trials.csv's core_s, each trial's sum: measured, not priced
+    trials = pd.read_csv(tmp_path / "run" / "trials.csv")
+    assert (trials["core_s"] > 0).all() and costs["core_s_measured"].all() and len(costs) == 2
 
 
 def test_a_killed_policy_actor_retries_from_the_checkpoint(ray_cluster, tmp_path):

@@ -101,6 +101,7 @@ def heldout_rows(scored) -> list[list]:
             trial.name, learner.label, seed, repr(final), repr(status_quo), repr(final - status_quo),
             rules_text(trial.final, trial.cell.optimize_params),
             rules_text(trial.status_quo, trial.cell.optimize_params), scored.error or "", f"{scored.seconds:.1f}",
+            f"{scored.cpu_s:.3f}",
         ]
         for seed, (final, status_quo) in zip(trial.seeds, scored.scores)
     ]  # fmt: skip
@@ -149,6 +150,7 @@ def logged_session(store, entry: dict):
     def job_done(scored) -> None:
         entry["scored"] += 1
         entry["failed"] += scored.error is not None
+        entry["core_s"] = round(entry.get("core_s", 0.0) + (0.0 if scored.error else scored.cpu_s), 1)  # OS-measured
         store.log_step_session(entry)
 
     try:

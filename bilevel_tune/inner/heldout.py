@@ -39,6 +39,7 @@ class Scored:
     seconds: float
     error: str | None = None
     detail: dict = field(default_factory=dict, compare=False)
+    cpu_s: float = float("nan")  # the CPU seconds its shard used, OS-measured (NaN: the job failed)
 
 
 def score(
@@ -105,4 +106,4 @@ def _collect(job: Job, calls: list, started: float) -> Scored:
         "sec_train": sum(r.sec_train for r in reports),
         "sec_evaluate": sum(r.sec_evaluate for r in reports),
     }
-    return Scored(job, scores, time.perf_counter() - started, None, detail)
+    return Scored(job, scores, time.perf_counter() - started, None, detail, sum(r.cpu_s for r in reports))

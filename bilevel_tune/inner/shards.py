@@ -38,6 +38,7 @@ class ShardReport:
     sec_evaluate: float
     stop_confirmed: bool
     node_ip: str = ""
+    cpu_s: float = 0.0  # the shard process's CPU seconds over the call (every thread: the learner's too), OS-measured
 
     @classmethod
     def in_turn(cls, parts: Sequence["ShardReport"]) -> "ShardReport":
@@ -55,6 +56,7 @@ class ShardReport:
             sec_evaluate=sum(part.sec_evaluate for part in parts),
             stop_confirmed=all(part.stop_confirmed for part in parts),
             node_ip=parts[-1].node_ip,
+            cpu_s=sum(part.cpu_s for part in parts),
         )
 
     def detail(self) -> dict[str, Any]:
@@ -67,6 +69,7 @@ class ShardReport:
             metrics.SEC_RESET: self.sec_reset,
             metrics.SEC_TRAIN: self.sec_train,
             metrics.SEC_EVALUATE: self.sec_evaluate,
+            metrics.SHARD_CORE_S: self.cpu_s,
             **self.census.as_metrics(),
         }
 
@@ -81,7 +84,7 @@ class Shard:
     def generation(
         self, rules: Sequence[Mapping[str, float]], seed: int, first: int, eval_seeds: Sequence[int], inner_iters: int
     ) -> ShardReport:
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), time.process_time()
         confirmed = self.loop.reset(rules, seed, range(first, first + len(rules)))
         t1 = time.perf_counter()
         for _ in range(inner_iters):
@@ -105,6 +108,7 @@ class Shard:
             sec_evaluate=t3 - t2,
             stop_confirmed=bool(confirmed),
             node_ip=self.node_ip,
+            cpu_s=time.process_time() - cpu0,
         )
 
     def pid(self) -> int:
@@ -159,6 +163,11 @@ class GenerationResult:
         return Census.total([s.census for s in self.shards])
 
     @property
+    def cpu_s(self) -> float:
+        """The CPU seconds its shards used, summed."""
+        return float(sum(s.cpu_s for s in self.shards))
+
+    @property
     def timing(self) -> dict[str, float]:
         """Each phase as long as its slowest shard took: the trial waits for all of them."""
         return {
@@ -200,6 +209,7 @@ class ShardedInnerLoop:
             raise ValueError(f"shards={shards} must be ≥ 1")
         self.spec, self.config, self.stop_requested, self.inner_iters = spec, config, stop_requested, inner_iters
         self.actors = [self._start() for _ in range(shards)]
+        self.cpu_s = 0.0  # what every call's shards used so far, summed: a trial's inner-loop CPU seconds
 
     def _start(self):
         import ray
@@ -246,7 +256,9 @@ class ShardedInnerLoop:
         for i, report in enumerate(reports):
             if not report.stop_confirmed:
                 self._replace(i)
-        return GenerationResult.merge(reports)
+        result = GenerationResult.merge(reports)
+        self.cpu_s += result.cpu_s
+        return result
 
     def _replace(self, i: int) -> None:
         import ray

@@ -41,6 +41,8 @@ class Answer:
     decided_at: int | None = None  # a row decided on an earlier look's seeds: that look (its effect is that look's)
     equivalence: tuple[float, float] | None = None  # its repeated interval at the look its equivalence was shown
     level: float = 0.0  # the level its seeds needed are computed at: its own, or a gated row's once it gets a share
+    core_s: tuple[float, float] = (float("nan"), float("nan"))  # per run: CPU seconds, OS-measured (else wall × CPUs)
+    core_measured: bool = True  # False: a run from before core-seconds were measured, priced at wall × its CPUs
 
     @property
     def hypothesis(self):
@@ -180,6 +182,7 @@ class Answers:
                     "seeds": f"{r.runs[0]} / {r.runs[1]}" if sides else f"{min(r.runs)}",
                     "evaluations per run A / B": f"{r.evaluations[0]:,.0f} / {r.evaluations[1]:,.0f}" if sides else "–",
                     "wall per run A / B": f"{_hms(r.wall_s[0])} / {_hms(r.wall_s[1])}" if sides else "–",
+                    "core-h per run A / B": _core_hours(r) if sides else "–",
                     "best A / B (optimistic)": f"{r.best[0]:.4f} / {r.best[1]:.4f}" if sides else "–",
                     "test": _test_label(self.decisions, r.decision),
                 }
@@ -229,6 +232,7 @@ class Answers:
                     "detectable": r.effect.detectable,
                     "evaluations_per_run": list(r.evaluations),
                     "wall_s_per_run": list(r.wall_s),
+                    "core_s_per_run": list(r.core_s), "core_s_measured": r.core_measured,
                     "best_objective": list(r.best),
                 }
                 for r, text in zip(self.rows, self.texts())
@@ -244,6 +248,14 @@ def _test_label(decisions: decide.Decisions, decision: decide.Decision) -> str:
     if decisions.margin is None:
         return f"paired t, α {decision.level:.3g}"
     return f"paired t, α {decision.level:.3g}; within ±{decisions.margin:g}, α {decision.margin_level:.3g}"
+
+
+def _core_hours(r: Answer) -> str:
+    """Each side's core-hours a run, '≈' where priced at wall × CPUs (a run from before they were measured)."""
+    if not np.isfinite(r.core_s).any():
+        return "–"
+    shown = " / ".join(f"{s / 3600:.2f}" if np.isfinite(s) else "–" for s in r.core_s)
+    return shown if r.core_measured else f"≈ {shown}"
 
 
 def _hms(seconds: float) -> str:
@@ -282,7 +294,7 @@ def at_smaller_budgets(design, rows: dict[tuple, pd.Series]) -> dict[tuple, pd.S
             then = row.copy()
             for column in (FINAL, FINAL_MEAN, "evaluations", BEST):
                 then[column] = row.get(at_budget(column, e), np.nan)
-            then["wall_s"] = np.nan
+            then["wall_s"] = then["core_s"] = np.nan
             out[key_at_evaluations(key, e)] = then
     return out
 
@@ -352,6 +364,8 @@ def _answer(design, decision: decide.Decision, by_key: dict[tuple, pd.Series], s
         runs=tuple(len(side) // max(len(groups), 1) for side, groups in zip(runs, sides)),
         evaluations=tuple(_mean(side, "evaluations") for side in runs),
         wall_s=tuple(_mean(side, "wall_s") for side in runs),
+        core_s=tuple(_mean([_priced(row) for row in side], "core_s") for side in runs),
+        core_measured=all(pd.notna(row.get("core_s")) for side in runs for row in side),
         best=tuple(_mean(side, BEST) for side in runs),
     )
 
@@ -359,6 +373,15 @@ def _answer(design, decision: decide.Decision, by_key: dict[tuple, pd.Series], s
 def _side(by_key: dict[tuple, pd.Series], group: tuple) -> dict[int, pd.Series]:
     """A group's finished runs, by seed."""
     return {key[2]: row for key, row in by_key.items() if group_of(key) == group}
+
+
+def _priced(row: pd.Series) -> pd.Series:
+    """A run's row with its core-seconds: as measured, else its wall × its CPUs (one a shard)."""
+    if pd.notna(row.get("core_s")) or pd.isna(row.get("wall_s")):
+        return row
+    row = row.copy()
+    row["core_s"] = float(row["wall_s"]) * float(row.get("shards", 1) or 1)
+    return row
 
 
 def _mean(rows: list[pd.Series], column: str) -> float:
@@ -461,7 +484,8 @@ def _answers_intro(d, rows: int, final: int, score: str = "best-so-far") -> str:
             f"on the seed, {scored}. AdaStop (a group-sequential permutation test; docs/verdicts.md) decides each at "
             f"family-wise α {d.alpha:g} over the {rows} comparisons, {looked}. Beside it: B − A with a 95 % interval "
             f"(paired over the matched seeds), the seeds a paired t-test would need at α/{rows}, power 0.8, at the "
-            "observed effect, and what each side's runs spent."
+            "observed effect, and what each side's runs spent (core-hours; ≈: wall × CPUs, for runs from before they were "
+            "measured)."
         )
     margin = ""
     if d.margin is not None:
@@ -480,7 +504,8 @@ def _answers_intro(d, rows: int, final: int, score: str = "best-so-far") -> str:
         f"family-wise α {d.alpha:g} over the {rows} rows, {looked}; a simple effect is tested only with the share of "
         "α its main effect, or an interaction it is part of, passes on once shown. Beside it: B − A with a 95 % "
         "paired interval, the seeds that agree in sign, the seeds a single paired t-test would need at the row's "
-        "level (power 0.8, at the observed effect), and what each side's runs spent." + margin
+        "level (power 0.8, at the observed effect), and what each side's runs spent (core-hours as the operating system "
+        "measured them; ≈: wall × CPUs, for runs from before they were)." + margin
     )
 
 

@@ -120,7 +120,20 @@ def spent(store) -> list[str]:
         f"{smaller} = {evaluations + finals + at_smaller:,}, over its {trials} search trial(s)",
         f"- trial time: {clock(seconds)}, {seconds / 3600:.1f} trial-hours (each trial's generations and final "
         "re-evaluation)",
+        *core_hours(store.costs),
     ]
+
+
+def core_hours(costs) -> list[str]:
+    """The core-hours the run's trials and held-out jobs used: as the operating system measured them, or — for work
+    recorded before they were — its wall × its CPUs, said so."""
+    lines = []
+    for work, rows in costs.groupby("work", sort=False):
+        measured = rows["core_s_measured"].all()
+        how = "as the operating system measured them" if measured else (
+            "priced at wall × CPUs" + ("" if not rows["core_s_measured"].any() else " where not measured"))
+        lines.append(f"- core time ({work}s): {rows['core_s'].sum() / 3600:.2f} core-hours over {len(rows)}, {how}")
+    return lines
 
 
 def markdown(rows: list[dict]) -> str:

@@ -38,8 +38,8 @@ OWN_SUFFIX = " (its own)"  # heldout.csv's label of the run's own learner (`stud
 STATUS_QUO = "status quo"  # the rules a held-out learner scores beside a trial's final ones: every searched rule at its default
 HELDOUT_COLUMNS = (
     "trial", "learner", "final_seed", "final", "status_quo", "gain", "final_rules", "status_quo_rules", "error",
-    "job_seconds",
-)  # fmt: skip
+    "job_seconds", "job_core_s",
+)  # fmt: skip (job_core_s: the job's CPU seconds, OS-measured; a heldout.csv from before has none)
 SCORE_COLUMNS = ("trial", "learner", "rules", "evaluations", "final_seed", "value")  # the store's long table
 COST_COLUMNS = ("work", "trial", "learner", "wall_s", "cpus", "core_s", "core_s_measured")
 
@@ -151,7 +151,7 @@ def cost_table(trials: pd.DataFrame, heldout: pd.DataFrame) -> pd.DataFrame:
         wall, cpus = float(r.wall_s), int(getattr(r, "shards", 1) or 1)
         core = getattr(r, "core_s", float("nan"))
         measured = core is not None and pd.notna(core)
-        rows.append(("trial", str(r.trial), "", wall, cpus, float(core) if measured else wall * cpus, measured))
+        rows.append(("trial", trial_of_folder(r.trial), "", wall, cpus, float(core) if measured else wall * cpus, measured))
     if not heldout.empty and "job_seconds" in heldout:
         for (trial, learner), job in heldout.groupby(["trial", "learner"], sort=False):
             wall = float(job["job_seconds"].iloc[0])

@@ -416,8 +416,14 @@ class RunStore:
 
     # -- writing: the score tables ------------------------------------------------------------------------------
     def append_heldout(self, rows: Iterable[Sequence]) -> None:
-        """A held-out job's rows into heldout.csv, flushed before the next job is looked at."""
-        self._append(HELDOUT_CSV, final_scores.HELDOUT_COLUMNS, rows)
+        """A held-out job's rows into heldout.csv, flushed before the next job is looked at; onto a heldout.csv
+        from before a column was added, in the columns it has."""
+        path, columns = self.run_dir / HELDOUT_CSV, final_scores.HELDOUT_COLUMNS
+        if path.is_file():
+            with path.open() as f:
+                header = f.readline().strip().split(",")
+            rows = [[value for value, name in zip(row, columns) if name in header] for row in rows]
+        self._append(HELDOUT_CSV, columns, rows)
 
     def append_finals(self, rows: Iterable[Sequence]) -> None:
         self._append(final_scores.FINALS_CSV, final_scores.FINALS_COLUMNS, rows)

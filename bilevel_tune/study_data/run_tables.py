@@ -72,6 +72,7 @@ def _trial_row(design, cell: Cell, trial) -> dict[str, Any]:
         "evaluations": len(gens) * cell.population,  # inner-loop evaluations: generations × population
         "optimizer_s": _optimizer_seconds(gens),
         "wall_s": float(sum(g[metrics.SEC_PER_GEN] for g in gens) + (final.get(metrics.SEC_FINAL) or 0.0)),
+        "core_s": core_seconds(gens, final),
         "shards": int(last.get(metrics.SHARDS, 1)),
         "nodes": nodes_used(gens),
         "max_threads": max(g[metrics.THREADS_OS] for g in gens),
@@ -102,6 +103,14 @@ def _at_smaller_budgets(final: dict) -> dict[str, float]:
         out[at_budget("evaluations", e)] = int(scored["evaluations"])
         out[at_budget(BEST, e)] = num(scored.get(metrics.BEST_OBJECTIVE))
     return out
+
+
+def core_seconds(gens: list[dict[str, Any]], final: dict) -> float:
+    """A trial's CPU seconds as the OS measured them (its own process and its shards', every generation and its
+    final re-evaluation); NaN for records from before they were kept."""
+    stopped = 0.0 if metrics.STOP_REASON in final else None  # a trial stopped early ran no final re-evaluation
+    values = [g.get(metrics.CORE_S) for g in gens] + ([final.get(metrics.CORE_S_FINAL, stopped)] if final else [])
+    return float(sum(values)) if values and all(v is not None for v in values) else float("nan")
 
 
 def _optimizer_seconds(gens: list[dict[str, Any]]) -> float:

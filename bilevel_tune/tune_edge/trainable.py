@@ -245,7 +245,7 @@ def run_search(plan: TrialPlan, record: TrialRecord, inner: ShardedInnerLoop) ->
     optimizer, state, extra = restore(plan)
     all_failed_run = int(extra.get("all_failed_run", 0))
     while state.generation < cell.generations:
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         candidates = optimizer.ask(state)
         asked = time.perf_counter()
         rules = candidate_rules(plan, params, candidates)
@@ -255,6 +255,7 @@ def run_search(plan: TrialPlan, record: TrialRecord, inner: ShardedInnerLoop) ->
         end = time.perf_counter()
         optimizer_sec = (asked - start) + (end - evaluated)  # its own seconds: BO's fit and acquisition, mostly
         reported = generation_metrics(plan, cell, es_metrics, candidates, result, end - start, optimizer_sec)
+        reported[metrics.CORE_S] = time.process_time() - cpu + result.cpu_s  # the trial's own and its shards'
         record.generation(reported, candidates, result)
         all_failed_run = all_failed_run + 1 if es_metrics[metrics.ALL_FAILED] else 0
         report(reported, {state_key(optimizer): state.to_dict(), "all_failed_run": all_failed_run})
@@ -267,10 +268,11 @@ def run_search(plan: TrialPlan, record: TrialRecord, inner: ShardedInnerLoop) ->
     # report resumes here: the record is authoritative, so report it again, not recompute.
     final = _finals(record.recorded_final())
     if not final:
-        start = time.perf_counter()
+        start, cpu, inner_cpu = time.perf_counter(), time.process_time(), inner.cpu_s
         found = final_reevaluation(plan, params, state, seeds, inner)
         found |= equal_budget_reevaluation(plan, record, inner) if found else {}
-        record.final({**found, metrics.SEC_FINAL: time.perf_counter() - start})
+        core_s = time.process_time() - cpu + inner.cpu_s - inner_cpu
+        record.final({**found, metrics.SEC_FINAL: time.perf_counter() - start, metrics.CORE_S_FINAL: core_s})
         final = _finals(found)
     report({metrics.OBJECTIVE: final.get(metrics.FINAL_BEST), metrics.BEST_OBJECTIVE: state.best_objective, **final},
            {state_key(optimizer): state.to_dict()})  # fmt: skip
@@ -284,9 +286,10 @@ def run_scan(plan: TrialPlan, record: TrialRecord, inner: ShardedInnerLoop) -> N
     passes = scan.passes(seeds.evaluation, seeds.final, seeds.generation(0))
     first = int(checkpointed().get("scan_pass", 0))
     for p in range(first, len(passes)):
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         result = inner.run(rules, *passes[p], max_block=scan.BLOCK)
         reported = scan_pass_metrics(p, result, record.recorded_scan_best(), time.perf_counter() - start)
+        reported[metrics.CORE_S] = time.process_time() - cpu + result.cpu_s
         record.generation(reported, grid, result)
         report(reported, {"scan_pass": p + 1})
     final = record.recorded_final() or record.final(scan_final(record, grid))
