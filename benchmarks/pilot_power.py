@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from bilevel_tune.cli.pilot_plan import pilot_cells, pilot_rows, read_pilot, scored_at
 from bilevel_tune.planning import pilot_designs
-from bilevel_tune.report.pilot import pilot_cells, pilot_rows, read_pilot, scored_at
 from bilevel_tune.study_data.definition import load_study
 from bilevel_tune.study_data.design import compile_design
 from bilevel_tune.verdicts import decide, sequential

@@ -112,7 +112,7 @@ def test_the_readme_quotes_the_confirmatory_runs_comparison_with_its_pilot():
 
 
 def test_run_md_quotes_the_section_whole_and_a_run_without_a_pilot_has_none(run):
-    from bilevel_tune.report.run_history import quoted_blocks
+    from bilevel_tune.cli.run_record import quoted_blocks
 
     assert main([str(run), "--no-plots", "--against", str(PILOT)]) == 0
     store = open_store(run)

@@ -5,8 +5,8 @@ from fractions import Fraction
 
 import pytest
 
+from bilevel_tune.cli.pilot_plan import PilotError, read_pilot
 from bilevel_tune.planning import pilot_designs
-from bilevel_tune.report.pilot import PilotError, read_pilot
 from bilevel_tune.study_data.definition import load_study
 from bilevel_tune.study_data.design import compile_design
 
@@ -75,7 +75,7 @@ def test_a_study_with_rows_at_equal_evaluations_is_planned_in_its_own_family():
     """weekend-confirm adds the population main effect at equal evaluations to the pilot's family: four primary rows
     (α / 4, halved between each row's two claims), the new row read at b × population 1's evaluations and planned
     for the answer its pilot effect points to, and population 16's re-scoring at the smaller budget paid for."""
-    from bilevel_tune.report.pilot import pilot_cells, planned_rows
+    from bilevel_tune.cli.pilot_plan import pilot_cells, planned_rows
 
     study = load_study("weekend-confirm")
     pilot = read_pilot(study, RESULTS / "weekend-appo")

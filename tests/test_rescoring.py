@@ -121,7 +121,7 @@ def test_a_quick_run_re_scored_on_more_final_seeds_and_at_half_its_budget(ray_cl
         if final.get("final_at_evaluations"):
             recorded[path.parent.name.rsplit("_", 2)[0]] = final["final_at_evaluations"]["32"]
     assert len(recorded) == larger.sum()
-    from bilevel_tune.report.run_history import spent
+    from bilevel_tune.cli.run_record import spent
 
     # 2 × 32 + 2 × 48 evaluations; 4 trials × 2 final seeds × 2 rule sets, and population 16's 2 × 2 × 2 at 32
     assert spent(open_store(run))[0].startswith("- farm trainings: 160 evaluations + 24 final re-evaluation trainings, 8 of them at "

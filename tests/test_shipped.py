@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 import bilevel_tune
-from bilevel_tune.report import run_history
+from bilevel_tune.cli import run_record
 from bilevel_tune.report.pipeline import summarise
 from bilevel_tune.study_data import run_lock
 from bilevel_tune.study_data.run_store import open_store
@@ -63,7 +63,7 @@ def test_a_shipped_folder_rebuilds_its_summary_byte_for_byte(shipped, tmp_path, 
     for name in PRIMARY:  # the run's own data: the summary reads it and writes none of it
         assert (copy / name).is_file() == (shipped / name).is_file(), name
         assert not (copy / name).is_file() or (copy / name).read_bytes() == (shipped / name).read_bytes(), name
-    answers = run_history.body(summarise(open_store(copy)), "answers")
+    answers = run_record.body(summarise(open_store(copy)), "answers")
     assert answers and answers in (copy / "run.md").read_text(), "run.md's 'What it answers' is the summary's"
     assert (copy / "run.md").read_text() == (shipped / "run.md").read_text().replace(*_tool_line(shipped, copy))
     before = {p: p.stat().st_mtime_ns for p in copy.rglob("*")}

@@ -107,7 +107,7 @@ def test_a_margin_declared_on_resume_decides_from_the_next_look_and_is_recorded(
     answers = (tmp_path / "m" / "answers.csv").read_text().splitlines()
     assert answers[0].split(",")[2:5] == ["answer", "decision", "within_margin"] and len(answers) == 2
     assert answers[1].split(",")[3:5] == ["equivalent", "True"] and "equivalent within ±5" in answers[1]
-    from bilevel_tune.report.run_history import stages
+    from bilevel_tune.cli.run_record import stages
 
     assert any("A margin of 5 (the smallest difference that matters) was declared before look 1" in line
                for line in stages(open_store(tmp_path / "m")))  # fmt: skip

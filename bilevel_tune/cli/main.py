@@ -50,9 +50,9 @@ def find_plugins_here() -> None:
 
 
 def pilot_plan(options, pilot) -> list[str]:
-    """`--dry-run --pilot RUN_DIR`'s lines (`report.pilot`); UsageError in one line for a folder that is no pilot."""
+    """`--dry-run --pilot RUN_DIR`'s lines (`cli.pilot_plan`); UsageError in one line for a folder that is no pilot."""
     from bilevel_tune.cli.options import resolve_study
-    from bilevel_tune.report.pilot import PilotError, plan_lines
+    from bilevel_tune.cli.pilot_plan import PilotError, plan_lines
 
 
     try:

@@ -323,6 +323,7 @@ def _counts(study: Study, store: RunStore, errored: int) -> tuple[int, int, int]
 
 def _summarise(store: RunStore, mode: str, study: Study, out) -> bool:
     """The run's summary written and tracked; False (the run's exit status says so) when writing it raised."""
+    from bilevel_tune.cli import run_record
     from bilevel_tune.report import outputs
     from bilevel_tune.tune_edge import tracking
 
@@ -330,6 +331,7 @@ def _summarise(store: RunStore, mode: str, study: Study, out) -> bool:
     try:
         store.refresh()  # what the last stage and the held-out step wrote
         summary = outputs.write_summary(store)
+        run_record.requote(store, summary)  # a shipped folder re-evaluated: its run.md quotes its sections as they are
         out(outputs.render(summary))
     except Exception as err:  # noqa: BLE001 - the run's data is safe; the summary can be rebuilt from it
         out(

@@ -7,7 +7,7 @@ end, and the declarations a resume made (a plan extended, a margin declared) —
 
 Every entry is written through the run's store (`study_data.run_store`), under the run lock.
 
-A run's total wall time across resumes (`report.run_history`) is read from these entries.
+A run's total wall time across resumes (`cli.run_record`) is read from these entries.
 """
 
 from __future__ import annotations

@@ -15,7 +15,8 @@ import contextlib
 import sys
 from pathlib import Path
 
-from bilevel_tune.report import against, run_history
+from bilevel_tune.cli import run_record
+from bilevel_tune.report import against
 from bilevel_tune.report.columns import SummaryError
 from bilevel_tune.report.outputs import render, write_summary
 from bilevel_tune.study_data import run_lock
@@ -53,9 +54,10 @@ def main(argv: list[str] | None = None) -> int:
             if pilot is not None:
                 store.keep_pilot(pilot)
             summary = write_summary(store, with_plots=not args.no_plots)
+            run_record.requote(store, summary)  # a shipped folder's run.md quotes its sections as they now are
             print(render(summary))
             if args.record or args.ship:
-                run_history.report(store, summary, args.ship, notes)
+                run_record.report(store, summary, args.ship, notes)
     except (SummaryError, StoreError, LockError) as err:
         print(f"bilevel_tune.summary: error: {err}", file=sys.stderr)
         return 2

@@ -11,7 +11,7 @@ simulated seed sequences — seeded normal paths, shifted by the standardised ef
 Cost, in farm trainings: every cell of the grid runs its seeds, each seed b × its evaluations, plus k final seeds ×
 the rule sets scored (2). The expected count runs each cell until the last row is decided (the stage where every
 simulated row has crossed: an upper figure, since a real run stops adding seeds to a decided row's groups); the
-most is every cell at the plan's seeds. Pure numpy; the pilot's data arrives as plain numbers (`report.pilot`).
+most is every cell at the plan's seeds. Pure numpy; the pilot's data arrives as plain numbers (`cli.pilot_plan`).
 """
 
 from __future__ import annotations

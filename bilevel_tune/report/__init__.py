@@ -1,1 +1,1 @@
-"""The report: a run's tables loaded once (`tables`, `records`), each section computed from them, the summary's pass (`pipeline`), its files and CLI (`outputs`), plots, a long run's history (`run_history`). pandas and matplotlib; never RLlib."""
+"""The report: a run's summary as a list of sections (`pipeline.SECTIONS`), each computed from the run's design and store (`section`), written (`outputs`), drawn (`plots`) and quoted (`quotes`). pandas and matplotlib; never RLlib."""

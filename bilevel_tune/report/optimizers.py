@@ -36,6 +36,7 @@ from bilevel_tune.report.columns import FINAL, MECHANISM, OPTIMIZER
 from bilevel_tune.report.section import Section, Summary
 from bilevel_tune.study_data.run_folder import OPTIMIZERS_CSV
 from bilevel_tune.study_data.settings import is_setting_key
+from bilevel_tune.verdicts import effects
 
 DEFAULT_EPS = 0.01
 BUDGET_FRACTIONS = (Fraction(1, 16), Fraction(1, 8), Fraction(1, 4), Fraction(1, 2), Fraction(1))
@@ -240,12 +241,6 @@ def separated(best: dict, rival: dict) -> float:
     return float(stats.binom.sf(wins - 1, wins + losses, 0.5)) if wins + losses else 1.0
 
 
-def _holm_all(p_values: list[float], alpha: float) -> bool:
-    """Does Holm's step-down at family-wise `alpha` reject every one of these?"""
-    ordered = sorted(p_values)
-    return all(p <= alpha / (len(ordered) - i) for i, p in enumerate(ordered))
-
-
 def soonest(table: pd.DataFrame) -> list[str]:
     """Per mechanism, one line: the optimiser whose incumbent comes within ε soonest (the median over seeds), named
     the winner only where the sign tests over matched seeds separate it from every other (`separated`, Holm at
@@ -260,7 +255,7 @@ def soonest(table: pd.DataFrame) -> list[str]:
         rivals = rows[rows[OPTIMIZER] != best[OPTIMIZER]]
         seeds = len(best[BY_SEED]) if BY_SEED in rows else 0
         p_values = [separated(best[BY_SEED], r[BY_SEED]) for _, r in rivals.iterrows()] if BY_SEED in rows else []
-        if not p_values or not _holm_all(p_values, SOONEST_ALPHA):
+        if not p_values or not all(effects.holm(p_values, SOONEST_ALPHA)):
             close = [r["optimiser"] for (_, r), p in zip(rivals.iterrows(), p_values) if p > SOONEST_ALPHA / len(p_values)]
             lines.append(
                 f"- {mechanism}: the soonest median within ε is {best['optimiser']}'s, {best['evaluations_to_eps']:.0f} "

@@ -8,7 +8,7 @@ store's: this writes none of them, and only through a store that holds the run's
 
 from __future__ import annotations
 
-from bilevel_tune.report import plots, run_history
+from bilevel_tune.report import plots
 from bilevel_tune.report.ceiling import CEILING, NO_CEILING  # noqa: F401 - the summary's public names
 from bilevel_tune.report.columns import BEST, FINAL, MECHANISM, SummaryError, mechanism_factor  # noqa: F401
 from bilevel_tune.report.pipeline import Summary, render, summarise  # noqa: F401 - summarise: its public name
@@ -25,7 +25,6 @@ def write_summary(store: RunStore, with_plots: bool = True) -> Summary:
     s = summarise(store)
     run_dir = store.run_dir
     (run_dir / SUMMARY_MARKDOWN).write_text(render(s) + "\n")
-    run_history.requote(store, s)  # a shipped folder's run.md quotes its sections as they now are
     for name, table in s.tables().items():
         table.to_csv(run_dir / name, index=False)
     write_json(run_dir / VERDICTS_FILE, s.record())

@@ -19,13 +19,11 @@ and numpy; the tests are `verdicts`' (`sequential.sign_flip_p`, `effects`).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from bilevel_tune.report.answers import Answers
 from bilevel_tune.report.columns import markdown_table, native
@@ -33,7 +31,7 @@ from bilevel_tune.report.section import Section, Summary
 from bilevel_tune.study_data.learners import OWN
 from bilevel_tune.study_data.run_folder import ROBUSTNESS_CSV, trial_name
 from bilevel_tune.study_data.settings import plain
-from bilevel_tune.verdicts import decide, effects, family, sequential
+from bilevel_tune.verdicts import decide, effects, family
 
 SHOWN_UP, SHOWN_DOWN, NOT_SHOWN = "positive", "negative", "not shown"
 HOLDS, REVERSED = "holds", "reversed"
@@ -211,7 +209,7 @@ def _gain_row(design, cells, heldout, per_trial, learner: str, group: tuple) -> 
     values = values[np.isfinite(values)]
     effect = effects.paired(values, float("nan"), design.decide.alpha)
     return Row(
-        "gain", _group_label(design, group), learner, effect, _p_value(values),
+        "gain", _group_label(design, group), learner, effect, effects.p_value(values),
         final=float(trials["final"].mean()), status_quo=float(trials["status_quo"].mean()),
     )  # fmt: skip
 
@@ -236,35 +234,17 @@ def _winner_rows(design, cells, per_trial, learners, answers: Answers) -> list[R
             values = np.array(list(decide.within_seed(scores, h).values()), float)
             values = values[np.isfinite(values)]
             effect = effects.paired(values, float("nan"), design.decide.alpha)
-            out.append(Row("winner", h.key, learner, effect, _p_value(values), winner=b if expected > 0 else a,
+            out.append(Row("winner", h.key, learner, effect, effects.p_value(values), winner=b if expected > 0 else a,
                            expected=expected))  # fmt: skip
     return out
 
 
-def _p_value(values: np.ndarray) -> float:
-    """Two-sided: a one-sample t-test of the values' mean against 0; the sign-flip test where they have no spread."""
-    values = np.asarray(values, float)
-    if values.size < 2:
-        return 1.0
-    mean, sd = float(values.mean()), float(values.std(ddof=1))
-    if sd <= sequential.FLAT * abs(mean):
-        return sequential.sign_flip_p(values) if mean != 0 else 1.0
-    t = abs(mean) * math.sqrt(values.size) / sd
-    return float(2 * stats.t.sf(t, values.size - 1))
-
-
 def _holm(rows: list[Row], alpha: float) -> list[Row]:
-    """Holm's step-down over the family: the k-th smallest p-value is shown when it and every smaller one are at
-    most α / (m − k + 1)."""
+    """Holm's step-down over the family (`effects.holm`)."""
     import dataclasses
 
-    order = sorted(range(len(rows)), key=lambda i: rows[i].p)
-    shown = set()
-    for rank, i in enumerate(order):
-        if rows[i].p > alpha / (len(rows) - rank):
-            break
-        shown.add(i)
-    return [dataclasses.replace(r, shown=i in shown) for i, r in enumerate(rows)]
+    shown = effects.holm([r.p for r in rows], alpha)
+    return [dataclasses.replace(r, shown=s) for r, s in zip(rows, shown)]
 
 
 def _group_label(design, group: tuple) -> str:

@@ -10,6 +10,11 @@ than two seeds, a Welch interval on the two groups. The seeds a two-sided
 paired t-test would need at a given level, power 0.8, are computed at the
 observed effect and the contrast's SD (the noncentral t), as is the
 smallest effect the seeds used could detect.
+
+The library does the arithmetic, once: scipy's `ttest_1samp` gives a contrast's interval and p-value (the paired
+t of its differences), statsmodels' `TTestPower` a paired test's power and the pairs it needs, its `multipletests`
+Holm's step-down (`holm`). What no library has stays here: the sign-flip p-value where a contrast has no spread
+(`sequential.sign_flip_p`), and the power of two one-sided tests (`equivalence_power`).
 """
 
 from __future__ import annotations
@@ -19,7 +24,11 @@ from dataclasses import dataclass
 from typing import Mapping
 
 import numpy as np
-from scipy import optimize, stats
+from scipy import stats
+from statsmodels.stats.multitest import multipletests
+from statsmodels.stats.power import TTestPower
+
+from bilevel_tune.verdicts.sequential import FLAT, sign_flip_p
 
 POWER = 0.8
 CONFIDENCE = 0.95
@@ -70,12 +79,31 @@ def paired(d: np.ndarray, sd: float, level: float) -> Effect:
         mean = float(d.mean()) if n else float("nan")
         return Effect(mean, float("nan"), float("nan"), True, n, int(n and abs(mean) > NONE), sd, None, float("nan"))
     mean, sd_d = float(d.mean()), float(d.std(ddof=1))
-    half = stats.t.ppf(0.5 + CONFIDENCE / 2, n - 1) * sd_d / math.sqrt(n)
+    low, high = stats.ttest_1samp(d, 0.0).confidence_interval(CONFIDENCE) if sd_d > 0 else (mean, mean)
     agreeing = int(np.sum(np.sign(d) == np.sign(mean))) if abs(mean) > NONE else 0
     return Effect(
-        mean, mean - half, mean + half, True, n, agreeing, sd, seeds_needed(mean, sd_d, level),
+        mean, float(low), float(high), True, n, agreeing, sd, seeds_needed(mean, sd_d, level),
         detectable(sd_d, n, level), sd_d,
     )  # fmt: skip
+
+
+def p_value(d: np.ndarray) -> float:
+    """Two-sided: the paired t of these within-seed differences against 0 (scipy's `ttest_1samp`); the sign-flip
+    test where they have no spread (a t is undefined there)."""
+    d = np.asarray(d, float)
+    if d.size < 2:
+        return 1.0
+    mean, sd = float(d.mean()), float(d.std(ddof=1))
+    if sd <= FLAT * abs(mean):
+        return sign_flip_p(d) if mean != 0 else 1.0
+    return float(stats.ttest_1samp(d, 0.0).pvalue)
+
+
+def holm(p_values, alpha: float) -> list[bool]:
+    """Which of these a Holm step-down at family-wise `alpha` rejects (statsmodels' `multipletests`)."""
+    if not len(p_values):
+        return []
+    return [bool(r) for r in multipletests(list(p_values), alpha=alpha, method="holm")[0]]
 
 
 def pooled_sd(groups: list[np.ndarray]) -> float:
@@ -94,12 +122,11 @@ def power(effect_size: float, n: int, level: float) -> float:
     """A two-sided paired t-test's power with n pairs, at a standardised effect (mean / SD of the differences)."""
     if n < 2:
         return 0.0
-    crit = stats.t.ppf(1 - level / 2, n - 1)
-    nc = effect_size * math.sqrt(n)
-    exact = float(stats.nct.sf(crit, n - 1, nc) + stats.nct.cdf(-crit, n - 1, nc))
+    exact = float(TTestPower().power(effect_size, n, level, alternative="two-sided"))
     if np.isfinite(exact):
         return exact
-    # scipy's noncentral t fails far in its tail (one or two pairs at a small level): the shifted central t there
+    # the noncentral t fails far in its tail (one or two pairs at a small level): the shifted central t there
+    crit, nc = stats.t.ppf(1 - level / 2, n - 1), effect_size * math.sqrt(n)
     return float(stats.t.sf(crit - nc, n - 1) + stats.t.cdf(-crit - nc, n - 1))
 
 
@@ -112,12 +139,17 @@ def seeds_needed(mean: float, sd_d: float, level: float) -> int | None:
     size = abs(mean) / sd_d
     if power(size, MOST_SEEDS, level) < POWER:
         return MOST_SEEDS + 1
+    return _smallest(lambda n: power(size, n, level) >= POWER)
+
+
+def _smallest(enough) -> int:
+    """The smallest number of pairs (≥ 2) for which `enough(n)` holds, `enough` turning true and staying so."""
     low, high = 2, 2
-    while power(size, high, level) < POWER:  # bracket, then bisect
+    while not enough(high):  # bracket, then bisect
         low, high = high, high * 2
     while low < high:
         middle = (low + high) // 2
-        low, high = (middle + 1, high) if power(size, middle, level) < POWER else (low, middle)
+        low, high = (middle + 1, high) if not enough(middle) else (low, middle)
     return low
 
 
@@ -142,13 +174,7 @@ def equivalence_seeds_needed(mean: float, sd_d: float, level: float, margin: flo
         return 2
     if equivalence_power(mean, sd_d, MOST_SEEDS, level, margin) < POWER:
         return MOST_SEEDS + 1
-    low, high = 2, 2
-    while equivalence_power(mean, sd_d, high, level, margin) < POWER:
-        low, high = high, high * 2
-    while low < high:
-        middle = (low + high) // 2
-        low, high = (middle + 1, high) if equivalence_power(mean, sd_d, middle, level, margin) < POWER else (low, middle)
-    return low
+    return _smallest(lambda n: equivalence_power(mean, sd_d, n, level, margin) >= POWER)
 
 
 def detectable(sd_d: float, n: int, level: float) -> float:
@@ -157,10 +183,6 @@ def detectable(sd_d: float, n: int, level: float) -> float:
         return float("nan")
     if sd_d == 0:
         return 0.0
-    high = 1.0
-    while power(high, n, level) < POWER:  # bracket the standardised effect, then solve
-        if high > 1e4:
-            return float("inf")  # too few pairs for any effect this test could show
-        high *= 2
-    size = optimize.brentq(lambda s: power(s, n, level) - POWER, 1e-9, high)
-    return float(size * sd_d)
+    if power(1e4, n, level) < POWER:
+        return float("inf")  # too few pairs for any effect this test could show
+    return float(TTestPower().solve_power(None, n, level, POWER, alternative="two-sided") * sd_d)

@@ -1,5 +1,5 @@
 """study.json as a run's record across sessions: the whole command's plan kept, each session's own plan, start
-and end — and the run's record (`report.run_history`, `bilevel-summary --record`) reading the ETA against the wall
+and end — and the run's record (`cli.run_record`, `bilevel-summary --record`) reading the ETA against the wall
 time summed over them."""
 
 import json
@@ -7,11 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from bilevel_tune.cli import session_log
+from bilevel_tune.cli import run_record, session_log
 from bilevel_tune.cli.options import RunOptions
 from bilevel_tune.core import metrics
 from bilevel_tune.planning.plan import CostModel, make_plan
-from bilevel_tune.report import run_history
 from bilevel_tune.study_data.definition import load_study
 from bilevel_tune.study_data.design import compile_design
 from bilevel_tune.study_data.run_folder import GENERATIONS_FILE, STUDY_FILE, read_study_file
@@ -24,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def run_report():
-    return run_history
+    return run_record
 
 
 def plan_of(study, cells):
@@ -158,7 +157,7 @@ def test_a_shipped_record_names_the_calibration_store_under_home_as_tilde(two_se
     home_store = f"{Path.home()}/.cache/bilevel_tune/calibration.json"
     record["plan"]["source"] = f"inner loop: cached probe of 2026-12-02 02:32 ({home_store})"
     (run_dir / STUDY_FILE).write_text(json.dumps(record))
-    run_history.ship(RunStore(run_dir), None, tmp_path / "shipped", run_history.trial_figures(RunStore(run_dir)), "notes")
+    run_record.ship(RunStore(run_dir), None, tmp_path / "shipped", run_record.trial_figures(RunStore(run_dir)), "notes")
     shipped = (tmp_path / "shipped" / STUDY_FILE).read_text()
     assert "(~/.cache/bilevel_tune/calibration.json)" in shipped and str(Path.home()) + "/" not in shipped
     assert json.loads(shipped)["sessions"] == record["sessions"]  # the rest of the record as it was
@@ -168,9 +167,9 @@ def test_notes_taken_from_a_shipped_run_md_ship_its_title_once(two_sessions, tmp
     """A re-ship's notes are the shipped run.md's head, title and all: the run's name heads run.md once."""
     run_dir, _, _ = two_sessions
     title = f"# {run_dir.resolve().name}"
-    rows = run_history.trial_figures(RunStore(run_dir))
-    run_history.ship(RunStore(run_dir), None, tmp_path / "shipped", rows, f"{title}\n\n{title}\n\nWhy it ran.\n\n# elsewhere")
-    text = (tmp_path / "shipped" / run_history.RUN_MD).read_text()
+    rows = run_record.trial_figures(RunStore(run_dir))
+    run_record.ship(RunStore(run_dir), None, tmp_path / "shipped", rows, f"{title}\n\n{title}\n\nWhy it ran.\n\n# elsewhere")
+    text = (tmp_path / "shipped" / run_record.RUN_MD).read_text()
     assert text.startswith(f"{title}\n\nWhy it ran.\n\n# elsewhere\n") and text.count(title + "\n") == 1
 
 
@@ -184,20 +183,20 @@ def test_a_shipped_run_md_quotes_its_summarys_sections_as_they_now_are(tmp_path)
 
     folder = tmp_path / "fishery-analytic"
     shutil.copytree(Path(__file__).parents[1] / "docs" / "results" / "fishery-analytic", folder)
-    run_md = folder / run_history.RUN_MD
+    run_md = folder / run_record.RUN_MD
     text = run_md.read_text()
-    held_out = text.index(run_history.HELD_OUT_HEADING)
+    held_out = text.index(run_record.HELD_OUT_HEADING)
     without = text[:held_out] + text[text.index("\n## ", held_out) + 1 :]  # as shipped before its held-out step
     run_md.write_text(without.replace("<!-- quoted: answers -->\n", "<!-- quoted: answers -->\nan old answer\n", 1))
     store = RunStore(folder)
     summary = summarise(store)
-    assert run_history.requote(store, summary) and not run_history.requote(store, summary)
+    assert run_record.requote(store, summary) and not run_record.requote(store, summary)
     again = run_md.read_text()
-    assert "an old answer" not in again and again.count(run_history.HELD_OUT_HEADING) == 1
-    assert again.index(run_history.HELD_OUT_HEADING) < again.index("## Provenance and sessions")
+    assert "an old answer" not in again and again.count(run_record.HELD_OUT_HEADING) == 1
+    assert again.index(run_record.HELD_OUT_HEADING) < again.index("## Provenance and sessions")
     section = text[held_out : text.index("\n## ", held_out) + 1]
     assert section in again and again.replace(section, "") == without  # the block the ship wrote, the rest as it was
-    assert "| 1 | analytic (its own), appo, ppo, frozen | 144 |" in again.split(run_history.HELD_OUT_HEADING)[1]
+    assert "| 1 | analytic (its own), appo, ppo, frozen | 144 |" in again.split(run_record.HELD_OUT_HEADING)[1]
 
 
 def test_a_stage_decided_again_keeps_its_own_elapsed_time_and_says_when_each_look_was(tmp_path):
@@ -217,7 +216,7 @@ def test_a_stage_decided_again_keeps_its_own_elapsed_time_and_says_when_each_loo
     (tmp_path / STUDY_FILE).write_text(
         json.dumps({"study": {"decide": {"max_seeds": 12, "seeds_per_stage": 2}}, "stages": [stage]})
     )
-    row = run_history.stages(RunStore(tmp_path))[2]
+    row = run_record.stages(RunStore(tmp_path))[2]
     assert row == (
         "| 3 | 1671, 6578 | 2 | 2026-12-03T14:24:40 | 2026-12-03T18:31:12 | 4:06:32 | 1 open (paired t, 12-seed plan) "
         "at 2026-12-05T15:51:38; before: 1 undecided (AdaStop) at 2026-12-03T18:31:12 |"
@@ -248,6 +247,6 @@ def test_a_held_out_session_ended_without_a_word_shows_what_it_logged(tmp_path):
     data[REEVALUATIONS][-1].pop("ended_utc")  # as a session killed outright leaves it
     data[REEVALUATIONS][-1].pop("wall_s")
     write_json(run_dir / STUDY_FILE, data)
-    rows = run_history.held_out_sessions(RunStore(run_dir))[-2:]
+    rows = run_record.held_out_sessions(RunStore(run_dir))[-2:]
     assert "| 5 | not recorded | 2026-12-06T10:00:00 | not recorded | — |" in rows[0]
     assert "| 5 | 2 / 1 | 2026-12-06T11:00:00 | not recorded | — |" in rows[1]
