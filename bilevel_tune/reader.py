@@ -17,11 +17,12 @@ from pathlib import Path
 import pandas as pd
 
 from bilevel_tune.report import plots
-from bilevel_tune.report.answers import paired_table
+from bilevel_tune.report.answers import by_group
 from bilevel_tune.report.columns import BEST, FINAL
 from bilevel_tune.report.grids import mean_grid
 from bilevel_tune.report.pipeline import SECTIONS, Summary, summarise
 from bilevel_tune.study_data.run_store import RunStore, open_store
+from bilevel_tune.verdicts.family import SIMPLE
 
 FIGURES = {  # a figure's name → how plots/ draws it (`landscape` takes a mechanism's name, `best_so_far` an x axis)
     "effects": plots.plot_effects,
@@ -70,8 +71,12 @@ class Run:
 
     @property
     def paired(self) -> pd.DataFrame:
-        """Every comparison's matched seeds: A, B and B − A."""
-        return paired_table(self._summary.design, self.store, self._summary.answers)
+        """Every comparison's matched seeds: per seed, A's and B's final re-evaluation and B − A."""
+        groups, rows = by_group(self.store.look_scores(self._summary.design.decide.score)), []
+        for c in (r.hypothesis for r in self._summary.answers.rows if r.hypothesis.kind == SIMPLE):
+            a, b = groups.get(c.a, {}), groups.get(c.b, {})
+            rows += [{"comparison": c.key, "seed": s, "A": a[s], "B": b[s], "B − A": b[s] - a[s]} for s in sorted(set(a) & set(b))]
+        return pd.DataFrame(rows)
 
     def grid(self, score: str = "final") -> pd.DataFrame:
         """Per cell, mean ± SD over seeds (seeds): the final re-evaluation (`final`, the answers' score) or the best

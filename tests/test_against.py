@@ -8,7 +8,8 @@ import shutil
 import pandas as pd
 import pytest
 
-from bilevel_tune.report import against, quotes
+from bilevel_tune.cli import quotes
+from bilevel_tune.report import against
 from bilevel_tune.report.pipeline import summarise
 from bilevel_tune.study_data import run_lock
 from bilevel_tune.study_data.run_folder import PILOT_FILE

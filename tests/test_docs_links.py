@@ -41,13 +41,13 @@ def test_the_link_check_sees_a_broken_link(tmp_path):
 
 
 def test_the_readme_is_one_screenful_of_answers_quoted_from_the_shipped_summaries():
-    from bilevel_tune.report import quotes
+    from bilevel_tune.cli import quotes
 
     readme = ROOT / "README.md"
     assert len(readme.read_text().splitlines()) <= 150
     assert "make study" in readme.read_text() and "make test" in readme.read_text()
     assert len(quotes.quoted(readme)) >= 3
-    assert quotes.stale(readme) == [], "run: python -m bilevel_tune.report.quotes README.md"
+    assert quotes.stale(readme) == [], "run: python -m bilevel_tune.cli.quotes README.md"
     answers = re.findall(r"<!-- answers: \S+ -->(.*?)<!-- /answers -->", readme.read_text(), re.S)
     assert len(answers) >= 3
     for block in answers:  # the short form: what was answered, no method paragraph
@@ -56,13 +56,13 @@ def test_the_readme_is_one_screenful_of_answers_quoted_from_the_shipped_summarie
 
 
 def test_every_page_that_quotes_a_shipped_result_quotes_it_as_it_is():
-    from bilevel_tune.report import quotes
+    from bilevel_tune.cli import quotes
 
     pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
     quoting = [p for p in pages if quotes.quoted(p)]
     assert ROOT / "docs" / "worlds.md" in quoting  # the fishery's answers
     for page in quoting:
-        assert quotes.stale(page) == [], f"run: python -m bilevel_tune.report.quotes {page.relative_to(ROOT)}"
+        assert quotes.stale(page) == [], f"run: python -m bilevel_tune.cli.quotes {page.relative_to(ROOT)}"
 
 
 def _a_repository_with_a_run(tmp_path):
@@ -79,7 +79,7 @@ def _a_repository_with_a_run(tmp_path):
 
 
 def test_a_stale_quote_is_seen(tmp_path):
-    from bilevel_tune.report import quotes
+    from bilevel_tune.cli import quotes
 
     short = _a_repository_with_a_run(tmp_path)
     page = tmp_path / "page.md"
@@ -97,7 +97,7 @@ def test_a_stale_quote_is_seen(tmp_path):
 
 
 def test_the_quotes_command_checks_and_refuses_before_it_writes(tmp_path, capsys):
-    from bilevel_tune.report import quotes
+    from bilevel_tune.cli import quotes
 
     _a_repository_with_a_run(tmp_path)
     page = tmp_path / "page.md"

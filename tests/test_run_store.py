@@ -238,3 +238,24 @@ def _writes_primary(path: Path) -> list[int]:
 def test_study_json_and_the_score_tables_are_written_by_the_store_alone():
     writers = {str(p.relative_to(PACKAGE)): lines for p in sorted(PACKAGE.rglob("*.py")) if (lines := _writes_primary(p))}
     assert set(writers) == {"study_data/run_store.py"}, writers
+
+
+def test_a_command_opens_a_run_folders_store_once(tmp_path, monkeypatch, capsys):
+    """bilevel-summary and --status: one store a command, passed on (each part of the folder read once in it)."""
+    import shutil
+
+    from bilevel_tune.cli.status import show_status
+    from bilevel_tune.study_data import run_store
+    from bilevel_tune.summary import main
+
+    copy = tmp_path / "weekend-appo"
+    shutil.copytree(REPO / "docs" / "results" / "weekend-appo", copy)
+    opened = []
+    init = run_store.RunStore.__init__
+    monkeypatch.setattr(run_store.RunStore, "__init__", lambda self, run_dir, lock=None: (
+        opened.append(Path(run_dir).resolve()), init(self, run_dir, lock))[1])  # fmt: skip
+    assert main([str(copy), "--no-plots"]) == 0
+    assert opened == [copy.resolve()]
+    opened.clear()
+    show_status(copy, out=lambda line: None)
+    assert opened == [copy.resolve()]

@@ -16,7 +16,7 @@ from bilevel_tune.cli.main import main
 from bilevel_tune.core import metrics, scan
 from bilevel_tune.inner import InnerLoopConfig
 from bilevel_tune.inner.analytic import AnalyticLoop
-from bilevel_tune.report import landscape
+from bilevel_tune.report.seed_noise import search_vs_grid
 from bilevel_tune.study_data.definition import Study, StudyError, load_study
 from bilevel_tune.study_data.design import compile_design
 from bilevel_tune.study_data.run_folder import SCAN_CSV
@@ -84,7 +84,7 @@ def test_search_vs_grid_reads_the_grid_and_the_runs_on_the_same_scanned_seeds():
         {"optimize_params": "min_demand_frac", "population": 1, "generations": 100, "seed": [7, 42, 6331, 6710],
          "best_objective": [0.41, 0.43, 0.50, 0.52], "regret": [-0.01, -0.01, np.nan, np.nan]}
     )  # fmt: skip
-    sentence = landscape.search_vs_grid(trials, bests)["sentence"]
+    sentence = search_vs_grid(trials, bests)["sentence"]
     assert "1-D grid 21 points → 0.4100; pop 1: 100 → 0.4200 (regret -0.0100) (seeds 7, 42)" in sentence
     assert "means over the scanned seeds" in sentence
 

@@ -17,15 +17,17 @@ from bilevel_tune.study_data.run_folder import (
     find_run,
     new_run_dir,
 )
-from bilevel_tune.study_data.run_store import StoreError, open_store
+from bilevel_tune.study_data.run_store import RunStore, StoreError, open_store
 from bilevel_tune.study_data.stages import check_stageable, declared_margin, extended_plan
 from bilevel_tune.tune_edge.tracking import TrackingError, resolve_wandb_mode
 
 REPO_ROOT = Path(__file__).resolve().parents[2]  # the checkout: its .wandb.env, its docs/results
 
 
-def resolve_run(options: RunOptions) -> tuple[Study, Path, Path]:
-    """(study, results root, run folder) for a fresh run or a resume; UsageError on anything wrong."""
+def resolve_run(options: RunOptions) -> tuple[Study, Path, RunStore]:
+    """(study, results root, the run folder's store) for a fresh run or a resume — the store read only, opened once
+    for the command: its session takes the folder's lock before it writes (`RunStore.held_by`); UsageError on
+    anything wrong."""
     try:
         root = check_results_root(options.results)
         if options.max_failures < 0:
@@ -44,7 +46,7 @@ def resolve_run(options: RunOptions) -> tuple[Study, Path, Path]:
             )
         if not options.resume:
             study = _check_stages(resolve_study(options), options)
-            return study, root, new_run_dir(root, study.name, options.name, _utc_stamp())
+            return study, root, RunStore(new_run_dir(root, study.name, options.name, _utc_stamp()))
         run_dir = find_run(root, load_study(options.study).name, options.name)
         store = open_store(run_dir)  # read only: the session takes the folder's lock before it writes
         recorded = store.study
@@ -64,7 +66,7 @@ def resolve_run(options: RunOptions) -> tuple[Study, Path, Path]:
             recorded = extended_plan(recorded, options.extend_plan)
         if options.declare_margin is not None:
             recorded = declared_margin(recorded, options.declare_margin, store.looks_taken)
-        return _check_stages(recorded, options), root, run_dir
+        return _check_stages(recorded, options), root, store
     except (StudyError, RunFolderError, StoreError) as err:
         raise UsageError(str(err)) from None
 

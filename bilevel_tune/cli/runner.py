@@ -57,7 +57,8 @@ class RunOutcome:
 def run_study(options: RunOptions, out: Callable[[str], None] = print) -> RunOutcome:
     """Run (or resume) a study to the end, or to an interrupt; never raises for what happened to trials."""
     clock = calibration.RunClock.now()
-    study, root, run_dir = resolve_run(options)
+    study, root, store = resolve_run(options)
+    run_dir = store.run_dir
     mode = wandb_mode(options)
     with contextlib.ExitStack() as hold:
         try:  # one session a run folder: refused in one line while another holds it (run_lock), before any look at
@@ -65,7 +66,7 @@ def run_study(options: RunOptions, out: Callable[[str], None] = print) -> RunOut
             lock = hold.enter_context(run_lock.held(run_dir, fresh=not options.resume, out=out))
         except RunFolderError as err:
             raise UsageError(str(err)) from None
-        store = RunStore(run_dir, lock)  # the folder's one reader and writer for this command
+        store.held_by(lock)  # the folder's one reader and writer for this command, writing from here
         if options.resume:
             _check_restorable(study, store)
         outcome = _run_held(study, options, root, store, mode, clock, out)

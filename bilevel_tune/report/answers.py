@@ -3,7 +3,7 @@ interactions, simple effects —, each with the effect beside it: B − A with i
 the SD of the cells it reads only, the seeds used and those a paired test would need (`verdicts.effects`), what a
 run of each side spent (inner-loop evaluations, wall time) and each side's best objective, labelled optimistic: the
 best of many noisy evaluations, more of them for a larger population. The Answers block's one-line findings (the
-ceiling, the range edges, search vs grid) are their sections' (`ceiling`, `edges`, `landscape`).
+ceiling, the range edges, search vs grid) are their sections' (`ceiling`, `edges`, `seed_noise`).
 
 Reads the run's store (its look scores and trial rows, by cell key), so a shipped result folder answers as its run
 folder did.
@@ -387,20 +387,6 @@ def _priced(row: pd.Series) -> pd.Series:
 def _mean(rows: list[pd.Series], column: str) -> float:
     values = [float(row[column]) for row in rows if column in row and pd.notna(row[column])]
     return float(np.mean(values)) if values else float("nan")
-
-
-def paired_table(design, store, found: Answers) -> pd.DataFrame:
-    """Every comparison's matched pairs: per seed, A's and B's final re-evaluation and B − A."""
-    groups = by_group(store.look_scores(design.decide.score))
-    rows = []
-    for answer in found.rows:
-        c = answer.hypothesis
-        if c.kind != family.SIMPLE:
-            continue
-        a, b = groups.get(c.a, {}), groups.get(c.b, {})
-        for seed in sorted(set(a) & set(b)):
-            rows.append({"comparison": c.key, "seed": seed, "A": a[seed], "B": b[seed], "B − A": b[seed] - a[seed]})
-    return pd.DataFrame(rows)
 
 
 # -- the section -------------------------------------------------------------------------------------------------

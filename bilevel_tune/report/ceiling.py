@@ -13,10 +13,10 @@ import numpy as np
 import pandas as pd
 
 from bilevel_tune.core import metrics
-from bilevel_tune.report import landscape
 from bilevel_tune.report.columns import BEST, BOUND_BY, DEFAULT_CEILING, DEFAULT_TOL, MECHANISM, markdown_table, shown
 from bilevel_tune.report.section import Section, Summary
 from bilevel_tune.study_data.run_folder import CEILING_CSV, trial_name
+from bilevel_tune.study_data.run_tables import scan_key
 from bilevel_tune.study_data.settings import is_setting_key
 
 CEILING, NO_CEILING = "ceiling", "no ceiling"
@@ -69,10 +69,29 @@ def _ceiling_cell(
     if capping is not None:
         cell["cap_rules"] = capping
         cell["searching_them"] = _searching(table, row, capping)
-    truth = landscape.ceiling_truth(cell, bests, ceiling, tol)
+    truth = ceiling_truth(cell, bests, ceiling, tol)
     if truth:
         cell["scan"] = truth
     return cell
+
+
+def ceiling_truth(cell: dict[str, Any], bests: pd.DataFrame, ceiling: float, tol: float) -> str | None:
+    """For a trial pinned at the ceiling: does any scanned rule set rise above the band? None without a scan."""
+    if bests.empty:
+        return None
+    match = bests[np.logical_and.reduce([bests[k] == cell[k] for k in scan_key(bests) if k in cell])]
+    if match.empty:
+        return None
+    best = match.iloc[0]
+    if best["scan_best"] <= ceiling + tol:
+        return (
+            f"the scan's best is {best['scan_best']:.4f}; no rules on the grid exceed the band "
+            f"({best['points']} points, spacing {best['grid_spacing']}): a structural cap"
+        )
+    return (
+        f"the scan finds {best['scan_best']:.4f} above the band at rules {best['scan_best_rules']}: "
+        "the search stopped short"
+    )
 
 
 def cap_rules(row: pd.Series, tol: float) -> dict[str, float] | None:

@@ -33,21 +33,12 @@ from bilevel_tune.report.answers import by_group as answers_by_group
 from bilevel_tune.report.ceiling import BOUND_TOL
 from bilevel_tune.report.columns import BEST, GENERATION_BEST, MECHANISM, OPTIMIZER
 from bilevel_tune.report.grids import grid_table
-from bilevel_tune.report.pipeline import Summary, summarise
+from bilevel_tune.report.section import Summary
 from bilevel_tune.study_data.run_folder import PLOTS_DIR
 from bilevel_tune.study_data.settings import is_setting_key, plain
 from bilevel_tune.verdicts.family import SIMPLE
 from bilevel_tune.verdicts.looks import A_BETTER, B_BETTER, EQUIVALENT
 
-PLOT_NAMES = (
-    "best_so_far_evaluations",
-    "best_so_far_wall",
-    "final_pairs",
-    "effects",
-    "objective_over_generations",
-    "es_population",
-    "grid_heatmap",
-)
 CEILING_PLOT = "ceiling"
 LANDSCAPE = "landscape_{mechanism}"  # with a rules scan: one per mechanism (landscape_1d, landscape_2d-floor-risk)
 COLOURS = plt.cm.tab10.colors
@@ -494,8 +485,8 @@ def drawings(s: Summary) -> dict[str, object]:
     return out
 
 
-def write_plots(run_dir: Path, summary: Summary | None = None) -> list[Path]:
-    s = summary or summarise(run_dir)
+def write_plots(run_dir: Path, s: Summary) -> list[Path]:
+    """Every figure of the summary into the run folder's plots/, each as it is named in `drawings`."""
     out = Path(run_dir) / PLOTS_DIR
     out.mkdir(exist_ok=True)
     written = []

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bilevel_tune.report import landscape
+from bilevel_tune.core.outer import label_of
 from bilevel_tune.report.ceiling import ceiling_verdict
 from bilevel_tune.report.columns import (
     BEST,
@@ -18,6 +18,7 @@ from bilevel_tune.report.columns import (
     DEFAULT_TOL,
     FINAL,
     MECHANISM,
+    OPTIMIZER,
     SEARCH_VS_GRID,
     factors,
     finished,
@@ -183,10 +184,52 @@ def verdicts(
     out = effect_verdicts(table, value)
     if ceiling is not None:  # a world without a ceiling gets no ceiling verdict
         out["ceiling"] = ceiling_verdict(table, ceiling, tol, bests)
-    grid = landscape.search_vs_grid(table, bests) if bests is not None else None
+    grid = search_vs_grid(table, bests) if bests is not None else None
     if grid:
         out[SEARCH_VS_GRID] = grid
     return out
+
+
+def search_vs_grid(trials: pd.DataFrame, bests: pd.DataFrame) -> dict[str, Any] | None:
+    """One line: inner-loop evaluations (ES generations × population, grid points) against the best each reached.
+
+    Every figure of a mechanism is a mean over the seeds it scanned: a run in stages adds seeds without scans, and
+    a grid's best, the runs' best and their regret must be read on the same worlds to add up."""
+    if bests.empty or "regret" not in trials:
+        return None
+    done = trials[(trials["generations"] > 0) & trials["regret"].notna()]  # the runs with a scan of their seed
+    parts, cells = [], []
+    for (dims, params), scans in bests.groupby(["dims", "optimize_params"]):
+        runs = done[done["optimize_params"] == params]
+        seeds = ", ".join(str(seed) for seed in sorted(scans["seed"].unique()))
+        part = (
+            f"{scans['mechanism'].iloc[0]} grid {int(scans['points'].iloc[0])} points → {scans['scan_best'].mean():.4f}"
+        )
+        by = ["population", *([OPTIMIZER] if runs.get(OPTIMIZER, pd.Series(dtype=str)).nunique() > 1 else [])]
+        for values, group in runs.groupby(by, sort=False):
+            population, optimizer = (values[0], values[1]) if len(by) == 2 else (values[0], None)
+            evaluations = int((group["generations"] * population).mean())
+            regret = float(group["regret"].mean())
+            who = f"pop {population}" + (f" {label_of(optimizer)}" if optimizer else "")
+            part += f"; {who}: {evaluations} → {group['best_objective'].mean():.4f} (regret {regret:+.4f})"
+            cells.append(
+                {
+                    "dims": int(dims),
+                    "optimize_params": params,
+                    "population": int(population),
+                    **({OPTIMIZER: optimizer} if optimizer else {}),
+                    "evaluations": evaluations,
+                    "regret": regret,
+                }
+            )
+        parts.append(f"{part} (seeds {seeds})")
+    only_es = OPTIMIZER not in done or set(done[OPTIMIZER]) <= {"es"}
+    searcher = "ES " if only_es else ""  # a study before other optimisers reads as it did
+    sentence = (
+        f"search vs grid (inner-loop evaluations, {searcher}generations × population against grid points, "
+        "→ best objective, means over the scanned seeds): " + "; ".join(parts) + "."
+    )
+    return {"verdict": "search vs grid", "cells": cells, "sentence": sentence}
 
 
 def is_effect(key: str) -> bool:

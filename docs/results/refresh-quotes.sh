@@ -3,7 +3,7 @@
 # re-execute the notebook that reads them (ship-stage.sh and heldout-later.sh end with it).
 set -euo pipefail
 cd "$(git -C "$(dirname "$0")" rev-parse --show-toplevel)"
-.venv/bin/python -m bilevel_tune.report.quotes README.md docs/worlds.md
+.venv/bin/python -m bilevel_tune.cli.quotes README.md docs/worlds.md
 .venv/bin/python - <<'PY'
 import nbformat
 from nbclient import NotebookClient

@@ -15,8 +15,8 @@ comes within ε soonest, per mechanism), `needed` (the smallest budget at which 
 `refresh(page)` rewrites every such block; `stale(page)` names the blocks that differ (a test holds README.md to
 it).
 
-    python -m bilevel_tune.report.quotes README.md docs/worlds.md   # refresh the quoted blocks
-    python -m bilevel_tune.report.quotes --check README.md          # name the stale ones (exit 1), write nothing
+    python -m bilevel_tune.cli.quotes README.md docs/worlds.md   # refresh the quoted blocks
+    python -m bilevel_tune.cli.quotes --check README.md          # name the stale ones (exit 1), write nothing
 
 A page that is not there, or a quote of a folder without a summary.md, is refused in one line (exit 2) before any
 page is written: refreshed, such a quote would be emptied.
@@ -105,7 +105,7 @@ def _checked(pages: list[Path]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bilevel_tune.report.quotes", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bilevel_tune.cli.quotes", description=__doc__.splitlines()[0])
     parser.add_argument("pages", nargs="*", type=Path, default=[Path("README.md")], help="markdown pages (README.md)")
     parser.add_argument("--check", action="store_true", help="name the stale quotes and exit 1 if any; write nothing")
     try:
