@@ -46,7 +46,7 @@ def test_an_equivalence_row_is_planned_by_its_repeated_intervals_inside_the_marg
 def test_a_design_costs_its_cells_evaluations_and_final_retrainings_per_seed():
     assert pilot_designs.trainings(CELLS, 6, Fraction(1), 3) == 6 * (1000 + 4800 + 2 * 2 * 3)
     assert pilot_designs.trainings(CELLS, 6, Fraction(1, 4), 8) == 6 * (250 + 1200 + 2 * 2 * 8)
-    assert pilot_designs.seconds(CELLS, 2, Fraction(1, 2), 4) == 2 * (1800 + 1200 + 2 * 4 * 3.0)
+    assert pilot_designs.core_seconds(CELLS, 2, Fraction(1, 2), 4) == 2 * (1800 + 1200 + 2 * 4 * 3.0)
 
 
 def test_a_folder_that_is_no_pilot_for_the_study_is_one_line():

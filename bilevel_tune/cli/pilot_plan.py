@@ -167,31 +167,34 @@ def planned_levels(fam: family.Family, claims: dict[int, str], alpha: float, mar
 
 
 def pilot_cells(summary: pipeline.Summary, planned=None) -> list[pilot_designs.Cell]:
-    """One per group of the grid: its evaluations at the whole budget, its mean seconds here, and the smaller
-    budgets the `planned` study re-scores its runs at."""
+    """One per group of the grid: its evaluations at the whole budget, the core-seconds a run of it spent here on
+    its search and per final seed (its core-seconds split as its wall was: the search's until its last generation,
+    the rest its final re-evaluation's; a pilot from before they were measured at wall × CPUs, `RunStore.costs`),
+    and the smaller budgets the `planned` study re-scores its runs at."""
     design, trials, gens = summary.design, summary.trials, summary.store.generations_table
     elapsed = gens.groupby("trial")["elapsed_s"].max() if not gens.empty else pd.Series(dtype=float)
+    costs = summary.store.costs.query("work == 'trial'").set_index("trial")["core_s"]
     names = trials["trial"].map(lambda n: final_scores.trial_of_folder(n) if isinstance(n, str) else None)
     k = max(design.budget.final_eval_seeds, 1)
     out = []
     for group in dict.fromkeys(c.group for c in design.cells):
         cells = [c for c in design.cells if c.group == group]
-        mine = trials[names.isin({trial_name(design, c) for c in cells})]
-        wall = mine["wall_s"].to_numpy(float)
-        spent = np.array([elapsed.get(final_scores.trial_of_folder(n), np.nan) for n in mine["trial"]])
-        final = np.nanmean(wall - spent) if len(wall) else np.nan
+        mine = names[names.isin({trial_name(design, c) for c in cells})]
+        wall = trials.loc[mine.index, "wall_s"].to_numpy(float)
+        core = np.array([costs.get(name, np.nan) for name in mine], float)
+        search = core * np.array([elapsed.get(name, np.nan) for name in mine], float) / wall  # the search's share
         rescorings = len(planned.equal_evaluations(group[0])) if planned is not None else 0
-        out.append(pilot_designs.Cell(cells[0].generations * cells[0].population, float(np.nanmean(spent)),
-                                      float(final) / k, rescorings))  # fmt: skip
+        out.append(pilot_designs.Cell(cells[0].generations * cells[0].population, float(np.nanmean(search)),
+                                      float(np.nanmean(core - search)) / k, rescorings))  # fmt: skip
     return out
 
 
 def pilot_spend(summary: pipeline.Summary) -> tuple[int, int, float]:
-    """(evaluations, final retrainings, trial-seconds) the pilot's finished ES trials spent."""
+    """(evaluations, final retrainings, core-seconds) the pilot's finished ES trials spent."""
     done = summary.trials[summary.trials["status"].isin(("complete", "stopped"))]
     evaluations = int(done["evaluations"].sum())
     finals = len(done) * summary.design.budget.final_eval_seeds * pilot_designs.RULES_SCORED
-    return evaluations, finals, float(done["wall_s"].sum())
+    return evaluations, finals, float(summary.store.costs.query("work == 'trial'")["core_s"].sum())
 
 
 def plan_lines(design, run_dir: Path) -> list[str]:
@@ -202,12 +205,13 @@ def plan_lines(design, run_dir: Path) -> list[str]:
     if not rows:
         raise PilotError(f"--pilot {run_dir}: it decided none of this study's rows; nothing to plan for")
     cells = pilot_cells(pilot, design)
-    evaluations, finals, secs = pilot_spend(pilot)
+    evaluations, finals, core = pilot_spend(pilot)
     margin = design.decide.margin
     found = pilot_designs.designs(rows, cells, margin)
     lines = [
         f"pilot {run_dir}: {len(rows)} decided row(s) to plan for; it spent {evaluations:,} evaluations + {finals:,} "
-        f"final retrainings = {evaluations + finals:,} farm trainings, {secs / 3600:.1f} trial-hours",
+        f"final retrainings = {evaluations + finals:,} farm trainings, {core / 3600:.1f} core-hours "
+        f"({'as measured' if pilot.store.costs['core_s_measured'].all() else 'priced at wall × CPUs'})",
         "  each row at its pilot's effect (score, budget → B − A, SD between runs, SD of one re-evaluation, run seeds; "
         "the answer planned for, at its level in this study's family):",
     ]
@@ -224,20 +228,20 @@ def plan_lines(design, run_dir: Path) -> list[str]:
     lines += [
         f"designs reaching power {pilot_designs.TARGET:g} at the pilot's effects on every row: {len(deciding)} of {len(found)} "
         f"compared (score × budget × final seeds {list(pilot_designs.FINAL_SEEDS)} × seeds per stage {list(pilot_designs.SEEDS_PER_STAGE)} "
-        f"and at most ≤ {pilot_designs.MOST_SEEDS}); the 10 cheapest, by expected farm trainings:",
-        *_design_table(deciding[:10], evaluations + finals),
+        f"and at most ≤ {pilot_designs.MOST_SEEDS}); the 10 cheapest, by expected core-hours:",
+        *_design_table(deciding[:10], evaluations + finals, core),
         "the study's own design, on the pilot's noise:",
-        *_design_table([own] if own else [], evaluations + finals),
+        *_design_table([own] if own else [], evaluations + finals, core),
     ]
     best, cpus = pilot_designs.cheapest(found), os.cpu_count() or 1
     if best is None:
         lines.append("no design compared reaches the target power on every row: the pilot's effects need more seeds")
         return lines
     lines += [
-        f"cheapest: {_describe(best)}: {best.expected_trainings:,.0f} farm trainings expected "
-        f"({best.expected_trainings / (evaluations + finals):.0%} of the pilot's {evaluations + finals:,}), "
-        f"{best.most_trainings:,.0f} at most; ~{hms(best.expected_seconds)} of trial time at the pilot's pace, "
-        f"~{hms(best.expected_seconds / cpus)} of wall on this machine's {cpus} CPUs",
+        f"cheapest: {_describe(best)}: {best.expected_core_s / 3600:.1f} core-hours expected "
+        f"({best.expected_core_s / core:.0%} of the pilot's {core / 3600:.1f}), {best.expected_trainings:,.0f} farm "
+        f"trainings ({best.expected_trainings / (evaluations + finals):.0%} of its {evaluations + finals:,}), "
+        f"{best.most_trainings:,.0f} at most; ~{hms(best.expected_core_s / cpus)} of wall on this machine's {cpus} CPUs",
         "as study-file lines:",
         *[f"  {line}" for line in study_lines(pilot.design, best)],
     ]
@@ -262,12 +266,12 @@ def _describe(d: pilot_designs.Design) -> str:
     )
 
 
-def _design_table(found, pilot_trainings: int) -> list[str]:
+def _design_table(found, pilot_trainings: int, pilot_core_s: float) -> list[str]:
     if not found:
         return ["    (none)"]
     head = (
         "    score        budget  final  stage/most  power (least row)  at the margin  seeds (expected)  "
-        "trainings expected  share of pilot  at most  trial time"
+        "trainings expected  share of pilot  at most  core-hours (share of pilot)"
     )
     out = [head]
     for d in found:
@@ -275,7 +279,8 @@ def _design_table(found, pilot_trainings: int) -> list[str]:
         out.append(
             f"    {d.score:<12} {str(d.budget):>6}  {d.final_seeds:>5}  {d.seeds_per_stage:>4}/{d.max_seeds:<5}  "
             f"{min(d.power):>17.2f}  {margin:>13.2f}  {d.expected_seeds:>16.1f}  {d.expected_trainings:>18,.0f}  "
-            f"{d.expected_trainings / pilot_trainings:>14.0%}  {d.most_trainings:>7,.0f}  {hms(d.expected_seconds):>10}"
+            f"{d.expected_trainings / pilot_trainings:>14.0%}  {d.most_trainings:>7,.0f}  "
+            f"{d.expected_core_s / 3600:>10.1f} ({d.expected_core_s / pilot_core_s:.0%})"
         )
     return out
 

@@ -8,10 +8,13 @@ fraction b and a score. Under it a row's per-seed contrast is d ~ N(μ, σ²_run
 run's own group-sequential paired t at the row's level (`verdicts.sequential`); its power is the share of
 simulated seed sequences — seeded normal paths, shifted by the standardised effect — that cross a look's boundary. An equivalence row's power is the share whose repeated intervals fall inside ±margin.
 
-Cost, in farm trainings: every cell of the grid runs its seeds, each seed b × its evaluations, plus k final seeds ×
-the rule sets scored (2). The expected count runs each cell until the last row is decided (the stage where every
-simulated row has crossed: an upper figure, since a real run stops adding seeds to a decided row's groups); the
-most is every cell at the plan's seeds. Pure numpy; the pilot's data arrives as plain numbers (`cli.pilot_plan`).
+Cost, in core-seconds — what a core-hour bills, priced from the pilot's own: each cell's core-seconds for a whole
+run's search (its price per evaluation, which depends on its population) and per final seed's retraining; a
+pilot from before core-seconds were measured is priced at wall × CPUs — and beside them in farm trainings: every
+cell of the grid runs its seeds, each seed b × its evaluations, plus k final seeds × the rule sets scored (2).
+The expected cost runs each cell until the last row is decided (the stage where every simulated row has crossed:
+an upper figure, since a real run stops adding seeds to a decided row's groups); the most is every cell at the
+plan's seeds. The cheapest design is the one of least expected core-seconds. Pure numpy; the pilot's data arrives as plain numbers (`cli.pilot_plan`).
 """
 
 from __future__ import annotations
@@ -77,11 +80,11 @@ class PilotRow:
 
 @dataclass(frozen=True)
 class Cell:
-    """What one cell of the grid costs a seed: its evaluations at the whole budget, and its seconds here."""
+    """What one cell of the grid costs a seed: its evaluations at the whole budget, and its core-seconds here."""
 
     evaluations: int
-    seconds: float  # a whole-budget run's seconds, final re-evaluation aside
-    seconds_per_final_seed: float
+    core_s: float  # a whole-budget run's core-seconds, final re-evaluation aside
+    core_s_per_final_seed: float
     rescorings: int = 0  # smaller budgets its final re-evaluation also scores its incumbent at ([decide] equal_budget)
 
 
@@ -97,7 +100,7 @@ class Design:
     expected_seeds: float  # per cell
     expected_trainings: float
     most_trainings: float
-    expected_seconds: float  # trial-seconds on the pilot's machine
+    expected_core_s: float  # core-seconds on the pilot's machine
 
     @property
     def decides(self) -> bool:
@@ -109,8 +112,9 @@ def trainings(cells: Sequence[Cell], seeds: float, budget: Fraction, final_seeds
     return float(seeds * sum(budget * c.evaluations + RULES_SCORED * final_seeds * (1 + c.rescorings) for c in cells))
 
 
-def seconds(cells: Sequence[Cell], seeds: float, budget: Fraction, final_seeds: int) -> float:
-    return seeds * sum(float(budget) * c.seconds + final_seeds * (1 + c.rescorings) * c.seconds_per_final_seed
+def core_seconds(cells: Sequence[Cell], seeds: float, budget: Fraction, final_seeds: int) -> float:
+    """Core-seconds of a grid whose every cell runs `seeds` seeds at this budget and final seeds."""
+    return seeds * sum(float(budget) * c.core_s + final_seeds * (1 + c.rescorings) * c.core_s_per_final_seed
                        for c in cells)  # fmt: skip
 
 
@@ -169,13 +173,13 @@ def evaluate(rows: Sequence[PilotRow], cells: Sequence[Cell], score: str, budget
     seeds = float(n * last.mean())
     return Design(
         score, budget, k, n, most, power, at_margin, seeds, trainings(cells, seeds, budget, k),
-        trainings(cells, most, budget, k), seconds(cells, seeds, budget, k),
+        trainings(cells, most, budget, k), core_seconds(cells, seeds, budget, k),
     )  # fmt: skip
 
 
 def designs(rows: Sequence[PilotRow], cells: Sequence[Cell], margin: float | None) -> list[Design]:
-    """Every design of the grid (scores × budgets the pilot measured × final seeds × stage plans), cheapest
-    expected trainings first."""
+    """Every design of the grid (scores × budgets the pilot measured × final seeds × stage plans), least expected
+    core-seconds first."""
     keys = sorted({key for r in rows for key in r.at})
     found = []
     for n in SEEDS_PER_STAGE:  # a stage plan's paths and boundaries once, for every score, budget and k
@@ -183,9 +187,9 @@ def designs(rows: Sequence[PilotRow], cells: Sequence[Cell], margin: float | Non
             d = evaluate(rows, cells, score, budget, k, n, most, margin)
             if d is not None:
                 found.append(d)
-    return sorted(found, key=lambda d: (d.expected_trainings, d.most_trainings))
+    return sorted(found, key=lambda d: (d.expected_core_s, d.expected_trainings))
 
 
 def cheapest(found: Sequence[Design]) -> Design | None:
-    """The design of least expected trainings that reaches the target power on every row."""
+    """The design of least expected core-seconds that reaches the target power on every row."""
     return next((d for d in found if d.decides), None)
