@@ -6,10 +6,11 @@
 The weekend study at its quick budget (or G generations of K train() calls), one mechanism (min_demand_frac), the given population and seed, the
 real APPO loop, W&B disabled, 2 CPUs, `[final] learners` set: the trials run, then every finished trial's final
 rules and status quo are scored by its own loop and each held-out learner. From the run folder: each trial's wall
-seconds (trials.csv's wall_s: its generations and its final re-evaluation) and each held-out job's (heldout.csv's
-job_seconds: one trial under one learner, its final seeds; a job's first seconds start a Ray worker and build
-its Algorithm, so at a small K they weigh most). Printed: per learner, its mean job and the job as a
-fraction of the mean trial, then the step against the trials it followed. The last line is one JSON object.
+seconds and core-seconds (trials.csv's wall_s and core_s: its generations and its final re-evaluation) and each
+held-out job's (heldout.csv's job_seconds and job_core_s: one trial under one learner, its final seeds; a job's
+first seconds start a Ray worker and build its Algorithm, so at a small K they weigh most). Printed: per learner,
+its mean job and the job as a fraction of the mean trial in core-seconds, then the step against the trials it
+followed. The last line is one JSON object.
 
     python benchmarks/heldout_cost.py --run docs/results/weekend-confirm
 
@@ -26,9 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
-import pandas as pd
-
 from bilevel_tune.cli.main import main as study_main
+from bilevel_tune.study_data.run_store import RunStore, open_store
 
 
 def main() -> int:
@@ -45,7 +45,7 @@ def main() -> int:
         if missing:
             parser.error(f"--run {args.run}: no {', '.join(missing)} in it (a shipped folder, or a run with its summary "
                          "and held-out step)")  # fmt: skip
-        report(*read(args.run), wall=None)
+        report(read(args.run), wall=None)
         return 0
     budget = [*(["--outer-iters", str(args.generations)] if args.generations else []),
               *(["--inner-iters", str(args.inner_iters)] if args.inner_iters else [])]  # fmt: skip
@@ -59,45 +59,54 @@ def main() -> int:
         wall = time.perf_counter() - start
         if code:
             return code
-        tables = read(Path(tmp, "run"))
-    report(*tables, wall=wall)
+        report(read(Path(tmp, "run")), wall=wall)
     return 0
 
 
-def read(run: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
-    return pd.read_csv(run / "trials.csv"), pd.read_csv(run / "heldout.csv"), json.loads((run / "study.json").read_text())
+def read(run: Path) -> RunStore:
+    return open_store(run)  # read only: it holds no lock and writes nothing
 
 
-def report(trials: pd.DataFrame, heldout: pd.DataFrame, record: dict, wall: float | None) -> None:
-    jobs = heldout.drop_duplicates(["trial", "learner"])
-    per_job = jobs.groupby("learner", sort=False)["job_seconds"].mean()
-    cell = trials["trial"].str.rsplit("_", n=2).str[0]  # Tune's name less its trial id ("_7837d_00000"): the cell's
-    trials = trials[cell.isin(jobs["trial"])]  # the finished trials the step scored (no scan, no failed trial)
-    trial_s = float(trials["wall_s"].mean())
-    sessions = [r for r in record.get("reevaluations", []) if "rescoring" not in r]
+def report(store: RunStore, wall: float | None) -> None:
+    """Each learner's mean job beside the mean trial, in wall seconds and in the core-seconds the operating system
+    measured (the store's cost table: a record from before the measure is priced at wall × CPUs, and said so)."""
+    costs = store.costs
+    trial_costs = costs[costs["work"] == "trial"]
+    jobs = costs[costs["work"] == "held-out job"]
+    trial_costs = trial_costs[trial_costs["trial"].isin(jobs["trial"])]  # the trials the step scored (no scan)
+    trial_s, trial_core = float(trial_costs["wall_s"].mean()), float(trial_costs["core_s"].mean())
+    per_job = jobs.groupby("learner", sort=False)[["wall_s", "core_s"]].mean()
+    sessions = [r for r in store.record.get("reevaluations", []) if "rescoring" not in r]
     step_s = float(sum(r.get("wall_s", 0.0) for r in sessions))
     unlogged = sum("wall_s" not in r for r in sessions)
     cpus = max([r.get("cpus", 2) for r in sessions] or [2])
-    budget = record["study"]["budget"]
-    generations = int(trials["generations"].max())
+    budget = store.record["study"]["budget"]
+    generations = int(store.trials_table["generations"].max())
+    priced = [] if costs["core_s_measured"].all() else ["≈: core-seconds priced at wall × CPUs, the run predates the measure"]
     whole = f"; the whole command {wall:.0f} s" if wall is not None else ""
-    print(f"{len(trials)} trial(s), {generations} generations of K = {budget['inner_iters']}, "
-          f"{budget['final_eval_seeds']} final seeds, mean {trial_s:.1f} s a trial (generations + final "
-          f"re-evaluation){whole}")  # fmt: skip
-    print(f"{'learner':<22} {'jobs':>5} {'s a job':>8} {'job / trial':>12}")
-    for learner, seconds in per_job.items():
-        print(f"{learner:<22} {int((jobs['learner'] == learner).sum()):5d} {seconds:8.1f} {seconds / trial_s:12.2f}")
-    trials_s = float(trials["wall_s"].sum())
-    jobs_s = float(jobs["job_seconds"].sum())
-    print(f"the held-out step: {len(jobs)} job(s), their seconds summed {jobs_s:.0f} s = {jobs_s / trials_s:.2f}× the "
-          f"trials' {trials_s:.0f} s; {len(sessions)} session(s) logged {step_s:.0f} s of wall ({cpus} CPUs: jobs "
-          f"{cpus} at a time)" + (f", {unlogged} of them ended without logging theirs" if unlogged else ""))  # fmt: skip
+    print(f"{len(trial_costs)} trial(s), {generations} generations of K = {budget['inner_iters']}, "
+          f"{budget['final_eval_seeds']} final seeds, mean {trial_s:.1f} s and {trial_core:.1f} core-s a trial "
+          f"(generations + final re-evaluation){whole}")  # fmt: skip
+    print(f"{'learner':<22} {'jobs':>5} {'s a job':>8} {'core-s a job':>13} {'job / trial (core-s)':>21}")
+    for learner, job in per_job.iterrows():
+        print(f"{learner:<22} {int((jobs['learner'] == learner).sum()):5d} {job.wall_s:8.1f} {job.core_s:13.1f} "
+              f"{job.core_s / trial_core:21.2f}")  # fmt: skip
+    trials_s, trials_core = float(trial_costs["wall_s"].sum()), float(trial_costs["core_s"].sum())
+    jobs_s, jobs_core = float(jobs["wall_s"].sum()), float(jobs["core_s"].sum())
+    print(f"the held-out step: {len(jobs)} job(s), {jobs_core:.0f} core-s = {jobs_core / trials_core:.2f}× the trials' "
+          f"{trials_core:.0f} core-s (wall summed: {jobs_s:.0f} s = {jobs_s / trials_s:.2f}× {trials_s:.0f} s); "
+          f"{len(sessions)} session(s) logged {step_s:.0f} s of wall ({cpus} CPUs: jobs {cpus} at a time)"
+          + (f", {unlogged} of them ended without logging theirs" if unlogged else ""))  # fmt: skip
+    for line in priced:
+        print(line)
     print(json.dumps({
-        "trials": len(trials), "generations": generations, "inner_iters": budget["inner_iters"],
-        "trial_s": round(trial_s, 2), "step_s": round(step_s, 2), "jobs_s": round(jobs_s, 2),
-        "sessions_unlogged": unlogged,
-        "job_s": {k: round(float(v), 2) for k, v in per_job.items()},
-        "job_over_trial": {k: round(float(v) / trial_s, 3) for k, v in per_job.items()},
+        "trials": len(trial_costs), "generations": generations, "inner_iters": budget["inner_iters"],
+        "trial_s": round(trial_s, 2), "trial_core_s": round(trial_core, 2), "step_s": round(step_s, 2),
+        "jobs_s": round(jobs_s, 2), "jobs_core_s": round(jobs_core, 2), "sessions_unlogged": unlogged,
+        "core_s_measured": bool(costs["core_s_measured"].all()),
+        "job_s": {k: round(float(v), 2) for k, v in per_job["wall_s"].items()},
+        "job_core_s": {k: round(float(v), 2) for k, v in per_job["core_s"].items()},
+        "job_over_trial": {k: round(float(v) / trial_core, 3) for k, v in per_job["core_s"].items()},
     }))  # fmt: skip
 
 

@@ -86,10 +86,11 @@ def test_a_stage_under_way_its_trials_and_when_its_look_comes(run_in_stage_2):
     assert by_name[names[1]].endswith("generation 100 of 1000, 2.0 s a generation, 0:30:00 left")
     for two_d in names[2:]:  # the 2-D cell's pace, from stage 1's trials (3.0 s): 1000 generations
         assert by_name[two_d].endswith("not started, about 0:50:00 (its cell's latest pace in this run, 3.0 s a generation)")
-    # two CPUs: the 1-D trial under way (1800 s) beside a 2-D one (3000 s); the other 2-D one starts at 1800 s
+    # two CPUs: the 1-D trial under way (1800 s) beside a 2-D one (3000 s); the other 2-D one starts at 1800 s;
+    # one shard each: (1800 + 3000 + 3000) s of one CPU = 2.17 core-hours
     assert lines[8] == (
         "stage 2 ends (its look) after about 1:20:00 more of running (about 2026-12-05 21:20 UTC if it runs on), "
-        "on 2 CPUs as the last plan runs them"
+        "on 2 CPUs as the last plan runs them: about 2.17 core-hours more"
     )
 
 

@@ -235,11 +235,12 @@ def _look_eta(
     seconds = [s for _, s in left]
     starts = simulate(seconds, [shards.get(t.name, 1) for t, _ in left], cpus, plan.get("max_concurrent"))
     eta_s = max(start + s for start, s in zip(starts, seconds))
+    core_h = sum(s * shards.get(t.name, 1) for t, s in left) / 3600  # each shard's CPU busy for its trial's time
     look = "its look, the plan's last" if last else "its look"
     when = f" (about {_clock((now + dt.timedelta(seconds=eta_s)).isoformat())} if it runs on)" if now else ""
     return (
         f"stage {stage} ends ({look}) after about {hms(eta_s)} more of running{when}, on {cpus} CPUs as the last "
-        "plan runs them"
+        f"plan runs them: about {core_h:.2f} core-hours more"
     )
 
 

@@ -131,6 +131,12 @@ class Plan:
         """The whole command: launch, every trial, summary and shutdown."""
         return self.model.launch_s + self.makespan_s + self.model.finish_s
 
+    @property
+    def core_s(self) -> float:
+        """The trials' CPUs held over their time: what they cost in core-seconds, a shard's CPU busy throughout
+        (trials.csv's core_s is what the operating system measured after)."""
+        return sum(t.seconds * t.shards for t in self.trials)
+
     def shards_of(self, key) -> int:
         return next(t.shards for t in self.trials if t.cell.key == key)
 
@@ -271,5 +277,6 @@ def describe_plan(study, plan: Plan, out: Callable[[str], None] = print, what: s
         f"per trial {m.trial_overhead_s:.1f} s to start and finish ({m.source})"
     )
     out(
-        f"ETA {hms(plan.eta_s)} for {what}: start {hms(m.launch_s)}, trials {hms(plan.makespan_s)}, summary {hms(m.finish_s)}"
+        f"ETA {hms(plan.eta_s)} for {what}: start {hms(m.launch_s)}, trials {hms(plan.makespan_s)}, summary {hms(m.finish_s)}; "
+        f"the trials' CPUs {plan.core_s / 3600:.2f} core-hours"
     )
