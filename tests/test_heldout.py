@@ -130,21 +130,21 @@ def test_a_gain_is_decided_per_cell_and_learner_and_a_winner_that_holds_nowhere_
     assert len(r.table()) == len(r.rows) == 4 * 3 + len(r.winners())
 
 
-def test_a_learner_is_costed_by_a_warm_seed_its_first_build_paid_once_per_actor():
-    """Each final seed rebuilds the learner (cheap once its process is warm); the first build, imports and all, is
-    an actor's once. The probe counted it per seed and scaled a seed's first, slowest train() calls to K: 8:32 for
-    weekend-confirm's 168 jobs, 4:17 now."""
+def test_a_learner_is_costed_by_a_warm_job_its_first_build_paid_once_per_actor():
+    """Each job rebuilds the learner (cheap once its process is warm); the first build, imports and all, is an
+    actor's once. The probe once counted it per seed and scaled a seed's first, slowest train() calls to K: 8:32
+    for weekend-confirm's 168 jobs, 4:17 after."""
     seed = lambda reset, train, evaluate: types.SimpleNamespace(sec_reset=reset, sec_train=train, sec_evaluate=evaluate)  # noqa: E731
     steady, first_extra = 0.5, 0.3  # a seed's train() calls: its first ones cost more
     once = seed(0.2, first_extra + steady * PROBE_ITERS[0], 0.1)
     more = seed(0.4, first_extra + steady * PROBE_ITERS[1], 0.3)
     warm_up = seed(6.0, 2.0 + once.sec_train, 0.1)  # the actor's first seed: imports, first build, first calls
     cost = job_cost(warm_up, once, more, k=50)
-    assert cost.per_seed == pytest.approx(0.3 + 0.2 + first_extra + steady * 50)  # mean reset and evaluation
+    assert cost.per_job == pytest.approx(0.3 + 0.2 + first_extra + steady * 50)  # mean reset and evaluation
     assert cost.warm_up == pytest.approx(5.8 + 2.0)
-    assert cost.eta(jobs=12, seeds=16, cpus=2) == pytest.approx(12 * 16 * cost.per_seed / 2 + cost.warm_up)
-    assert cost.eta(jobs=0, seeds=16, cpus=2) == 0.0
-    assert job_cost(warm_up, once, more, k=0).per_seed == pytest.approx(0.5)  # K = 0: a build and an evaluation
+    assert cost.eta(jobs=12, cpus=2) == pytest.approx(12 * cost.per_job / 2 + cost.warm_up)
+    assert cost.eta(jobs=0, cpus=2) == 0.0
+    assert job_cost(warm_up, once, more, k=0).per_job == pytest.approx(0.5)  # K = 0: a build and an evaluation
 
 
 def test_no_held_out_scores_no_section():

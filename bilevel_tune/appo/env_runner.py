@@ -10,6 +10,10 @@ end, not per agent and step. Metrics are
 logged once per season. Season seeds follow the per-agent env's rule: one
 stream from (RLlib's seed, the env_config seed), one seed per season; the
 exploration noise has a generator of its own, seeded from the same pair.
+A block of lakes (`world_io.LAKES_KEY`: streams "lake") draws per lake
+instead: each group of one seed's lakes its seasons from (seed, seed), each
+lake its exploration from (seed, seed, stream, index) — a lake's draws are
+the same whichever lakes share its block.
 
 What RLlib asks of an env runner is here (`sample`, `get_metrics`,
 `get_state`/`set_state` for the learner's weights, `get_spaces`); the
@@ -45,6 +49,7 @@ from ray.rllib.utils.metrics import (
 from bilevel_tune.appo.batch import PopulationFragment
 from bilevel_tune.appo.module import PopulationAPPOModule
 from bilevel_tune.appo.world_io import block_world, kind_observations, kinds_of, world_actions
+from bilevel_tune.worlds.lakes import LakeWorlds
 
 EXPLORATION_STREAM = 1  # appended to the seed pair: the exploration noise's own stream
 LOG_SQRT_2PI = math.log(math.sqrt(2 * math.pi))
@@ -133,6 +138,20 @@ class SamplingPolicy:
         return np.broadcast_to(mean, (len(obs), agents, mean.shape[-1]))
 
 
+class PerLake:
+    """Exploration noise drawn lake by lake: row k of every draw from lake k's own generator (what
+    `SamplingPolicy.sample` asks of a generator: `standard_normal` and `random`, with the lakes' axis first)."""
+
+    def __init__(self, generators: list[np.random.Generator]):
+        self.generators = generators
+
+    def standard_normal(self, shape, dtype=np.float64):
+        return np.concatenate([g.standard_normal((1, *shape[1:]), dtype=dtype) for g in self.generators])
+
+    def random(self, shape):
+        return np.concatenate([g.random((1, *shape[1:])) for g in self.generators])
+
+
 class PopulationEnvRunner(EnvRunner, Checkpointable):
     """Samples whole seasons of a block of candidates' copies of the world for one PopulationAPPOModule."""
 
@@ -140,10 +159,16 @@ class PopulationEnvRunner(EnvRunner, Checkpointable):
         super().__init__(config=config, **kwargs)
         self.world, seed = block_world(config.env_config)
         self.kinds = kinds_of(self.world)
-        # as WorldEnv: RLlib's seed and env_config's seed together make the stream of season seeds
-        entropy = [s for s in (self._seed, seed) if s is not None]
-        self._season_seeds = np.random.default_rng(entropy or None)
-        self._exploration = np.random.default_rng([*entropy, EXPLORATION_STREAM] if entropy else None)
+        if isinstance(self.world, LakeWorlds):  # a block of lakes: every stream the lake's own
+            self._season_seeds = [np.random.default_rng([s, s]) for s in self.world.seeds]
+            self._exploration = PerLake(
+                [np.random.default_rng([s, s, EXPLORATION_STREAM, k]) for s, k in self.world.lakes]
+            )
+        else:
+            # as WorldEnv: RLlib's seed and env_config's seed together make the stream of season seeds
+            entropy = [s for s in (self._seed, seed) if s is not None]
+            self._season_seeds = np.random.default_rng(entropy or None)
+            self._exploration = np.random.default_rng([*entropy, EXPLORATION_STREAM] if entropy else None)
         self._weights_seq_no = 0
         self.module = None
         self.make_module()
@@ -224,7 +249,7 @@ class PopulationEnvRunner(EnvRunner, Checkpointable):
         """One season of every copy: a fragment per kind of agent (one for a world of one flat Box)."""
         world, kinds = self.world, self.kinds
         steps, copies = world.horizon, world.copies
-        first = kind_observations(world, world.reset(np.random.default_rng(self._season_seeds.integers(2**63))))
+        first = kind_observations(world, world.reset(self._season_rng()))
         seasons = [_KindSeason(kind, steps, copies, obs) for kind, obs in zip(kinds, first)]
         policies = [SamplingPolicy(self._module_of(kind)) for kind in kinds]
         alive = getattr(world, "alive", None)
@@ -246,6 +271,12 @@ class PopulationEnvRunner(EnvRunner, Checkpointable):
                 season.observations[t + 1] = obs
         module_of = (lambda kind: DEFAULT_MODULE_ID) if self._one_kind else (lambda kind: kind.name)  # noqa: E731
         return [season.fragment(module_of(season.kind)) for season in seasons]
+
+    def _season_rng(self):
+        """The next season's generator (a block of lakes: one per group, each from its own stream)."""
+        if isinstance(self._season_seeds, list):
+            return [np.random.default_rng(stream.integers(2**63)) for stream in self._season_seeds]
+        return np.random.default_rng(self._season_seeds.integers(2**63))
 
     def _log_season(self, fragments: list[PopulationFragment]) -> None:
         steps = fragments[0].env_steps()

@@ -5,7 +5,8 @@ candidate of the block with APPO (the population loop, the study's settings) und
 the status quo — and then evaluates candidate k's policy under the block's k-th rules without retraining: the
 final rules' score is what those habits earn under the new rules, the status quo's what they earn under the
 rules they were formed under. The candidates' initial weights are drawn from `candidate_seed(seed, k)`, as every
-loop's.
+loop's. A block of lakes (several final seeds' blocks as one) trains each seed's lakes under that seed's last
+rule set.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Sequence
 
 from bilevel_tune.appo.population import PopulationPolicyLoop
 from bilevel_tune.worlds.contract import Assessment
+from bilevel_tune.worlds.lakes import Lake, groups
 
 
 class FrozenLoop(PopulationPolicyLoop):
@@ -26,3 +28,15 @@ class FrozenLoop(PopulationPolicyLoop):
 
     def evaluate(self, seeds: Sequence[int]) -> list[Assessment]:
         return self.evaluate_on(self.targets, seeds)
+
+    def reset_lakes(self, lakes: Sequence[Lake]) -> bool:
+        self.targets = [dict(lake.rules) for lake in lakes]
+        habits = [
+            Lake(lakes[first + size - 1].rules, lake.seed, lake.index)
+            for first, size in groups([lake.seed for lake in lakes])
+            for lake in lakes[first : first + size]
+        ]  # each seed's lakes trained under its block's last rules, the status quo
+        return super().reset_lakes(habits)
+
+    def evaluate_lakes(self, seeds: Sequence[Sequence[int]]) -> list[Assessment]:
+        return self.evaluate_lakes_on(self.targets, seeds)

@@ -22,6 +22,7 @@ from bilevel_tune.inner import InnerLoopConfig
 from bilevel_tune.inner.census import return_free_memory
 from bilevel_tune.inner.evaluation import evaluate
 from bilevel_tune.worlds.contract import Assessment
+from bilevel_tune.worlds.lakes import LakeWorlds, evaluate_lakes, groups
 
 
 class APPOLoop:
@@ -47,9 +48,14 @@ class APPOLoop:
 
     def reset(self, rules: Sequence[dict[str, float]], seed: int, candidates: Sequence[int]) -> bool:
         """Fresh policies for these candidates' rules; False when the old learner's stop is unconfirmed."""
+        return self.renew(rules, seed, candidates, self.new_algorithm)
+
+    def renew(self, rules, seed: int, candidates: Sequence[int], build) -> bool:
+        """The old Algorithm released, a new one built by `build(rules, seed, candidates)`; False when the old
+        learner's stop is unconfirmed."""
         self.stop_confirmed = self._release()
         self.rules = [dict(r) for r in rules]
-        self.algo = self.new_algorithm(self.rules, seed, list(candidates))
+        self.algo = build(self.rules, seed, list(candidates))
         return self.stop_confirmed
 
     def train(self) -> dict[str, Any]:
@@ -65,6 +71,18 @@ class APPOLoop:
         self.drain()
         world = self.config.build_world([dict(r) for r in rules])
         return evaluate(world, seeds, acting_in(world, self.greedy_actions()), self.config.objective_settings)
+
+    def evaluate_lakes_on(self, rules: Sequence[dict[str, float]], seeds: Sequence[Sequence[int]]) -> list[Assessment]:
+        """The block's policies evaluated explore-off under these rules, lake k on `seeds[k]`: consecutive lakes
+        given one list play as one world (`worlds.lakes.evaluate_lakes`)."""
+        if len(seeds) != len(rules):
+            raise ValueError(f"{len(seeds)} lists of evaluation seeds for {len(rules)} lakes")
+        self.drain()
+        runs = groups([tuple(s) for s in seeds])
+        config = self.config
+        worlds = LakeWorlds(config.world_class, config.world_settings, [dict(r) for r in rules], [n for _, n in runs])
+        act = acting_in(worlds, self.greedy_actions())
+        return evaluate_lakes(worlds, [seeds[first] for first, _ in runs], act, config.objective_settings)
 
     def drain(self) -> None:
         """Every queued update applied (APPO's learner thread): the weights evaluation reads are the last ones."""

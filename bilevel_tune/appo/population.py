@@ -26,6 +26,9 @@ from bilevel_tune.appo.rllib_config import algorithm_from, appo_config
 from bilevel_tune.appo.world_env import kind_seed
 from bilevel_tune.appo.world_io import block_env_config, kinds_of
 from bilevel_tune.inner import InnerLoopConfig, candidate_seed
+from bilevel_tune.inner.contract import LAKE_STREAMS
+from bilevel_tune.worlds.contract import Assessment
+from bilevel_tune.worlds.lakes import Lake
 
 
 class CouplingSettingError(ValueError):
@@ -56,13 +59,17 @@ def refuse_coupling_settings(algo_config) -> None:
         )
 
 
-def build_population_algorithm(config: InnerLoopConfig, rules: Sequence, seed: int, candidates: Sequence[int] = ()):
+def build_population_algorithm(
+    config: InnerLoopConfig, rules: Sequence, seed: int, candidates: Sequence[int] = (), lakes: Sequence[Lake] = ()
+):
     """APPO over one PopulationAPPOModule for the block — one per kind of agent, where the world declares kinds —
-    (`candidates`, default 0, 1, …, seed their initial weights)."""
+    (`candidates`, default 0, 1, …, seed their initial weights). A block of `lakes`: each lake's initial weights
+    from its own (seed, index), and its world's streams too (`env_runner.PerLake`)."""
     from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
     candidates = list(candidates) or list(range(len(rules)))
+    lakes = list(lakes) or [Lake(r, seed, k) for r, k in zip(rules, candidates)]
     kinds = kinds_of(config.build_world(rules))
     modules = {
         kind.name: RLModuleSpec(
@@ -72,7 +79,7 @@ def build_population_algorithm(config: InnerLoopConfig, rules: Sequence, seed: i
             model_config={
                 POPULATION: len(rules),
                 HIDDEN: list(config.hidden),
-                INIT_SEEDS: [kind_seed(candidate_seed(seed, k), kind, kinds) for k in candidates],
+                INIT_SEEDS: [kind_seed(candidate_seed(lake.seed, lake.index), kind, kinds) for lake in lakes],
             },
         )
         for kind in kinds
@@ -81,7 +88,7 @@ def build_population_algorithm(config: InnerLoopConfig, rules: Sequence, seed: i
     algo_config = (
         appo_config(config, seed)
         .environment(
-            env_config=block_env_config(config, rules, seed),
+            env_config=block_env_config(config, rules, seed, lakes if config.streams == LAKE_STREAMS else ()),
             observation_space=first.observation_space,
             action_space=first.action_space,
             # the runner maps raw actions into the world's bounds itself (world_io.unsquash)
@@ -106,10 +113,26 @@ def build_population_algorithm(config: InnerLoopConfig, rules: Sequence, seed: i
 
 
 class PopulationPolicyLoop(APPOLoop):
-    """The population APPO loop: the whole block in one module, one env runner, one learner."""
+    """The population APPO loop: the whole block in one module, one env runner, one learner.
+
+    With lake streams (`InnerLoopConfig.streams`), it trains any block of lakes — several seeds' — as one
+    (`reset_lakes`, `evaluate_lakes`): each lake draws from its own (seed, index), so its numbers do not depend
+    on which lakes share its block.
+    """
 
     def new_algorithm(self, rules, seed, candidates):
         return build_population_algorithm(self.config, rules, seed, candidates)
+
+    def reset_lakes(self, lakes: Sequence[Lake]) -> bool:
+        """Fresh policies for a block of lakes, each under its own rules and seed."""
+        lakes = list(lakes)
+        build = lambda rules, seed, candidates: build_population_algorithm(self.config, rules, seed, lakes=lakes)  # noqa: E731
+        return self.renew([lake.rules for lake in lakes], lakes[0].seed, [lake.index for lake in lakes], build)
+
+    def evaluate_lakes(self, seeds: Sequence[Sequence[int]]) -> list[Assessment]:
+        """Explore-off evaluation, lake k on `seeds[k]` (a group of consecutive lakes given one list plays its
+        seasons as one world: a search's candidates on its evaluation seeds, bit for bit `evaluate`)."""
+        return self.evaluate_lakes_on(self.rules, seeds)
 
     def greedy_actions(self):
         from ray.rllib.core import DEFAULT_MODULE_ID

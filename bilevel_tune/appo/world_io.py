@@ -23,31 +23,42 @@ import numpy as np
 from bilevel_tune.inner.contract import InnerLoopConfig
 from bilevel_tune.worlds import DEFAULT_WORLD, load_world
 from bilevel_tune.worlds.contract import has_kinds
+from bilevel_tune.worlds.lakes import Lake, LakeWorlds
 
 WORLD_KEY, RULES_KEY, SEED_KEY = "world", "rules", "seed"
+LAKES_KEY = "lakes"  # a block of lakes: each copy's (seed, index), its streams' (`worlds.lakes`)
 DEFAULT_KIND = "default"  # the one kind of a world of one flat Box: its module is RLlib's default module
 
 
-def block_env_config(config: InnerLoopConfig, rules: Sequence[Any], seed: int) -> dict[str, Any]:
-    """A block's world as RLlib carries it to the env runner: the world's settings, one rule set per candidate, the seed."""
+def block_env_config(
+    config: InnerLoopConfig, rules: Sequence[Any], seed: int, lakes: Sequence[Lake] = ()
+) -> dict[str, Any]:
+    """A block's world as RLlib carries it to the env runner: the world's settings, one rule set per candidate, the
+    seed — and for a block of lakes, each lake's (seed, index)."""
     physical = [r.as_dict() if hasattr(r, "as_dict") else dict(r) for r in rules]
     settings = {WORLD_KEY: config.world_kind, **dataclasses.asdict(config.world_settings)}
-    return {**settings, RULES_KEY: physical, SEED_KEY: int(seed)}
+    per_lake = {LAKES_KEY: [[int(lake.seed), int(lake.index)] for lake in lakes]} if lakes else {}
+    return {**settings, RULES_KEY: physical, SEED_KEY: int(seed), **per_lake}
 
 
 def block_world(env_config: Mapping[str, Any] | None):
-    """(the world's copies, one per rule set, the env_config's seed or None); ValueError naming an unknown key."""
+    """(the world's copies, one per rule set, the env_config's seed or None); ValueError naming an unknown key.
+    A block of lakes is their `LakeWorlds`, a world per group of one seed's lakes."""
     settings = dict(env_config or {})
     world_class = load_world(settings.pop(WORLD_KEY, DEFAULT_WORLD))
     rules = settings.pop(RULES_KEY, None) or [{}]
     seed = settings.pop(SEED_KEY, None)
+    lakes = settings.pop(LAKES_KEY, None)
     allowed = [f.name for f in dataclasses.fields(world_class.settings_class)]
     unknown = sorted(set(settings) - set(allowed))
     if unknown:
-        raise ValueError(
-            f"unknown env_config key(s) {unknown}; allowed: {', '.join([*allowed, WORLD_KEY, RULES_KEY, SEED_KEY])}"
-        )
-    return world_class(world_class.settings_class(**settings), rules), seed
+        keys = [*allowed, WORLD_KEY, RULES_KEY, SEED_KEY, LAKES_KEY]
+        raise ValueError(f"unknown env_config key(s) {unknown}; allowed: {', '.join(keys)}")
+    world_settings = world_class.settings_class(**settings)
+    if lakes:
+        block = [Lake(r, int(s), int(k)) for r, (s, k) in zip(rules, lakes)]
+        return LakeWorlds.of(world_class, world_settings, block), seed
+    return world_class(world_settings, rules), seed
 
 
 def agent_spaces(world) -> tuple[gym.spaces.Box, gym.spaces.Box]:

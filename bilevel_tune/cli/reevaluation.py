@@ -18,6 +18,7 @@ jobs, when it ran. Both are written through the run's store (`study_data.run_sto
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import time
 from contextlib import contextmanager
@@ -36,6 +37,7 @@ from bilevel_tune.study_data.learners import Learner, learners_of
 from bilevel_tune.study_data.run_folder import REEVALUATIONS, Cell, rules_text, trial_name
 from bilevel_tune.study_data.run_store import COMPLETE
 from bilevel_tune.study_data.study_overrides import for_cell
+from bilevel_tune.worlds.lakes import seed_lakes
 
 
 @dataclass(frozen=True)
@@ -205,33 +207,34 @@ def progress(store) -> StepProgress | None:
 
 
 # -- what it will cost ------------------------------------------------------------------------------------------
-PROBE_ITERS = (1, 4)  # train() calls of the probe's two measured seeds, after a warm-up seed at the first: a
+PROBE_ITERS = (1, 4)  # train() calls of the probe's two measured jobs, after a warm-up job at the first: a
 # steady train() is their difference, as the study's calibration (`planning.calibration`) measures it
 
 
 @dataclass(frozen=True)
 class JobCost:
-    """A learner's held-out seconds, probed: a warm seed's, and what an actor's first seed costs beyond it."""
+    """A learner's held-out seconds, probed: a warm job's, and what an actor's first job costs beyond it."""
 
-    per_seed: float  # a fresh build under the seed, K train() calls, one evaluation season
+    per_job: float  # its seeds' builds (one, for a loop that packs them), K train() calls, their evaluation
     warm_up: float  # once per actor: its process's imports and first build (an actor scores many jobs)
+    packs: bool = False  # a job's seeds trained as one block of lakes (`Shard.lakes`), not one after another
 
-    def eta(self, jobs: int, seeds: int, cpus: int) -> float:
-        """`jobs` jobs of `seeds` seeds on `cpus` actors at once, each actor warmed up once."""
-        return jobs * seeds * self.per_seed / max(cpus, 1) + (self.warm_up if jobs else 0.0)
+    def eta(self, jobs: int, cpus: int) -> float:
+        """`jobs` jobs on `cpus` actors at once, each actor warmed up once."""
+        return jobs * self.per_job / max(cpus, 1) + (self.warm_up if jobs else 0.0)
 
 
-def job_cost(warm_up, once, more, k: int) -> JobCost:
-    """A learner's cost from three probed seeds (`ShardReport`s, each with sec_reset, sec_train, sec_evaluate): a
+def job_cost(warm_up, once, more, k: int, packs: bool = False) -> JobCost:
+    """A learner's cost from three probed jobs (`ShardReport`s, each with sec_reset, sec_train, sec_evaluate): a
     warm-up at `PROBE_ITERS[0]` train() calls, then `once` and `more` at `PROBE_ITERS[0]` and `PROBE_ITERS[1]`. A
-    seed's first train() calls cost more than its steady ones; its build is paid per seed, the first build once."""
+    build's first train() calls cost more than its steady ones; its builds are paid per job, the first build once."""
     steady = max(0.0, (more.sec_train - once.sec_train) / (PROBE_ITERS[1] - PROBE_ITERS[0]))
-    first_extra = max(0.0, once.sec_train - steady * PROBE_ITERS[0])  # the seed's first calls, beyond steady ones
+    first_extra = max(0.0, once.sec_train - steady * PROBE_ITERS[0])  # the first calls, beyond steady ones
     reset = (once.sec_reset + more.sec_reset) / 2
     evaluate = (once.sec_evaluate + more.sec_evaluate) / 2
-    per_seed = reset + evaluate + (first_extra + steady * k if k else 0.0)
+    per_job = reset + evaluate + (first_extra + steady * k if k else 0.0)
     total = lambda r: r.sec_reset + r.sec_train + r.sec_evaluate  # noqa: E731
-    return JobCost(per_seed, max(0.0, total(warm_up) - total(once)))
+    return JobCost(per_job, max(0.0, total(warm_up) - total(once)), packs)
 
 
 def probe_rules(study) -> list[TrialRules]:
@@ -245,7 +248,8 @@ def probe_rules(study) -> list[TrialRules]:
 
 
 def probe_costs(study, learners: Sequence[Learner], trial: TrialRules) -> dict[str, JobCost]:
-    """Each learner's `JobCost`, measured on this machine: three of the trial's final seeds in one shard actor."""
+    """Each learner's `JobCost`, measured on this machine: three jobs of the trial's final seeds in one shard actor,
+    each as the step runs it (`inner.heldout`: its seeds one block where the loop packs them)."""
     import ray
 
     from bilevel_tune.inner import Shard
@@ -254,16 +258,18 @@ def probe_costs(study, learners: Sequence[Learner], trial: TrialRules) -> dict[s
     for learner in learners:
         config, k = learner_config(study, learner, trial.cell)
         actor = ray.remote(Shard).options(num_cpus=1, max_restarts=0).remote(learner.loop, config)
-        block = [trial.final, trial.status_quo]
-        seeds = (list(trial.seeds or (0,)) * 3)[:3]  # the trial's first three (a one-seed trial's, thrice)
+        seeds = list(trial.seeds or (0,))
         try:
+            packs = ray.get(actor.can_pack.remote())
+            probed = seeds if packs else seeds[:1]  # one after another, a job is its seeds' costs summed
+            lakes, eval_seeds = seed_lakes([trial.final, trial.status_quo], probed)
             warm_up, once, more = (
-                ray.get(actor.generation.remote(block, seed, 0, [seed], iters))
-                for seed, iters in zip(seeds, (PROBE_ITERS[0], *PROBE_ITERS))
+                ray.get(actor.lakes.remote(lakes, eval_seeds, 0, iters)) for iters in (PROBE_ITERS[0], *PROBE_ITERS)
             )
         finally:
             ray.kill(actor)
-        out[learner.label] = job_cost(warm_up, once, more, k)
+        cost = job_cost(warm_up, once, more, k, packs)
+        out[learner.label] = dataclasses.replace(cost, per_job=cost.per_job * len(seeds) / len(probed))
     return out
 
 
@@ -289,11 +295,12 @@ def describe_cost(study, trials: Mapping[tuple, Any] | None, learners: Sequence[
             out(f"  {learner.label}: 0 job(s) left (scored)")
             continue
         cost = costs[learner.label]
-        eta = cost.eta(n, seeds, cpus)
+        eta = cost.eta(n, cpus)
         total += eta
+        how = "as one block of lakes" if cost.packs else "one after another"
         out(
-            f"  {learner.label}: {n} job(s) × ~{cost.per_seed * seeds:.0f} s (probed: {seeds} seed(s) × "
-            f"{cost.per_seed:.1f} s, a {cost.warm_up:.0f} s warm-up per actor) = {hms(eta)} on {cpus} CPU(s)"
+            f"  {learner.label}: {n} job(s) × ~{cost.per_job:.0f} s (probed: its {seeds} seed(s) {how}, a "
+            f"{cost.warm_up:.0f} s warm-up per actor) = {hms(eta)} on {cpus} CPU(s)"
         )
     out(f"held-out ETA {hms(total)} for every learner, one after another")
     return total

@@ -27,6 +27,12 @@ weights from `candidate_seed(seed, k)`, and (3) evaluate on the given seeds
 only. Then, with no training, every candidate's outcome is the same for any
 S; with training it is statistically the same (each process explores with
 its own random stream).
+
+A loop may also train a block of *lakes* of several seeds as one
+(`reset_lakes(lakes)`, `evaluate_lakes(seeds per lake)`; `worlds.lakes`): a
+trial's final seeds, a held-out job. With lake streams (`InnerLoopConfig.streams`)
+the population loop does, each lake drawing from its own (seed, index); any
+other loop runs such a block seed by seed (`Shard.lakes`).
 """
 
 from __future__ import annotations
@@ -53,6 +59,8 @@ BUILTIN_LOOPS = {
 LOOP_METHODS = ("reset", "train", "evaluate", "stop")
 RESET_PARAMETERS = ("rules", "seed", "candidates")
 STOP_MODES = ("leak-free", "none")
+LAKE_STREAMS = "lake"
+STREAMS = (LAKE_STREAMS, "block")  # where a block's random draws come from: each lake's own, or one the block's
 
 
 class Seeds:
@@ -94,11 +102,16 @@ class InnerLoopConfig(AppoSettings, NetworkSettings):
     world_kind: str = DEFAULT_WORLD  # a built-in world's name or "module:Class" (docs/worlds.md)
     world_settings: Any = None  # its [world] section (its settings_class); None: the defaults
     objective_settings: Any = None  # its [objective] section (its objective_class); None: the defaults
+    # "lake": each lake draws from its own (seed, index), whichever lakes share its block (`worlds.lakes`);
+    # "block": one stream for the block's exploration, as every run begun before lakes drew (and resumes so)
+    streams: str = "block"
 
     def __post_init__(self):
         check_knobs(self)
         if self.stop_mode not in STOP_MODES:
             raise ValueError(f"stop_mode={self.stop_mode!r} is unknown; allowed: {', '.join(STOP_MODES)}")
+        if self.streams not in STREAMS:
+            raise ValueError(f"streams={self.streams!r} is unknown; allowed: {', '.join(STREAMS)}")
         world = self.world_class
         if self.world_settings is None:
             object.__setattr__(self, "world_settings", world.settings_class())
@@ -109,7 +122,8 @@ class InnerLoopConfig(AppoSettings, NetworkSettings):
     def from_study(cls, study) -> "InnerLoopConfig":
         """The config of a `definition.Study`'s trials: its [network] and [appo] sections, its world's two."""
         flat = {k: v for section in (study.network, study.appo) for k, v in dataclasses.asdict(section).items()}
-        return cls(**flat, world_kind=study.world_kind, world_settings=study.world, objective_settings=study.objective)
+        return cls(**flat, world_kind=study.world_kind, world_settings=study.world, objective_settings=study.objective,
+                   streams=study.streams)  # fmt: skip
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> "InnerLoopConfig":

@@ -5,7 +5,8 @@
 A job is a block of rule sets — the held-out step's (final rules, status quo), the re-scoring's (best-so-far rules,
 search mean's rules) — run by a loop exactly as a trial's final re-evaluation runs its own: per final seed a fresh
 reset under that seed (rule set k at candidate index k, so its initial weights are a trial's k-th), K train()
-calls, one evaluation season on it — in a `Shard` actor of one CPU. Jobs are grouped by learner; each learner's jobs run on up to `cpus` actors at once, in the
+calls, one evaluation season on it — in a `Shard` actor of one CPU; a loop that packs (lake streams) trains the
+job's seeds as one block of lakes, one reset and K train() calls for all of them (`Shard.lakes`). Jobs are grouped by learner; each learner's jobs run on up to `cpus` actors at once, in the
 order given, and each job is handed back as soon as it ends (the caller records it: an interrupted step resumes
 where it stopped). A job whose loop fails is handed back with NaN scores and the error's first line.
 """
@@ -18,6 +19,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from bilevel_tune.inner.contract import InnerLoopConfig, InnerLoopStopped
 from bilevel_tune.inner.shards import STOP_POLL_S, Shard
+from bilevel_tune.worlds.lakes import seed_lakes
 
 POLL_S = STOP_POLL_S
 
@@ -65,10 +67,8 @@ def _score_group(jobs: list[Job], cpus: int, stop_requested) -> Iterator[Scored]
         import time
 
         job = pending.pop(0)
-        calls = [
-            actor.generation.remote([dict(rules) for rules in job.rules], seed, 0, [seed], job.inner_iters)
-            for seed in job.seeds
-        ]  # one actor runs a job's seeds one after another, in order
+        lakes, eval_seeds = seed_lakes(job.rules, job.seeds)  # one block: a loop that packs trains it as one
+        calls = [actor.lakes.remote(lakes, eval_seeds, 0, job.inner_iters)]
         running[calls[-1]] = (job, actor, calls, time.perf_counter())
 
     try:
@@ -100,7 +100,9 @@ def _collect(job: Job, calls: list, started: float) -> Scored:
         message = str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__
         nan = tuple(float("nan") for _ in job.rules)
         return Scored(job, tuple(nan for _ in job.seeds), time.perf_counter() - started, message[:300])
-    scores = tuple(tuple(float(o.objective) for o in r.outcomes) for r in reports)
+    outcomes = [float(o.objective) for r in reports for o in r.outcomes]  # seed by seed, the block's rule sets
+    width = len(job.rules)
+    scores = tuple(tuple(outcomes[i : i + width]) for i in range(0, len(outcomes), width))
     detail = {
         "sec_reset": sum(r.sec_reset for r in reports),
         "sec_train": sum(r.sec_train for r in reports),

@@ -9,14 +9,22 @@ import logging
 import os
 import time
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from bilevel_tune.core import metrics
 from bilevel_tune.inner.census import Census, take_census
-from bilevel_tune.inner.contract import InnerLoopConfig, InnerLoopError, InnerLoopStopped, load_loop_class
+from bilevel_tune.inner.contract import (
+    LAKE_STREAMS,
+    InnerLoopConfig,
+    InnerLoopError,
+    InnerLoopStopped,
+    load_loop_class,
+)
 from bilevel_tune.worlds.contract import Assessment
+from bilevel_tune.worlds.lakes import Lake, groups
 
 logger = logging.getLogger(__name__)
 
@@ -75,28 +83,55 @@ class ShardReport:
 
 
 class Shard:
-    """The body of one shard actor: a loop instance, driven one generation per call."""
+    """The body of one shard actor: a loop instance, driven one generation — or one block of lakes — per call."""
 
     def __init__(self, spec: str, config: InnerLoopConfig):
         self.loop = load_loop_class(spec)(config)
         self.node, self.node_ip = _node()  # where this actor lives, for its whole life
+        # a loop that trains several seeds' lakes as one block, and draws each lake's numbers from its own streams
+        self.packs = config.streams == LAKE_STREAMS and callable(getattr(self.loop, "reset_lakes", None))
 
     def generation(
         self, rules: Sequence[Mapping[str, float]], seed: int, first: int, eval_seeds: Sequence[int], inner_iters: int
     ) -> ShardReport:
+        candidates = range(first, first + len(rules))
+        reset = lambda: self.loop.reset(rules, seed, candidates)  # noqa: E731
+        return self._block(first, len(rules), reset, lambda: self.loop.evaluate(eval_seeds), inner_iters)
+
+    def lakes(
+        self, lakes: Sequence[Lake], eval_seeds: Sequence[Sequence[int]], first: int, inner_iters: int
+    ) -> ShardReport:
+        """A block of lakes — each under its rules and seed, lake k evaluated on `eval_seeds[k]` — trained as one
+        where the loop packs; else run group by group (consecutive lakes of one seed and one list of evaluation
+        seeds: a generation each, `reset(rules, seed, indices)`, as a loop written before lakes runs them)."""
+        if self.packs:
+            reset = lambda: self.loop.reset_lakes(lakes)  # noqa: E731
+            return self._block(first, len(lakes), reset, lambda: self.loop.evaluate_lakes(eval_seeds), inner_iters)
+        parts = []
+        for a, n in groups([(lake.seed, tuple(seeds)) for lake, seeds in zip(lakes, eval_seeds)]):
+            group, seeds = lakes[a : a + n], eval_seeds[a]
+            reset = partial(self.loop.reset, [lake.rules for lake in group], group[0].seed, [lake.index for lake in group])
+            parts.append(self._block(first + a, n, reset, partial(self.loop.evaluate, seeds), inner_iters))
+        return ShardReport.in_turn(parts)
+
+    def can_pack(self) -> bool:
+        return self.packs
+
+    def _block(self, first: int, size: int, reset, evaluate, inner_iters: int) -> ShardReport:
+        """reset → K × train → evaluate, timed, with the census after and the process's CPU seconds over it."""
         t0, cpu0 = time.perf_counter(), time.process_time()
-        confirmed = self.loop.reset(rules, seed, range(first, first + len(rules)))
+        confirmed = reset()
         t1 = time.perf_counter()
         for _ in range(inner_iters):
             self.loop.train()
         t2 = time.perf_counter()
         outcomes = tuple(
             o if hasattr(o, "as_dict") else Assessment.from_dict(o)  # a world's Assessment, or a loop's own record
-            for o in self.loop.evaluate(eval_seeds)
+            for o in evaluate()
         )
         t3 = time.perf_counter()
-        if len(outcomes) != len(rules):
-            raise InnerLoopError(f"evaluate() returned {len(outcomes)} outcomes for {len(rules)} candidates")
+        if len(outcomes) != size:
+            raise InnerLoopError(f"evaluate() returned {len(outcomes)} outcomes for {size} candidates")
         thread_cls = getattr(self.loop, "learner_thread_class", lambda: None)()
         return ShardReport(
             first=first,
@@ -210,6 +245,7 @@ class ShardedInnerLoop:
         self.spec, self.config, self.stop_requested, self.inner_iters = spec, config, stop_requested, inner_iters
         self.actors = [self._start() for _ in range(shards)]
         self.cpu_s = 0.0  # what every call's shards used so far, summed: a trial's inner-loop CPU seconds
+        self._packs: bool | None = None
 
     def _start(self):
         import ray
@@ -219,6 +255,15 @@ class ShardedInnerLoop:
     @property
     def shards(self) -> int:
         return len(self.actors)
+
+    @property
+    def packs(self) -> bool:
+        """Does its loop train several seeds' lakes as one block (`Shard.packs`)? Asked of its first shard once."""
+        if self._packs is None:
+            import ray
+
+            self._packs = bool(ray.get(self.actors[0].can_pack.remote()))
+        return self._packs
 
     def run(
         self,
@@ -233,8 +278,6 @@ class ShardedInnerLoop:
         One remote call per shard; with `max_block` (a scan's grid), a shard's block larger than that runs as
         several calls, one after another in its actor, each candidate keeping its global index (its seeds).
         """
-        import ray
-
         inner_iters = self.inner_iters if inner_iters is None else inner_iters
         calls = [
             [
@@ -243,6 +286,39 @@ class ShardedInnerLoop:
             ]
             for actor, (block_first, block_size) in zip(self.actors, blocks(len(rules), self.shards))
         ]
+        return self._gather(calls)
+
+    def run_lakes(
+        self, lakes: Sequence[Lake], eval_seeds: Sequence[Sequence[int]], inner_iters: int | None = None
+    ) -> GenerationResult:
+        """A block of lakes (a trial's final re-evaluation: its final seeds × its rule sets) split over the shards as
+        a population is, each shard's part one call (`Shard.lakes`); outcomes in lake order.
+
+        Where the loop does not pack (block streams, or a loop written before lakes), each group of one seed's lakes
+        — indices 0, 1, … — is a generation of its own, `run(rules, seed, its evaluation seeds)`, as before lakes.
+        """
+        inner_iters = self.inner_iters if inner_iters is None else inner_iters
+        if not self.packs:
+            parts = []
+            for a, n in groups([(lake.seed, tuple(s)) for lake, s in zip(lakes, eval_seeds)]):
+                group = lakes[a : a + n]
+                if [lake.index for lake in group] != list(range(n)):
+                    raise InnerLoopError(f"lakes of seed {group[0].seed} have indices {[g.index for g in group]}, "
+                                         f"not 0 … {n - 1}: a loop that does not pack runs them as a population")  # fmt: skip
+                parts.append(self.run([lake.rules for lake in group], group[0].seed, eval_seeds[a], inner_iters))
+            return GenerationResult(tuple(o for p in parts for o in p.outcomes), tuple(r for p in parts for r in p.shards))
+        calls = [
+            [actor.lakes.remote(list(lakes[first : first + size]), [list(s) for s in eval_seeds[first : first + size]],
+                                first, inner_iters)]
+            for actor, (first, size) in zip(self.actors, blocks(len(lakes), self.shards))
+        ]  # fmt: skip
+        return self._gather(calls)
+
+    def _gather(self, calls: list[list]) -> GenerationResult:
+        """Every shard's calls waited for (stopping them all when the trial is asked to stop), a shard whose learner
+        stop was unconfirmed replaced, the reports merged in candidate order."""
+        import ray
+
         futures = [future for per_shard in calls for future in per_shard]
         pending = futures
         while pending:

@@ -73,6 +73,7 @@ class Study:
     source: str = ""
     world_kind: str = DEFAULT_WORLD  # the world it runs on: a built-in name or "module:Class"
     stages: tuple[Stage, ...] = ()  # seeds added after the grid's, stage by stage, to undecided comparisons' cells
+    streams: str = "lake"  # its lakes' random draws (`InnerLoopConfig.streams`); a run from before lakes: "block"
 
     def __post_init__(self):
         """Its world's sections and rules where not given: every default is the world's own."""

@@ -21,6 +21,7 @@ def _old_table():
     return settings_table(DEFAULT_WORLD)
 
 
+BLOCK_STREAMS = "block"  # how a block drew its random numbers before lakes drew their own: a run from then resumes on it
 OLD_CEILING = 0.25  # summary.ceiling's default before [decide] came (0.3): fresh water's, then set for every world
 
 
@@ -42,6 +43,7 @@ def current_record(data: Mapping[str, Any]) -> dict[str, Any]:
         data[key] = tuple(data[key])
     data["optimize_params"] = tuple(tuple(p) for p in data["optimize_params"])
     data["overrides"] = tuple((k, frozen(v)) for k, v in data.get("overrides", ()))
+    data.setdefault("streams", BLOCK_STREAMS)  # a run begun before lakes drew their own goes on as it began
     summary = data.get("summary")
     if "decide" not in data and isinstance(summary, Mapping) and summary.get("ceiling") == OLD_CEILING:
         data["summary"] = {**summary, "ceiling": None}  # before 0.3 every study looked for 0.25: now its world's

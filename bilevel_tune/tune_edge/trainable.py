@@ -47,6 +47,7 @@ from bilevel_tune.study_data.run_store import append_record
 from bilevel_tune.study_data.trial_plan import TrialPlan
 from bilevel_tune.tune_edge.restoring import restorable
 from bilevel_tune.worlds.contract import searched_rules
+from bilevel_tune.worlds.lakes import seed_lakes
 
 logger = logging.getLogger(__name__)
 STATE_FILE = "outer_state.json"  # what a checkpoint holds: the outer optimiser's state, whichever optimiser
@@ -351,7 +352,7 @@ def final_reevaluation(
     if not seeds.final or state.best_candidate is None:
         return {}
     rules = candidate_rules(plan, params, np.array([state.best_candidate, state.mean]))
-    values = np.array([inner.run(rules, seed, [seed]).objectives for seed in seeds.final], dtype=float)
+    values = _retrained(inner, rules, seeds.final)
     out: dict[str, Any] = {
         metrics.FINAL_BY_SEED: {"seeds": list(seeds.final), "best": values[:, 0].tolist(), "mean": values[:, 1].tolist()}
     }
@@ -375,7 +376,7 @@ def equal_budget_reevaluation(plan: TrialPlan, record: TrialRecord, inner: Shard
     out = {}
     for evaluations in plan.equal_evaluations:
         rules = incumbents.incumbent(rows, evaluations, cell.optimize_params, dict(plan.fixed_rules))
-        values = np.array([inner.run(list(rules), seed, [seed]).objectives for seed in seeds.final], dtype=float)
+        values = _retrained(inner, list(rules), seeds.final)
         then = incumbents.last_row(rows, evaluations)
         out[str(evaluations)] = {
             "evaluations": int(then["evaluations"]), "generation": int(then["generation"]),
@@ -384,6 +385,12 @@ def equal_budget_reevaluation(plan: TrialPlan, record: TrialRecord, inner: Shard
             "best": values[:, 0].tolist(), "mean": values[:, 1].tolist(),
         }  # fmt: skip
     return {metrics.FINAL_AT_EVALUATIONS: out}
+
+
+def _retrained(inner: ShardedInnerLoop, rules: Sequence, seeds: Sequence[int]) -> np.ndarray:
+    """(seeds, rule sets): each rule set retrained and evaluated on each seed, every seed's lakes one block."""
+    lakes, eval_seeds = seed_lakes(rules, seeds)
+    return inner.run_lakes(lakes, eval_seeds).objectives.reshape(len(seeds), len(rules))
 
 
 def _nanmean(values: np.ndarray) -> float:
