@@ -45,14 +45,26 @@ def test_a_lakes_season_is_its_own_whichever_lakes_share_its_block():
     lakes = [Lake(RULES[0], 11, 0), Lake(RULES[1], 11, 1), Lake(RULES[2], 12, 0)]
     block = LakeWorlds.of(world_class, WORLD, lakes)
     assert block.sizes == (2, 1) and block.seeds == (11, 12) and block.copies == 3
+    assert block.whole and len(block.worlds) == 1  # fresh water draws per copy: one world steps every lake
 
-    def act(observation):  # each group's myopic response, along the block's copies
-        return np.concatenate([w.myopic_actions(part) for w, part in zip(block.worlds, np.split(observation, [2]))])
-
-    found = evaluate_lakes(block, [[11, 21], [12, 22]], act, objective)
+    found = evaluate_lakes(block, [[11, 21], [12, 22]], myopic(world_class(WORLD, RULES)), objective)
     for (first, size), seeds in zip(groups([lake.seed for lake in lakes]), ([11, 21], [12, 22])):
         alone = world_class(WORLD, [lake.rules for lake in lakes[first : first + size]])
         assert found[first : first + size] == evaluate(alone, seeds, myopic(alone), objective)
+
+
+def test_a_world_that_draws_for_all_its_copies_at_once_is_a_world_per_seed():
+    """The fishery draws one number a day for every copy: a block of two seeds is two fisheries, stepped as one."""
+    world_class = load_world("fishery")
+    objective = world_class.objective_class()
+    rules = [{}, {}, {}]
+    block = LakeWorlds(world_class, world_class.settings_class(), rules, [1, 2])
+    assert not block.whole and [w.copies for w in block.worlds] == [1, 2]
+    still = lambda observation: np.zeros((len(observation), block.agents, block.action_size))  # noqa: E731
+    found = evaluate_lakes(block, [[5], [6]], still, objective)
+    for rules_part, seeds, part in ((rules[:1], [5], found[:1]), (rules[1:], [6], found[1:])):
+        alone = world_class(world_class.settings_class(), rules_part)
+        assert part == evaluate(alone, seeds, still, objective)
 
 
 def test_uneven_evaluation_seeds_are_refused_in_one_line():

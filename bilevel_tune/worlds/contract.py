@@ -3,7 +3,8 @@
 A world is a class whose instance holds N independent *copies* of the world,
 each under its own rule set, stepped together in one call (state as arrays
 with a leading N axis). All copies of an instance share one random stream
-(common random numbers: candidates are compared on the same season).
+(common random numbers: candidates are compared on the same season), unless
+it declares `copy_streams` and is reset with a generator per copy.
 
 The class declares (docs/worlds.md):
 
@@ -47,6 +48,12 @@ its agents' kinds instead of the one agent's sizes:
                                     in the space's dtype: a Discrete's index, a Box's values within its bounds
     alive                           (N, agents) bool: the agents still in the season; one that has left is
                                     asked no action (its row of actions is ignored) and earns nothing more
+
+and may declare
+
+    copy_streams         True: reset also takes one generator per copy (copies given one generator share its
+                         draws, as a world's copies share its one), so a block of lakes of several seeds is one
+                         instance (`worlds.lakes`); without it, an instance per seed
 
 and may offer two hooks:
 

@@ -6,7 +6,9 @@ index) alone. A world instance's copies share one random stream (common random n
 generation are compared on the same season), so lakes of one seed share theirs, and a block of lakes of several
 seeds — a trial's final seeds, several trials' populations — is a world per *group* of consecutive lakes of one
 seed (`groups`), stepped in lock step by `LakeWorlds` as one world of all their copies: the same contract, its
-observations, actions, rewards and failures along one axis of copies.
+observations, actions, rewards and failures along one axis of copies. A world that draws per copy
+(`copy_streams`: its `reset` takes a generator per copy; fresh water's) is one instance for the whole block
+instead, each group's generator given to its copies: one step a day for every lake, whatever its seed.
 
 With one group a `LakeWorlds` is its world, bit for bit: a population's block is one group.
 
@@ -52,21 +54,26 @@ def seed_lakes(rules: Sequence[Mapping[str, float]], seeds: Sequence[int]) -> tu
 
 
 class LakeWorlds:
-    """Worlds of one class and settings, one per group of lakes, stepped together as one world of all their copies.
+    """Lakes of one world class and settings, grouped by seed, stepped together as one world of all their copies.
 
-    Everything a world declares (its agents, spaces, horizon, kinds) is the first group's: every group is the same
-    world under other rules. `reset` takes one random generator per group; `group_steps` are the last step's per
-    group, for a group's own `assess`.
+    Its parts are one instance for every lake where the world draws per copy (`whole`), else one per group; what a
+    world declares (its agents, spaces, horizon, kinds) is the first part's: every part is the same world under
+    other rules. `reset` takes one random generator per group; `group_steps` are the last step's per part, for a
+    part's own `assess`.
     """
 
     def __init__(self, world_class: type, settings: Any, rules: Sequence[Mapping[str, float]], sizes: Sequence[int]):
         if sum(sizes) != len(rules) or not sizes or min(sizes) < 1:
             raise ValueError(f"group sizes {list(sizes)} do not split {len(rules)} lakes")
-        bounds = np.cumsum([0, *sizes])
-        self.worlds = [world_class(settings, list(rules[a:b])) for a, b in zip(bounds[:-1], bounds[1:])]
         self.sizes = tuple(int(s) for s in sizes)
+        # one instance that draws per copy, or an instance per group: the parts stepped together
+        self.whole = len(self.sizes) > 1 and bool(getattr(world_class, "copy_streams", False))
+        part_sizes = (len(rules),) if self.whole or len(self.sizes) == 1 else self.sizes
+        bounds = np.cumsum([0, *part_sizes])
+        self.worlds = [world_class(settings, list(rules[a:b])) for a, b in zip(bounds[:-1], bounds[1:])]
+        self.part_sizes = part_sizes
         self.copies = len(rules)
-        self.group_steps: list[Step] = []
+        self.group_steps: list[Step] = []  # the last step, per part
         self.lakes: tuple[tuple[int, int], ...] = ()  # `of`: each copy's (seed, index)
         self.seeds: tuple[int, ...] = ()  # `of`: each group's seed
 
@@ -98,15 +105,18 @@ class LakeWorlds:
         """One array along the copies (or one per kind) as each group's part."""
         if len(self.worlds) == 1:
             return [joined]
-        cuts = np.cumsum(self.sizes)[:-1]
+        cuts = np.cumsum(self.part_sizes)[:-1]
         if has_kinds(self.worlds[0]):
             per_kind = [np.split(np.asarray(a), cuts) for a in joined]
             return [list(parts) for parts in zip(*per_kind)]
         return np.split(np.asarray(joined), cuts)
 
     def reset(self, rngs: Sequence[np.random.Generator]):
-        if len(rngs) != len(self.worlds):
-            raise ValueError(f"{len(rngs)} random generators for {len(self.worlds)} groups of lakes")
+        """A new season, group g's weather from `rngs[g]`."""
+        if len(rngs) != len(self.sizes):
+            raise ValueError(f"{len(rngs)} random generators for {len(self.sizes)} groups of lakes")
+        if self.whole:  # every copy its group's generator: copies of one group share its draws
+            return self.worlds[0].reset([rng for rng, size in zip(rngs, self.sizes) for _ in range(size)])
         return self._joined([world.reset(rng) for world, rng in zip(self.worlds, rngs)])
 
     def step(self, actions) -> Step:
@@ -136,13 +146,13 @@ def evaluate_lakes(
     worlds: LakeWorlds, seeds: Sequence[Sequence[int]], act, objective
 ) -> list[Assessment]:
     """One season per seed of each group's list (`seeds[g]`, every group as many), the groups played together, every
-    agent acting `act(observation)`; each group's `Assessment`s of its copies, by its own world, in lake order."""
+    agent acting `act(observation)`; the `Assessment`s of the copies, by the world of each part, in lake order."""
     episodes = {len(s) for s in seeds}
-    if len(seeds) != len(worlds.worlds) or len(episodes) != 1:
-        raise ValueError(f"evaluation seeds {[list(s) for s in seeds]} do not give each of {len(worlds.worlds)} "
+    if len(seeds) != len(worlds.sizes) or len(episodes) != 1:
+        raise ValueError(f"evaluation seeds {[list(s) for s in seeds]} do not give each of {len(worlds.sizes)} "
                          "groups as many seasons")  # fmt: skip
     seasons: list[list[dict]] = [[] for _ in worlds.worlds]
-    failed = [np.zeros(size, dtype=bool) for size in worlds.sizes]
+    failed = [np.zeros(size, dtype=bool) for size in worlds.part_sizes]
     for e in range(episodes.pop()):
         observation = worlds.reset([np.random.default_rng(int(s[e])) for s in seeds])
         steps: list[list[Step]] = [[] for _ in worlds.worlds]

@@ -5,6 +5,13 @@ independent candidate lakes, each with `num_farms` farms under that
 candidate's rules, and one no-withdrawal baseline lake. All lakes of an
 episode share one weather draw (common random numbers): candidates are
 compared on the same season, and the baseline sees exactly that weather.
+
+Reset with one generator per lake instead (`worlds.lakes`: a block of lakes
+of several seeds), each lake has the weather of its own stream — lakes given
+the same generator share it, drawn once — and a baseline of its own: a day's
+weather and baseline are then logged per lake, (N,), not as one number. A
+lake's numbers are the same either way: its stream's weather is drawn by the
+same scalar code, and the rest is elementwise.
 """
 
 from __future__ import annotations
@@ -99,15 +106,31 @@ class Basin:
         self.day = 0
 
     # -- episode ---------------------------------------------------------
-    def reset(self, rng: np.random.Generator) -> np.ndarray:
-        self._rng = rng
-        self.planting_doy = int(rng.integers(*PLANTING_DOY_RANGE))
-        # the season's crop need, day by day (no draw: the same numbers a day-by-day computation gives)
+    def reset(self, rng: np.random.Generator | Sequence[np.random.Generator]) -> np.ndarray:
+        """A new season: one generator for every lake's weather, or one per lake (the same object: one weather)."""
+        shared = isinstance(rng, np.random.Generator)
+        per_lake = [rng] * self.population if shared else list(rng)
+        if len(per_lake) != self.population:
+            raise ValueError(f"{len(per_lake)} random generators for {self.population} lakes")
+        streams: dict[int, int] = {}  # a generator's id → its place among the distinct ones
+        for g in per_lake:
+            streams.setdefault(id(g), len(streams))
+        self._shared = shared
+        self._streams = list({id(g): g for g in per_lake}.values())
+        self._stream_of = np.array([streams[id(g)] for g in per_lake])
         days = np.arange(self.config.horizon)
-        self._need_mm = crops.crop_need_mm(crops.day_of_year(self.planting_doy, days), days).tolist()
-        initial_volume = rng.uniform(*INITIAL_LEVEL_RANGE) * hydrology.CAPACITY_M3
-        self.volume = np.full(self.population, initial_volume)
-        self.baseline_volume = initial_volume
+        planting, initial = [], []
+        for stream in self._streams:
+            planting.append(int(stream.integers(*PLANTING_DOY_RANGE)))
+            initial.append(stream.uniform(*INITIAL_LEVEL_RANGE) * hydrology.CAPACITY_M3)
+        self.planting_doy = planting[0] if shared else np.array(planting)[self._stream_of]
+        # the season's crop need, day by day (no draw: the same numbers a day-by-day computation gives)
+        self._need_mm = [
+            crops.crop_need_mm(crops.day_of_year(doy, days), days).tolist() for doy in planting
+        ]  # per stream
+        self._planting = planting
+        self.volume = np.asarray(initial)[self._stream_of]
+        self.baseline_volume = initial[0] if shared else np.asarray(initial, dtype=float)
         self.pressure = np.full(self.population, self.config.release_share)
         self.delivery_prev = np.zeros(self.population)
         self.failed[:] = False
@@ -139,21 +162,33 @@ class Basin:
     def done(self) -> bool:
         return self.day >= self.config.horizon
 
+    def _weather(self, k: int) -> tuple[float, float, float, float]:
+        """Today's (crop need, rain, deficit in mm, inflow in m³/s) of weather stream k, drawn from it in order."""
+        rng = self._streams[k]
+        doy = crops.day_of_year(self._planting[k], self.day)
+        need_mm = self._need_mm[k][self.day]
+        rain_mm = float(hydrology.draw_rain_mm(rng, None, self.config.rain_probability, self.config.rain_mean_mm))
+        deficit_mm = max(0.0, need_mm - rain_mm)
+        inflow = float(hydrology.inflow_m3s(doy, rng.standard_normal()))
+        return need_mm, rain_mm, deficit_mm, inflow
+
     def step(self, fractions: np.ndarray) -> DayLog:
         """Advance one day; `fractions` (N, F) are the farms' requested fractions of the deficit."""
         f = np.asarray(fractions, dtype=float).reshape(self.population, self.config.num_farms)
         self.failed |= ~np.isfinite(f).all(axis=1)
         f = np.minimum(np.maximum(np.where(np.isnan(f), 0.0, f), 0.0), 1.0)  # NaN requests nothing; ±inf clip
         r = self._rule_per_farm
-        rng = self._rng
-
-        doy = crops.day_of_year(self.planting_doy, self.day)
-        need_mm = self._need_mm[self.day]
-        rain_mm = float(hydrology.draw_rain_mm(rng, None, self.config.rain_probability, self.config.rain_mean_mm))
-        deficit_mm = max(0.0, need_mm - rain_mm)
+        weather = [self._weather(k) for k in range(len(self._streams))]  # per stream: need, rain, deficit, inflow
         to_m3 = self.farm_area_m2 / 1000.0
-        need_m3, rain_m3, deficit_m3 = need_mm * to_m3, rain_mm * to_m3, deficit_mm * to_m3
-        inflow = float(hydrology.inflow_m3s(doy, rng.standard_normal()))
+        if self._shared:
+            need_mm, rain_mm, deficit_mm, inflow = weather[0]
+            need_m3, rain_m3, deficit_m3 = need_mm * to_m3, rain_mm * to_m3, deficit_mm * to_m3
+            per_farm = lambda x: x  # noqa: E731 - one number for every lake
+        else:
+            need_mm, rain_mm, deficit_mm, inflow = (np.array(column)[self._stream_of] for column in zip(*weather))
+            need_m3, rain_m3, deficit_m3 = need_mm * to_m3, rain_mm * to_m3, deficit_mm * to_m3
+            per_farm = lambda x: x[:, None]  # noqa: E731 - each lake's own
+        need_m3, rain_m3, deficit_m3 = per_farm(need_m3), per_farm(rain_m3), per_farm(deficit_m3)
 
         allowed = self._allowed_now
         requested = f * deficit_m3
@@ -161,7 +196,8 @@ class Basin:
         release_share = self.config.release_share
         lake = hydrology.step_lake(self.volume, inflow, np.minimum(requested, allowed_m3).sum(axis=1), release_share)
         delivered = np.minimum(requested, allowed_m3) * lake.delivered_share[:, None]
-        baseline = hydrology.step_lake(self.baseline_volume, inflow, 0.0, release_share)
+        stream_inflow = inflow if self._shared else np.array([w[3] for w in weather])
+        baseline = hydrology.step_lake(self.baseline_volume, stream_inflow, 0.0, release_share)
         pressure = lake.pressure(inflow)
 
         quota = law.quota_penalty(requested, allowed_m3, deficit_m3, r["fine_amount"])
@@ -171,7 +207,7 @@ class Basin:
         self.failed |= ~(np.isfinite(reward).all(axis=1) & np.isfinite(lake.volume))
         volume_start = self.volume
         self.volume = np.where(self.failed, self.volume, lake.volume)
-        self.baseline_volume = float(baseline.volume)
+        self.baseline_volume = float(baseline.volume) if self._shared else baseline.volume
         self.pressure = pressure
         self.delivery_prev = delivered.sum(axis=1)
         self.day += 1
@@ -190,7 +226,7 @@ class Basin:
             release_m3s=lake.release,
             spill_m3s=lake.spill,
             inflow_m3s=inflow,
-            baseline_level=float(baseline.level),
+            baseline_level=float(baseline.level) if self._shared else baseline.level[self._stream_of],
             need_mm=need_mm,
             rain_mm=rain_mm,
             deficit_mm=deficit_mm,

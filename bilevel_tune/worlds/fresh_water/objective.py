@@ -108,13 +108,17 @@ DIAGNOSTICS = (  # what a candidate's assessment reports beside them: means over
 )  # fmt: skip
 
 
+def _lake(episode: dict[str, np.ndarray], key: str, k: int) -> np.ndarray:
+    """Lake k's days of a logged value: its column, or the one shared by every lake (the weather and baseline of
+    lakes that share one stream are logged once a day, (T,); of lakes with streams of their own, (T, N))."""
+    values = episode[key]
+    return values[:, k] if values.ndim == 2 else values
+
+
 def _days(episodes: Sequence[dict[str, np.ndarray]], k: int) -> dict[str, np.ndarray]:
     """Candidate k's evaluated days, every episode end to end: what its upper bound reads."""
-    per_candidate = ("allowed_fraction", "pressure", "volume_start_m3")
-    return {
-        key: np.concatenate([ep[key][:, k] if key in per_candidate else ep[key] for ep in episodes])
-        for key in ("need_mm", "rain_mm", *per_candidate)
-    }
+    keys = ("need_mm", "rain_mm", "allowed_fraction", "pressure", "volume_start_m3")
+    return {key: np.concatenate([_lake(ep, key, k) for ep in episodes]) for key in keys}
 
 
 def bound_by_rule(days: dict[str, np.ndarray], rule: Rules, smoothing: float, reward_bound: float) -> dict[str, float]:
@@ -166,7 +170,7 @@ def assess(
         rewards, sus = [], []
         for ep in episodes:
             rewards.append(ep["reward"][:, k].mean())
-            sus.append(sustainability(ep["level"][:, k], ep["baseline_level"]))
+            sus.append(sustainability(ep["level"][:, k], _lake(ep, "baseline_level", k)))
         mean_reward, mean_sus = float(np.mean(rewards)), float(np.mean(sus))
         days = _days(episodes, k)
         reward_bound = float(

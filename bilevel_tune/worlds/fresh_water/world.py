@@ -64,6 +64,7 @@ class FreshWater:
     observation_size = OBSERVATION_SIZE
     observation_low, observation_high = 0.0, 1.0  # every entry is a share (the RLlib shell's Box)
     agent_word = "farm"  # agent ids in the RLlib shell: c{k}/farm{i}
+    copy_streams = True  # reset takes a generator per lake too: a block of lakes of several seeds steps as one
     # The campaign's ceiling: with the flow pressure saturated, a farm's day earns at most f − f² = 1/4 (docs/objective.md)
     ceiling = 0.25
     # What the summary's tables show of an outcome: the columns every fresh-water summary has had (trials.csv
@@ -107,7 +108,7 @@ class FreshWater:
     def done(self) -> bool:
         return self.basin.done
 
-    def reset(self, rng: np.random.Generator) -> np.ndarray:
+    def reset(self, rng: np.random.Generator | Sequence[np.random.Generator]) -> np.ndarray:
         return self.basin.reset(rng)
 
     def observe(self) -> np.ndarray:
@@ -120,9 +121,10 @@ class FreshWater:
     def reward_bound(self, season: Season) -> np.ndarray:
         """(T, N): each day's best reward over f ∈ [0, 1] (objective.day_upper_bound, docs/objective.md)."""
         column = lambda name: np.array([getattr(r, name) for r in self.rules])  # noqa: E731
+        days = len(season["need_mm"])  # (T,) shared by every lake, or (T, N): each lake's own weather
         return day_upper_bound(
-            season["need_mm"][:, None],
-            season["rain_mm"][:, None],
+            season["need_mm"].reshape(days, -1),
+            season["rain_mm"].reshape(days, -1),
             season["allowed_fraction"],
             season["pressure"],
             column("fine_amount"),
