@@ -110,3 +110,19 @@ class ShortLoop(LandscapeLoop):
         if abs(u - 0.5) <= 0.2:
             return 0.25
         return 0.35 if u >= 0.95 else 0.1
+
+
+class LakesLoop(AnalyticLoop):
+    """The analytic loop training any block of lakes as one (`reset_lakes`): what a lake pool packs, without RLlib."""
+
+    def reset_lakes(self, lakes) -> bool:
+        self.lakes = list(lakes)
+        self.rules = [dict(lake.rules) for lake in self.lakes]
+        return True
+
+    def evaluate_lakes(self, seeds) -> list[Assessment]:
+        from bilevel_tune.worlds.lakes import LakeWorlds, evaluate_lakes, groups
+
+        runs = groups([tuple(s) for s in seeds])
+        worlds = LakeWorlds(self.config.world_class, self.config.world_settings, self.rules, [n for _, n in runs])
+        return evaluate_lakes(worlds, [seeds[a] for a, _ in runs], worlds.myopic_actions, self.config.objective_settings)

@@ -32,7 +32,12 @@ def test_real_appo_study_two_cells_two_generations(ray_cluster, tmp_path, capsys
             assert 0 < shard <= g[metrics.CORE_S]
         assert np.isfinite(final[metrics.FINAL + "best"]) and final[metrics.FINAL + "seeds"] == 2
         assert final[metrics.CORE_S_FINAL] > 0
-    assert json.loads((tmp_path / "run" / "study.json").read_text())["study"]["inner"] == "appo"
+    record = json.loads((tmp_path / "run" / "study.json").read_text())
+    assert record["study"]["inner"] == "appo"
+    # two trials of population 2: one lake pool ([runtime] pack = auto), a block of 4 lakes a generation on 1 CPU
+    assert [t.get("packed") for t in record["plan"]["trials"]] == [2, 2]
+    details = [d for generations, _ in records.values() for g in generations for d in g[metrics.SHARD_DETAIL]]
+    assert len({d[metrics.NODE] + str(d[metrics.SEC_TRAIN]) for d in details}) == 2  # both trials' blocks, shared
     assert list((tmp_path / "run").glob("*/wandb/offline-run-*")), "W&B offline runs belong in the run folder"
     assert "2 finished, 0 errored, 0 interrupted of 2 trials" in capsys.readouterr().out
     costs = bilevel_tune.open(tmp_path / "run").costs  # trials.csv's core_s, each trial's sum: measured, not priced

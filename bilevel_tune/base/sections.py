@@ -21,6 +21,7 @@ DECIDE_TESTS = ("paired", "adastop")  # [decide] test: verdicts.decide's tests
 DECIDE_SCORES = ("best-so-far", "search mean")  # [decide] score: which final rules' re-evaluation the rows read
 OPTIMIZER_NAMES = ("es", "cma", "bo", "random", "optuna")  # [outer] optimizer: the built-in outer optimisers
 BO_ACQUISITIONS = ("qLogNEI", "qLogEI", "qUCB")  # [bo] acquisition: BoTorch's batch acquisition functions, by name
+PACK_MODES = ("auto", "off")  # [runtime] pack: small populations' trials share a block of lakes where it is cheaper, or never
 
 
 @dataclass(frozen=True, kw_only=True)  # keywords only: ESConfig(16) must not silently set σ
@@ -237,6 +238,17 @@ class FinalSettings(_Checked):
     learners: tuple[str, ...] = knob(
         (), "held-out learners that score each run's final rules and the status quo on its final seeds: analytic, "
         "ppo, frozen, a loop with other settings (appo(appo.lr=3e-4)) or module:Class", words=True, inner=False,
+    )  # fmt: skip
+
+
+@dataclass(frozen=True, kw_only=True)
+class RuntimeSettings(_Checked):
+    """[runtime]: how the trials are run, never what they compute (each lake's numbers are its own either way)."""
+
+    pack: str = knob(
+        "auto", "auto: a stage's trials of one small population share one block of lakes a generation (one CPU, "
+        "their searches in step: docs/inner-loop.md) where their loop trains lakes as one; off: every trial alone",
+        choices=PACK_MODES, inner=False,
     )  # fmt: skip
 
 

@@ -11,7 +11,7 @@ from typing import Callable
 
 from bilevel_tune.cli.options import RunOptions, UsageError
 from bilevel_tune.cli.resolve import REPO_ROOT, resolve_run, wandb_mode
-from bilevel_tune.planning import calibration
+from bilevel_tune.planning import calibration, packing
 from bilevel_tune.planning.plan import Plan, PlanError, describe_plan, hms, make_plan
 from bilevel_tune.runtime import cluster
 from bilevel_tune.study_data.definition import Study
@@ -45,7 +45,8 @@ def plan_run(
             refresh=options.recalibrate,
             probe_if_missing=probe or options.recalibrate,
         )
-        return make_plan(cells, study.budget, cpus, model, options.cpus_per_trial, options.max_concurrent)
+        packs = packing.packs_of(study, cells) if cpus > 1 else []  # one CPU: a pool would stall every other trial
+        return make_plan(cells, study.budget, cpus, model, options.cpus_per_trial, options.max_concurrent, packs)
     except PlanError as err:
         raise UsageError(str(err)) from None
 

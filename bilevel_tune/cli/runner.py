@@ -249,6 +249,7 @@ def _run_stage(study, options, store: RunStore, mode, watch, clock, out, first: 
     if not first:
         describe_plan(study, plan, out, what=f"stage {staging.current_stage(study)}")
     shards = {c.key: plan.shards_of(c.key) if c in cells else 1 for c in compile_design(study).trial_cells}
+    packed = experiment.Packed.of(plan.packs)
     session = experiment.SessionOptions(
         callbacks=(
             *tracking.callbacks(mode, group=run_dir.name, tags=_tags(study)),
@@ -263,15 +264,15 @@ def _run_stage(study, options, store: RunStore, mode, watch, clock, out, first: 
     )  # a checkpoint per generation is the design
     try:
         if options.resume and first and staging.has_experiment(run_dir):
-            tuner = experiment.restored_tuner(study, run_dir, shards, session)
+            tuner = experiment.restored_tuner(study, run_dir, shards, session, packed)
         else:
-            tuner = experiment.fresh_tuner(study, run_dir, shards, session, cells)
+            tuner = experiment.fresh_tuner(study, run_dir, shards, session, cells, packed)
     except experiment.RestoreError as err:
         raise UsageError(str(err)) from None
     fit_start = time.time()
     if first:
         clock.fit_start = fit_start
-    with experiment.OneLineTrialFailures():
+    with experiment.OneLineTrialFailures(), experiment.lake_pools(plan.packs):
         grid = tuner.fit()
     clock.fit_end = time.time()
     store.refresh()  # the trials wrote their records

@@ -239,10 +239,12 @@ class ShardedInnerLoop:
         shards: int = 1,
         stop_requested: Callable[[], bool] = lambda: False,
         inner_iters: int = 1,
+        num_cpus: float = 1,
     ):
         if shards < 1:
             raise ValueError(f"shards={shards} must be ≥ 1")
         self.spec, self.config, self.stop_requested, self.inner_iters = spec, config, stop_requested, inner_iters
+        self.num_cpus = num_cpus  # each shard's; 0 in a lake pool, whose CPU its members' bundles hold
         self.actors = [self._start() for _ in range(shards)]
         self.cpu_s = 0.0  # what every call's shards used so far, summed: a trial's inner-loop CPU seconds
         self._packs: bool | None = None
@@ -250,7 +252,7 @@ class ShardedInnerLoop:
     def _start(self):
         import ray
 
-        return ray.remote(Shard).options(num_cpus=1, max_restarts=0).remote(self.spec, self.config)
+        return ray.remote(Shard).options(num_cpus=self.num_cpus, max_restarts=0).remote(self.spec, self.config)
 
     @property
     def shards(self) -> int:
@@ -346,6 +348,12 @@ class ShardedInnerLoop:
                 ray.__version__,
             )
             ShardedInnerLoop._warned = True
+        self.restart(i)
+
+    def restart(self, i: int) -> None:
+        """Shard i ended and a fresh one in its place (a leaked learner, or an actor that died)."""
+        import ray
+
         ray.kill(self.actors[i])
         self.actors[i] = self._start()
 

@@ -314,7 +314,7 @@ def trial_figures(
         report_s.append(max(total - sum(seconds) - float((final or {}).get(metrics.SEC_FINAL, 0.0)), 0.0) / len(rows))
         # generation 0 also starts the shards: that start belongs to the per-trial overhead
         by_key[Cell.key_of(rows[0])] = total - (seconds[0] - steady)
-    shards = [t.shards for t in plan.trials]
+    shards = [t.cpus for t in plan.trials]  # a packed trial: its share of its pool's CPU
     inside = [by_key.get(t.cell.key, 0.0) for t in plan.trials]
 
     def makespan(overhead: float) -> float:

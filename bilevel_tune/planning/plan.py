@@ -109,6 +109,11 @@ class TrialPlan:
     shards: int
     start_s: float
     seconds: float
+    packed: int = 0  # the trials of its pack (`planning.packing`), 0 when it runs alone: its share of one CPU is 1/packed
+
+    @property
+    def cpus(self) -> float:
+        return 1 / self.packed if self.packed else float(self.shards)
 
     @property
     def end_s(self) -> float:
@@ -121,6 +126,7 @@ class Plan:
     trials: tuple[TrialPlan, ...]
     model: CostModel
     fixed: bool  # shards fixed by --cpus-per-trial rather than chosen
+    packs: tuple = ()  # `planning.packing.Pack`s: trials that share a lake pool
 
     @property
     def makespan_s(self) -> float:
@@ -135,7 +141,7 @@ class Plan:
     def core_s(self) -> float:
         """The trials' CPUs held over their time: what they cost in core-seconds, a shard's CPU busy throughout
         (trials.csv's core_s is what the operating system measured after)."""
-        return sum(t.seconds * t.shards for t in self.trials)
+        return sum(t.seconds * t.cpus for t in self.trials)
 
     def shards_of(self, key) -> int:
         return next(t.shards for t in self.trials if t.cell.key == key)
@@ -158,6 +164,7 @@ class Plan:
                 {
                     "trial": trial_name(study, t.cell),
                     "shards": t.shards,
+                    **({"packed": t.packed} if t.packed else {}),
                     "start_s": round(t.start_s, 1),
                     "seconds": round(t.seconds, 1),
                 }
@@ -192,14 +199,45 @@ def make_plan(
     model: CostModel,
     cpus_per_trial: int | None = None,
     max_concurrent: int | None = None,
+    packs: Sequence = (),
 ) -> Plan:
-    """Shards per trial (cells in Tune's start order), their start times and durations."""
+    """Shards per trial (cells in Tune's start order), their start times and durations; a pack's trials
+    (`planning.packing`) as one trial of all their lakes on one CPU, where its first member starts."""
     if cpus < 1:
         raise PlanError(f"the cluster has {cpus} CPUs; a trial needs at least one")
     if cpus_per_trial is not None and cpus_per_trial > cpus:
         raise PlanError(f"--cpus-per-trial {cpus_per_trial} exceeds the cluster's {cpus} CPUs")
-    cap = [min(c.population, cpus) for c in cells]
-    shards = [min(cpus_per_trial, c.population) if cpus_per_trial else 1 for c in cells]
+    members = {c.key: pack for pack in packs for c in pack.cells}
+    units: list[tuple[Cell, Any]] = []  # (what the plan schedules, its pack or None)
+    for cell in cells:
+        pack = members.get(cell.key)
+        if pack is None:
+            units.append((cell, None))
+        elif pack.cells[0].key == cell.key:
+            units.append((pack.unit, pack))
+    single = {i for i, (_, pack) in enumerate(units) if pack is not None}
+    plan = _units_plan([unit for unit, _ in units], budget, cpus, model, cpus_per_trial, max_concurrent, single)
+    if not packs:
+        return plan
+    trials: dict[tuple, TrialPlan] = {}
+    for (unit, pack), t in zip(units, plan.trials):
+        for cell in pack.cells if pack is not None else (unit,):
+            trials[cell.key] = t if pack is None else TrialPlan(cell, 1, t.start_s, t.seconds, packed=len(pack.cells))
+    return dataclasses.replace(plan, trials=tuple(trials[c.key] for c in cells), packs=tuple(packs))
+
+
+def _units_plan(
+    cells: Sequence[Cell],
+    budget,
+    cpus: int,
+    model: CostModel,
+    cpus_per_trial: int | None,
+    max_concurrent: int | None,
+    single: set[int],
+) -> Plan:
+    """`make_plan` over what it schedules: trials, and packs as one trial each (`single`: one CPU, always)."""
+    cap = [1 if i in single else min(c.population, cpus) for i, c in enumerate(cells)]
+    shards = [min(cpus_per_trial, c.population) if cpus_per_trial and i not in single else 1 for i, c in enumerate(cells)]
 
     def schedule(alloc: Sequence[int]) -> tuple[list[float], list[float], list[float]]:
         """(end times, latest first — the makespan, then the runner-up, … —, starts, durations)."""
@@ -244,6 +282,19 @@ def _earlier(a: Sequence[float], b: Sequence[float]) -> bool:
     return at_makespan(a) < at_makespan(b)
 
 
+def packing_lines(packs: Sequence) -> list[str]:
+    """What `--dry-run` and a session's plan say of its packs ([runtime] pack): one line per population."""
+    by_population: dict[int, list] = {}
+    for pack in packs:
+        by_population.setdefault(pack.cells[0].population, []).append(pack)
+    return [
+        f"packed ([runtime] pack = auto): {sum(len(p.cells) for p in group)} trials of population {population} in "
+        f"{len(group)} lake pool(s) of {'/'.join(sorted({str(len(p.cells)) for p in group}))} trials, "
+        f"{'/'.join(sorted({str(p.lakes) for p in group}))} lakes a block, one CPU each (1/n a trial: the shards column)"
+        for population, group in sorted(by_population.items())
+    ]
+
+
 def hms(seconds: float) -> str:
     """H:MM:SS, or N days, H:MM:SS."""
     return str(dt.timedelta(seconds=int(round(seconds))))
@@ -258,14 +309,17 @@ def describe_plan(study, plan: Plan, out: Callable[[str], None] = print, what: s
     width = max([34, *map(len, names)])  # another world's mechanisms go by their rules' full names: long ones
     out(f"{'trial':<{width}} {'gens':>5} {'shards':>6} {'starts':>9} {'~time':>9}")
     for name, t in zip(names, plan.trials):
-        out(f"{name:<{width}} {t.cell.generations:>5} {t.shards:>6} {when(t.start_s):>9} {when(t.seconds):>9}")
+        shards = f"1/{t.packed}" if t.packed else str(t.shards)
+        out(f"{name:<{width}} {t.cell.generations:>5} {shards:>6} {when(t.start_s):>9} {when(t.seconds):>9}")
     waves = plan.waves
     together = "all trials at once" if len(waves) == 1 else f"{len(waves)} waves as CPUs free up"
     how = "--cpus-per-trial" if plan.fixed else "chosen in proportion to each trial's work"
-    used = sum(t.shards for t in waves[0]) if waves else 0
+    used = round(sum(t.cpus for t in waves[0])) if waves else 0
     out(
         f"resources: {plan.cpus} CPUs; per trial an empty head bundle + one CPU per shard ({how}); {together}, {used} CPUs busy at first"
     )
+    for line in packing_lines(plan.packs):
+        out(line)
     m = plan.model
     if not timed:
         out(f"assumed: shards in proportion to each trial's work alone ({m.source})")

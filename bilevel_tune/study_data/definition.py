@@ -25,6 +25,7 @@ from bilevel_tune.base.sections import (
     NetworkSettings,
     OptunaSettings,
     OuterSettings,
+    RuntimeSettings,
     SummarySettings,
 )
 from bilevel_tune.study_data import study_file, study_overrides, world_portrait
@@ -62,6 +63,7 @@ class Study:
     summary: SummarySettings = dataclasses.field(default_factory=SummarySettings)
     decide: DecideSettings = dataclasses.field(default_factory=DecideSettings)
     final: FinalSettings = dataclasses.field(default_factory=FinalSettings)
+    runtime: RuntimeSettings = dataclasses.field(default_factory=RuntimeSettings)
     axes: tuple[tuple[str, tuple], ...] = ()  # settings crossed as further grid axes, each with its values
     description: str = ""
     inner: str = "appo"

@@ -26,6 +26,7 @@ study file section and key; on the default world, fresh water:
     [decide]    test, alpha, seeds_per_stage, max_seeds, beta, compare, score, margin, equal_budget
                                                         how comparisons are decided (in stages): docs/verdicts.md
     [final]     learners                                held-out learners scoring each run's final rules
+    [runtime]   pack                                    small populations' trials packed into one block (or off)
 
 `Setting.check` holds a value to its range and returns it typed, or raises
 a `SettingError` whose one line names the key, the value and the range. Any
@@ -49,6 +50,7 @@ from bilevel_tune.base.sections import (
     FinalSettings,
     NetworkSettings,
     OuterSettings,
+    RuntimeSettings,
     SummarySettings,
 )
 from bilevel_tune.study_data import world_portrait
@@ -88,6 +90,7 @@ class SettingsTable:
             "summary": SummarySettings,
             "decide": DecideSettings,
             "final": FinalSettings,
+            "runtime": RuntimeSettings,
         }
         rules = tuple(
             Setting(r.meaning + " (fixed value, physical)", *r.physical_limits, key=f"rules.{r.name}",
@@ -107,6 +110,7 @@ class SettingsTable:
             *self._section("summary"),
             *self._section("decide"),
             *self._section("final"),
+            *self._section("runtime"),
         )
         self.by_key = {s.key: s for s in self.settings}
         self.sections = tuple(dict.fromkeys(s.section for s in self.settings))
@@ -178,11 +182,11 @@ OPTIONAL_SECTIONS = ("final",)  # shown only when set: what a run adds after its
 # a setting left at this value is not shown: a plan with no margin, or no evaluations budget, reads as before them
 UNSET_UNSHOWN = {"decide.margin": None, "decide.margin_from": 1, "budget.evaluations": None, "summary.eps": None,
                  "decide.equal_budget": (), "bo.acquisition": "qLogNEI", "bo.beta": 0.2, "bo.noise": None,
-                 "optuna.options": ()}
+                 "optuna.options": (), "runtime.pack": "auto"}
 # The sections of every world's table, in order: [world], [objective] and [rules] are each world's own
 OUTER_SECTIONS = ("outer", "es", "cma", "bo", "optuna")  # which optimiser searches the rules, then each one's own settings
 SECTIONS = ("world", "network", "appo", *OUTER_SECTIONS, "objective", "rules", "search", "budget", "summary", "decide",
-            "final")  # fmt: skip
+            "final", "runtime")  # fmt: skip
 SHORTHANDS = {"optimizer": "outer.optimizer"}  # a setting a study file and --set/--grid may name without its section
 
 

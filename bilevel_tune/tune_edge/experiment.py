@@ -11,6 +11,7 @@ cluster still has (a node was lost): a trial is never left pending forever.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -23,6 +24,8 @@ from ray import tune
 from ray.tune.experiment import Trial
 
 from bilevel_tune.core import metrics
+from bilevel_tune.inner.lake_pool import start_pool
+from bilevel_tune.inner.shards import SHARD_STOP_TIMEOUT_S
 from bilevel_tune.runtime import ray_compat
 from bilevel_tune.study_data.definition import Study
 from bilevel_tune.study_data.design import compile_design
@@ -67,12 +70,43 @@ def tune_order(study: Study) -> list[Cell]:
     return ordered + list(design.scan_cells) + [c for k in range(2, len(study.stages) + 2) for c in design.stage_cells(k)]
 
 
-def trainable(plans: Mapping[tuple, dict], run_dir: Path, shards: Mapping[tuple, int]):
-    """The trial function with the trials' plans, run folder and per-trial resources (one CPU bundle per shard)."""
+@dataclasses.dataclass(frozen=True)
+class Packed:
+    """This session's packed trials (`planning.packing`): each one's lake pool and share of its CPU, by cell."""
+
+    pools: Mapping[tuple, str] = dataclasses.field(default_factory=dict)
+    shares: Mapping[tuple, float] = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def of(cls, packs) -> "Packed":
+        return cls({c.key: p.name for p in packs for c in p.cells}, {c.key: p.share for p in packs for c in p.cells})
+
+    def resources(self, shards: Mapping[tuple, int], key: tuple) -> tune.PlacementGroupFactory:
+        return trial_resources(shards[key], self.shares.get(key))
+
+
+@contextlib.contextmanager
+def lake_pools(packs):
+    """The session's lake pools, one actor per pack, for as long as its trials run; ended after."""
+    import ray
+
+    pools = [start_pool(p.name, p.loop, p.config, p.members) for p in packs]
+    try:
+        yield pools
+    finally:
+        for pool in pools:
+            with contextlib.suppress(Exception):  # a pool that died ends all the same
+                ray.get(pool.close.remote(), timeout=SHARD_STOP_TIMEOUT_S)
+            ray.kill(pool)
+
+
+def trainable(plans: Mapping[tuple, dict], run_dir: Path, shards: Mapping[tuple, int], packed: Packed = Packed()):
+    """The trial function with the trials' plans, run folder and per-trial resources (one CPU bundle per shard; a
+    packed trial's share of its pool's CPU)."""
     shards = dict(shards)
     return tune.with_resources(
-        study_trial(plans, run_dir),
-        resources=lambda config: trial_resources(shards[Cell.key_of(config)]),
+        study_trial(plans, run_dir, packed.pools),
+        resources=lambda config: packed.resources(shards, Cell.key_of(config)),
     )
 
 
@@ -92,12 +126,17 @@ class SessionOptions:
 
 
 def fresh_tuner(
-    study: Study, run_dir: Path, shards: Mapping[tuple, int], options: SessionOptions, cells: list[Cell] | None = None
+    study: Study,
+    run_dir: Path,
+    shards: Mapping[tuple, int],
+    options: SessionOptions,
+    cells: list[Cell] | None = None,
+    packed: Packed = Packed(),
 ) -> tune.Tuner:
     """A new Tune experiment in the run folder over the study's trials, or these cells (a stage's unfinished)."""
     plans = plans_of(study)  # compiled once: the trials' configs, and beside the trainable for older configs
     return tune.Tuner(
-        trainable(plans, run_dir, shards),
+        trainable(plans, run_dir, shards, packed),
         param_space=param_space(study, plans, cells),
         tune_config=tune.TuneConfig(
             metric=metrics.TUNE_METRIC,
@@ -125,18 +164,22 @@ def check_restorable(run_dir: Path) -> None:
         )
 
 
-def restored_tuner(study: Study, run_dir: Path, shards: Mapping[tuple, int], options: SessionOptions) -> tune.Tuner:
+def restored_tuner(
+    study: Study, run_dir: Path, shards: Mapping[tuple, int], options: SessionOptions, packed: Packed = Packed()
+) -> tune.Tuner:
     """Tuner.restore (check_restorable first), then this session's trackers, retries, concurrency and plan.
 
     Restoring reads every trial's results: those not started yet would each get Tune's warning line.
     """
     with OneLineTrialFailures():
-        tuner = tune.Tuner.restore(str(run_dir), trainable=trainable(plans_of(study), run_dir, shards), resume_errored=True)
+        tuner = tune.Tuner.restore(
+            str(run_dir), trainable=trainable(plans_of(study), run_dir, shards, packed), resume_errored=True
+        )
     try:
         run_config, tune_config = ray_compat.tuner_configs(tuner)
     except ray_compat.RayCompatError as err:
         raise RestoreError(f"--resume: {err}") from None
-    run_config.callbacks = [*options.callbacks, Replan(shards)]
+    run_config.callbacks = [*options.callbacks, Replan(shards, packed)]
     run_config.failure_config = tune.FailureConfig(max_failures=options.max_failures)
     tune_config.max_concurrent_trials = options.max_concurrent
     tune_config.reuse_actors = REUSE_TRIAL_WORKERS  # a run begun before it was on reuses them from now
@@ -224,8 +267,8 @@ class TrialCurves(tune.Callback):
 class Replan(tune.Callback):
     """Before a resumed session starts any trial: each unfinished one gets this session's shards."""
 
-    def __init__(self, shards: Mapping[tuple, int]):
-        self.shards = dict(shards)
+    def __init__(self, shards: Mapping[tuple, int], packed: Packed = Packed()):
+        self.shards, self.packed = dict(shards), packed
         self.done = False
 
     def on_step_begin(self, iteration: int, trials: list[Trial], **info):
@@ -233,7 +276,7 @@ class Replan(tune.Callback):
             return
         self.done = True
         for trial in trials:
-            wanted = trial_resources(self.shards[Cell.key_of(trial.config)])
+            wanted = self.packed.resources(self.shards, Cell.key_of(trial.config))
             if trial.status in UNFINISHED and trial.placement_group_factory != wanted:
                 trial.update_resources(wanted)
 

@@ -30,6 +30,7 @@ from ray import tune
 from bilevel_tune.core import metrics, outer, scan
 from bilevel_tune.inner import GenerationResult, ShardedInnerLoop
 from bilevel_tune.inner.contract import Seeds  # noqa: F401 - the trial's seeds, also read through this module
+from bilevel_tune.inner.lake_pool import PooledInnerLoop
 from bilevel_tune.runtime import ray_compat
 from bilevel_tune.study_data import incumbents
 from bilevel_tune.study_data.definition import Study
@@ -55,11 +56,14 @@ LEGACY_STATE_FILES = ("es_state.json",)  # its name before CMA-ES and BO: such c
 MAX_ALL_FAILED_IN_A_ROW = 3
 
 
-def trial_resources(shards: int) -> tune.PlacementGroupFactory:
-    """The empty head bundle for the trial function, then one CPU per inner-loop shard.
+def trial_resources(shards: int, pack_share: float | None = None) -> tune.PlacementGroupFactory:
+    """The empty head bundle for the trial function, then one CPU per inner-loop shard; a packed trial's one
+    bundle, its share of its pool's CPU (`inner.lake_pool`).
 
     Nested actors without a reservation in their trial's group would wait forever.
     """
+    if pack_share is not None:
+        return tune.PlacementGroupFactory([{"CPU": pack_share}])
     return tune.PlacementGroupFactory([{}] + [{"CPU": 1}] * shards)
 
 
@@ -218,23 +222,32 @@ class TrialRecord:
         return passes[0][metrics.BEST_OBJECTIVE] if passes else None
 
 
-def study_trial(plans: Mapping[tuple, dict[str, Any]], run_dir: Path) -> type:
-    """The trial function with its run folder, and every trial's plan by cell (`trial_plan.plans_of`) for a run whose
-    Tune configs predate plans (a resume of one: its configs hold the cell alone); Tune's class for it, which a
-    resume restores from the trial's newest checkpoint where Tune's is gone."""
-    trial = tune.with_parameters(run_trial, plans=dict(plans), run_dir=str(Path(run_dir).resolve()))
+def study_trial(plans: Mapping[tuple, dict[str, Any]], run_dir: Path, pools: Mapping[tuple, str] | None = None) -> type:
+    """The trial function with its run folder, every trial's plan by cell (`trial_plan.plans_of`) for a run whose
+    Tune configs predate plans (a resume of one: its configs hold the cell alone), and this session's lake pool of
+    each packed trial, by cell; Tune's class for it, which a resume restores from the trial's newest checkpoint
+    where Tune's is gone."""
+    trial = tune.with_parameters(run_trial, plans=dict(plans), run_dir=str(Path(run_dir).resolve()),
+                                 pools=dict(pools or {}))  # fmt: skip
     return restorable(trial, markers=(STATE_FILE, *LEGACY_STATE_FILES))
 
 
-def run_trial(config: dict[str, Any], plans: dict[tuple, dict[str, Any]], run_dir: str) -> None:
+def run_trial(
+    config: dict[str, Any], plans: dict[tuple, dict[str, Any]], run_dir: str, pools: dict[tuple, str] | None = None
+) -> None:
     """Tune function trainable: one optimiser run, or one scan, as its plan says (`config["trial"]`; a config from
-    before plans names its cell, whose plan `tune.with_parameters` passes with the run folder)."""
+    before plans names its cell, whose plan `tune.with_parameters` passes with the run folder); a packed trial's
+    inner loop its pool's (`inner.lake_pool`)."""
     for name in ("ray.train", "ray.tune"):  # no "checkpoint created" line per generation
         logging.getLogger(name).setLevel(logging.WARNING)
     plan = TrialPlan.from_dict(config.get(metrics.TRIAL) or plans[Cell.key_of(config)])
     record = TrialRecord(run_dir, plan)
-    inner = ShardedInnerLoop(plan.loop, plan.inner_config, granted_shards(plan.cell.population), stop_requested,
-                             inner_iters=plan.inner_iters)  # fmt: skip
+    pool = (pools or {}).get(plan.cell.key)
+    if pool is not None:
+        inner = PooledInnerLoop(pool, plan.name, stop_requested, inner_iters=plan.inner_iters)
+    else:
+        inner = ShardedInnerLoop(plan.loop, plan.inner_config, granted_shards(plan.cell.population), stop_requested,
+                                 inner_iters=plan.inner_iters)  # fmt: skip
     with inner:
         (run_scan if plan.cell.scan else run_search)(plan, record, inner)
 
@@ -387,7 +400,7 @@ def equal_budget_reevaluation(plan: TrialPlan, record: TrialRecord, inner: Shard
     return {metrics.FINAL_AT_EVALUATIONS: out}
 
 
-def _retrained(inner: ShardedInnerLoop, rules: Sequence, seeds: Sequence[int]) -> np.ndarray:
+def _retrained(inner: ShardedInnerLoop | PooledInnerLoop, rules: Sequence, seeds: Sequence[int]) -> np.ndarray:
     """(seeds, rule sets): each rule set retrained and evaluated on each seed, every seed's lakes one block."""
     lakes, eval_seeds = seed_lakes(rules, seeds)
     return inner.run_lakes(lakes, eval_seeds).objectives.reshape(len(seeds), len(rules))

@@ -1,0 +1,102 @@
+"""Core-seconds per evaluation by population, each trial alone and packed 16 lakes to a block (`[runtime] pack`).
+
+    python benchmarks/packing.py [--generations 3] [--inner-iters 50] [--populations 1,2,4,16] [--quick]
+
+Alone, a trial of population p trains its p lakes a generation as one block: a fresh Algorithm, K train() calls,
+one evaluation — the fixed part of that price is most of it at p = 1. Packed, 16/p trials' generations are one
+block of 16 lakes (each lake its own seed's and index's: `inner.lake_pool`), whatever p. Each way runs `generations`
+generations in this process, its torch at one thread as a shard's is, priced in the CPU seconds the operating
+system measured over them (every thread: RLlib's learner thread too), divided by the evaluations they made. At the
+weekend's world and network (5 farms, 150-day seasons, 256 × 256; one evaluation season a candidate), or
+`--quick`'s (2 farms, 10-day seasons, 16 units).
+
+The last line is one JSON object: per population its core-seconds per evaluation alone and packed,
+`packed_over_pop16` (a population-1 evaluation packed 16 to a block over a population-16 trial's evaluation) and
+`unpacked_over_pop16` (the same alone: the shipped runs measured 4.7–5.8×).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # as a shard actor's thread cap
+
+import torch  # noqa: E402
+
+from bilevel_tune.base.seeds import generation_seed  # noqa: E402
+from bilevel_tune.inner import InnerLoopConfig  # noqa: E402
+from bilevel_tune.inner.shards import Shard  # noqa: E402
+from bilevel_tune.worlds.fresh_water import Rules, WorldConfig  # noqa: E402
+from bilevel_tune.worlds.lakes import Lake  # noqa: E402
+
+PACK_LAKES = 16
+
+
+def config(quick: bool) -> InnerLoopConfig:
+    world = WorldConfig(num_farms=2, horizon=10) if quick else WorldConfig(num_farms=5, horizon=150)
+    return InnerLoopConfig(hidden=(16,) if quick else (256, 256), world_settings=world, streams="lake")
+
+
+def candidates(trial: int, population: int) -> list[dict[str, float]]:
+    """A generation's rule sets: the weekend's 1-D search around its start."""
+    return [Rules.at_unit({"min_demand_frac": 0.3 + 0.4 * ((trial * population + k) % 7) / 6}).as_dict()
+            for k in range(population)]  # fmt: skip
+
+
+def alone(shard: Shard, population: int, generations: int, k: int) -> float:
+    """Core-seconds per evaluation of one trial of this population, generation by generation."""
+    cpu0 = time.process_time()
+    for g in range(generations):
+        shard.generation(candidates(0, population), generation_seed(1, g), 0, [100 + g], k)
+    return (time.process_time() - cpu0) / (generations * population)
+
+
+def packed(shard: Shard, population: int, generations: int, k: int) -> float:
+    """Core-seconds per evaluation of 16/p trials of this population, each generation one block of their lakes."""
+    trials = max(1, PACK_LAKES // population)
+    cpu0 = time.process_time()
+    for g in range(generations):
+        lakes = [Lake(rules, generation_seed(1 + t, g), i) for t in range(trials)
+                 for i, rules in enumerate(candidates(t, population))]  # fmt: skip
+        shard.lakes(lakes, [[100 + g]] * len(lakes), 0, k)
+    return (time.process_time() - cpu0) / (generations * trials * population)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--generations", type=int, default=3)
+    parser.add_argument("--inner-iters", type=int, default=50)
+    parser.add_argument("--populations", default="1,2,4,16")
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    cfg = config(args.quick)
+    shard = Shard("appo", cfg)
+    shard.generation(candidates(0, 1), 1, 0, [1], 1)  # untimed: the first build imports and warms up what the rest reuse
+    populations = [int(p) for p in args.populations.split(",")]
+    where = "quick world" if args.quick else "the weekend's world and network"
+    print(f"{args.generations} generations, K = {args.inner_iters}, at {where}, one thread; core-seconds per evaluation")
+    print(f"{'population':>10} {'alone':>8} {'packed':>8} {'packed / alone':>15}")
+    found = {}
+    for p in populations:
+        one = alone(shard, p, args.generations, args.inner_iters)
+        many = packed(shard, p, args.generations, args.inner_iters) if p < PACK_LAKES else one
+        print(f"{p:>10} {one:8.3f} {many:8.3f} {many / one:15.3f}")
+        found[p] = {"alone_core_s": round(one, 4), "packed_core_s": round(many, 4)}
+    shard.stop()
+    out = {"generations": args.generations, "inner_iters": args.inner_iters, "quick": args.quick, "populations": found}
+    if 1 in found and PACK_LAKES in found:
+        base = found[PACK_LAKES]["alone_core_s"]
+        out["packed_over_pop16"] = round(found[1]["packed_core_s"] / base, 3)
+        out["unpacked_over_pop16"] = round(found[1]["alone_core_s"] / base, 3)
+        print(f"a population-1 evaluation over a population-16 one: packed {out['packed_over_pop16']:.2f}×, "
+              f"alone {out['unpacked_over_pop16']:.2f}×")  # fmt: skip
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,108 @@
+"""Packed trials: a stage's small-population trials share a lake pool, each getting what it would alone, the block's
+CPU split by lakes; the pool waits for its members, but never for one that left or never came; which trials pack."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from bilevel_tune.inner import InnerLoopConfig, ShardedInnerLoop
+from bilevel_tune.inner.lake_pool import PooledInnerLoop, pack_share, start_pool
+from bilevel_tune.planning import packing
+from bilevel_tune.planning.plan import CostModel, describe_plan, make_plan
+from bilevel_tune.study_data.definition import load_study
+from bilevel_tune.study_data.design import compile_design
+from bilevel_tune.worlds.fresh_water import Rules, WorldConfig
+from bilevel_tune.worlds.lakes import Lake
+
+LOOP = "tests.inner_loops:LakesLoop"
+CONFIG = InnerLoopConfig(world_settings=WorldConfig(num_farms=3, horizon=20), streams="lake")
+RULES = [Rules.at_unit({"min_demand_frac": u}).as_dict() for u in (0.1, 0.5, 0.9)]
+
+
+def _lakes(seed: int, n: int) -> list[Lake]:
+    return [Lake(RULES[k % len(RULES)], seed, k) for k in range(n)]
+
+
+@pytest.mark.ray
+def test_members_share_one_block_each_getting_its_own_lakes_and_its_share_of_the_cpu(ray_cluster):
+    import ray
+
+    pool = start_pool("test-pool-share", LOOP, CONFIG, ["a", "b"])
+    a, b = _lakes(5, 1), _lakes(6, 3)
+    futures = [pool.submit.remote("a", a, [[1, 2]], 1), pool.submit.remote("b", b, [[3, 4]] * 3, 1)]
+    got_a, got_b = ray.get(futures)
+    assert ray.get(pool.block_sizes.remote()) == [4]  # one block of both members' lakes
+    with ShardedInnerLoop(LOOP, CONFIG) as alone:
+        assert got_a.outcomes == alone.run_lakes(a, [[1, 2]]).outcomes
+        assert got_b.outcomes == alone.run_lakes(b, [[3, 4]] * 3).outcomes
+    assert got_b.cpu_s == pytest.approx(3 * got_a.cpu_s)  # the block's CPU seconds split by lakes
+    ray.get(pool.close.remote())
+    ray.kill(pool)
+
+
+@pytest.mark.ray
+def test_a_pool_waits_for_no_member_that_left_and_for_one_that_never_came_only_a_while(ray_cluster):
+    import ray
+
+    pool = start_pool("test-pool-wait", LOOP, CONFIG, ["a", "b", "c"], join_wait_s=1.0)
+    ray.get(pool.leave.remote("b"))
+    got = ray.get(pool.submit.remote("a", _lakes(5, 2), [[1]] * 2, 1), timeout=60)  # c never comes: a runs alone
+    assert len(got.outcomes) == 2 and ray.get(pool.block_sizes.remote()) == [2]
+    # a trial's handle: a generation is its candidates as lakes of the generation's seed, as its own loop runs it
+    with PooledInnerLoop("test-pool-wait", "a", inner_iters=1) as pooled, ShardedInnerLoop(LOOP, CONFIG) as alone:
+        assert pooled.run(RULES, 7, [4, 5]).outcomes == alone.run(RULES, 7, [4, 5]).outcomes
+        assert pooled.cpu_s > 0
+    ray.kill(pool)
+
+
+@pytest.mark.ray
+def test_a_member_stopped_while_it_waits_leaves_and_the_others_go_on(ray_cluster):
+    import ray
+
+    from bilevel_tune.inner.contract import InnerLoopStopped
+
+    pool = start_pool("test-pool-stop", LOOP, CONFIG, ["a", "b"], join_wait_s=600)
+    stop = threading.Event()
+    with PooledInnerLoop("test-pool-stop", "a", stop_requested=stop.is_set) as pooled:
+        timer = threading.Timer(0.5, stop.set)
+        timer.start()
+        with pytest.raises(InnerLoopStopped):
+            pooled.run(RULES, 7, [4])  # b never comes and a is stopped: a leaves instead of waiting 600 s
+    got = ray.get(pool.submit.remote("b", _lakes(6, 1), [[1]], 1), timeout=60)  # b alone now: a left
+    assert len(got.outcomes) == 1
+    ray.kill(pool)
+
+
+def test_trials_of_one_small_population_pack_into_pools_of_sixteen_lakes_and_the_plan_prices_each_as_one():
+    study = _study(LOOP, populations=(1, 4, 16), seeds=range(1, 21))
+    cells = compile_design(study).trial_cells
+    packs = packing.packs_of(study, cells)
+    sizes = sorted((p.cells[0].population, len(p.cells)) for p in packs)
+    # population 1: 40 trials (2 mechanisms × 20 seeds) in pools of 16, 16 and 8; population 4: 40 in pools of 4;
+    # population 16 is a block already
+    assert sizes == sorted([(1, 16), (1, 16), (1, 8)] + [(4, 4)] * 10)
+    assert all(p.lakes <= packing.PACK_LAKES and p.share == pack_share(len(p.cells)) for p in packs)
+    model = CostModel(0.1, 0.05, 0.01, 0.0, 0.01, 0.001)
+    plan = make_plan(cells, study.budget, 4, model, packs=packs)
+    member = next(t for t in plan.trials if t.packed == 16)
+    assert member.cpus == pytest.approx(1 / 16) and member.shards == 1
+    lines = []
+    describe_plan(study, plan, lines.append)
+    assert any(line.startswith("packed ([runtime] pack = auto): 40 trials of population 1 in 3 lake pool(s)") for line in lines)
+    off = _study(LOOP, populations=(1,), seeds=(1, 2), pack="off")
+    assert packing.packs_of(off, compile_design(off).trial_cells) == []
+    analytic = _study("analytic", populations=(1,), seeds=(1, 2))  # a loop that trains lake by lake: never packed
+    assert packing.packs_of(analytic, compile_design(analytic).trial_cells) == []
+
+
+def _study(loop: str, populations, seeds, pack: str = "auto"):
+    import dataclasses
+
+    from bilevel_tune.base.sections import RuntimeSettings
+
+    study = load_study("weekend")
+    return dataclasses.replace(study, inner=loop, populations=tuple(populations), seeds=tuple(seeds),
+                               budget=dataclasses.replace(study.budget, generations=10),
+                               runtime=RuntimeSettings(pack=pack))  # fmt: skip
