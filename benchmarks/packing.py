@@ -1,6 +1,7 @@
 """Core-seconds per evaluation by population, each trial alone and packed 16 lakes to a block (`[runtime] pack`).
 
     python benchmarks/packing.py [--generations 3] [--inner-iters 50] [--populations 1,2,4,16] [--quick]
+    python benchmarks/packing.py --compare PACKED_RUN ALONE_RUN
 
 Alone, a trial of population p trains its p lakes a generation as one block: a fresh Algorithm, K train() calls,
 one evaluation — the fixed part of that price is most of it at p = 1. Packed, 16/p trials' generations are one
@@ -13,6 +14,11 @@ weekend's world and network (5 farms, 150-day seasons, 256 × 256; one evaluatio
 The last line is one JSON object: per population its core-seconds per evaluation alone and packed,
 `packed_over_pop16` (a population-1 evaluation packed 16 to a block over a population-16 trial's evaluation) and
 `unpacked_over_pop16` (the same alone: the shipped runs measured 4.7–5.8×).
+
+`--compare` reads two run folders of one command, with `[runtime] pack` auto and off (`python -m
+bilevel_tune.study weekend --quick --seed 1,2,3,4 [--set runtime.pack=off]`): each population's core-seconds per
+evaluation from trials.csv (what the operating system measured, a packed trial's share of its pool's), whether
+their answers.csv have the same rows, and the largest difference between a trial's finals and best-so-far.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import argparse
 import json
 import os
 import time
+from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # as a shard actor's thread cap
 
@@ -65,13 +72,42 @@ def packed(shard: Shard, population: int, generations: int, k: int) -> float:
     return (time.process_time() - cpu0) / (generations * trials * population)
 
 
+def compare(packed_run: str, alone_run: str) -> dict:
+    """Two runs of one command, packed and `--set runtime.pack=off`: core-seconds per evaluation by population,
+    and whether their answers and finals agree."""
+    import pandas as pd
+
+    runs = {name: Path(run) for name, run in (("packed", packed_run), ("alone", alone_run))}
+    trials = {name: pd.read_csv(run / "trials.csv").sort_values(["population", "dims", "seed"]) for name, run in runs.items()}
+    per_eval = {name: (t.core_s / t.evaluations).groupby(t.population).mean() for name, t in trials.items()}
+    print(f"{'population':>10} {'packed':>8} {'alone':>8} {'packed / alone':>15}   core-seconds per evaluation, trials.csv")
+    out: dict = {"populations": {}}
+    for p in per_eval["alone"].index:
+        a, b = per_eval["packed"][p], per_eval["alone"][p]
+        print(f"{p:>10} {a:8.3f} {b:8.3f} {a / b:15.3f}")
+        out["populations"][int(p)] = {"packed_core_s": round(float(a), 4), "alone_core_s": round(float(b), 4)}
+    answers = {name: pd.read_csv(run / "answers.csv") for name, run in runs.items()}
+    shown = [c for c in answers["alone"].columns if not c.startswith(("wall", "core"))]  # what each run spent differs
+    out["answers_same_rows"] = bool(answers["packed"][shown].equals(answers["alone"][shown]))
+    for column in ("final_objective", "best_objective"):
+        gap = abs(trials["packed"][column].to_numpy() - trials["alone"][column].to_numpy())
+        out[f"{column}_largest_difference"] = float(gap.max())
+    print(f"answers.csv the same rows: {out['answers_same_rows']}; largest difference of a trial's final "
+          f"{out['final_objective_largest_difference']:.2g}, of its best-so-far {out['best_objective_largest_difference']:.2g}")
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--generations", type=int, default=3)
     parser.add_argument("--inner-iters", type=int, default=50)
     parser.add_argument("--populations", default="1,2,4,16")
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--compare", nargs=2, metavar=("PACKED_RUN", "ALONE_RUN"))
     args = parser.parse_args()
+    if args.compare:
+        print(json.dumps(compare(*args.compare)))
+        return 0
     torch.set_num_threads(1)
     cfg = config(args.quick)
     shard = Shard("appo", cfg)

@@ -169,8 +169,13 @@ def test_a_quick_run_re_scored_on_more_final_seeds_and_at_half_its_budget(ray_cl
     read_after = [r for r in verdicts["needed"]["rows"] if r["comparison"].endswith("(32 each)")]
     assert len(read_after) == 3 and all(r["B − A [95 % CI]"] == f"{planned[r['comparison']]:+.4f}" for r in read_after)
     assert all(r["eval_var"] > 0 and r["run_var"] is None for r in verdicts["noise"])
-    assert [e.get("rescoring") for e in json.loads((run / "study.json").read_text())["reevaluations"]][-1] == {
-        "final_seeds": 4, "at_evaluations": ["1/2", "1/1", "32"]}
+    sessions = json.loads((run / "study.json").read_text())["reevaluations"]
+    assert sessions[-1]["rescoring"] == {"final_seeds": 4, "at_evaluations": ["1/2", "1/1", "32"]}
+    scored = [e for e in sessions if e.get("scored")]
+    assert scored
+    for entry in scored:  # each job's CPU seconds, OS-measured, beside their sum
+        assert len(entry["job_core_s"]) == entry["scored"] and all(v > 0 for v in entry["job_core_s"].values())
+        assert sum(entry["job_core_s"].values()) == pytest.approx(entry["core_s"], abs=0.1 * entry["scored"])
 
 
 def test_a_budget_below_one_generation_of_a_trial_is_refused():

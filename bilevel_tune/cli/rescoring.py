@@ -210,8 +210,10 @@ def run_step(
         for scored in score(jobs, cpus, stop_requested):
             task = scored.job.key
             _append(store, task, scored.scores, finals)
-            job_done(scored)
             what = "final rules" if task.evaluations is None else f"incumbent at {task.evaluations} evaluations"
+            if scored.error is None:  # each job's CPU seconds, OS-measured, beside the session's sum
+                entry.setdefault("job_core_s", {})[f"{task.run.name} · {what}"] = round(scored.cpu_s, 2)
+            job_done(scored)
             said = f"failed: {scored.error}" if scored.error else "scored"
             out(f"  {task.run.name} · {what}, {len(task.seeds)} seed(s): {said} ({scored.seconds:.0f} s; "
                 f"{entry['scored']} of {len(jobs)})")  # fmt: skip

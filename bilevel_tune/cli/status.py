@@ -230,12 +230,12 @@ def _look_eta(
     if any(s is None for _, s in left):
         return f"stage {stage} ends: not estimated (a trial not started has no pace in this run nor a calibrated plan)"
     left.sort(key=lambda pair: not pair[0].done)
-    shards = {t["trial"]: t.get("shards", 1) for t in plan.get("trials", [])}
+    shards = {t["trial"]: 1 / t["packed"] if t.get("packed") else t.get("shards", 1) for t in plan.get("trials", [])}
     cpus = plan.get("cpus") or record.get("plan", {}).get("cpus") or 1
     seconds = [s for _, s in left]
     starts = simulate(seconds, [shards.get(t.name, 1) for t, _ in left], cpus, plan.get("max_concurrent"))
     eta_s = max(start + s for start, s in zip(starts, seconds))
-    core_h = sum(s * shards.get(t.name, 1) for t, s in left) / 3600  # each shard's CPU busy for its trial's time
+    core_h = sum(s * shards.get(t.name, 1) for t, s in left) / 3600  # its CPUs (a packed trial: its share) over its time
     look = "its look, the plan's last" if last else "its look"
     when = f" (about {_clock((now + dt.timedelta(seconds=eta_s)).isoformat())} if it runs on)" if now else ""
     return (
