@@ -106,3 +106,38 @@ def _study(loop: str, populations, seeds, pack: str = "auto"):
     return dataclasses.replace(study, inner=loop, populations=tuple(populations), seeds=tuple(seeds),
                                budget=dataclasses.replace(study.budget, generations=10),
                                runtime=RuntimeSettings(pack=pack))  # fmt: skip
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_a_packed_stage_survives_ctrl_c_and_resumes_to_the_scores_it_gets_unpacked(ray_cluster, tmp_path):
+    """Three population-1 trials in one pool under real Tune: Ctrl-C mid-run, then --resume; every generation once,
+    every trial to its end, each final the same as the same trial's with packing off."""
+    import json
+    import signal
+
+    from bilevel_tune.cli.main import main
+    from bilevel_tune.core import metrics
+
+    from .study_helpers import interrupt, study_args, study_process, trial_records, wait_for
+
+    generations = 40
+    cells = dict(inner=LOOP, population=1, optimize_params="min_demand_frac", seed="1,2,3", outer_iters=generations,
+                 wandb="disabled")  # fmt: skip
+    assert main(study_args(tmp_path, "--quick", "--set", "runtime.pack=off", name="alone", **cells)) == 0
+    proc = study_process(study_args(tmp_path, "--quick", name="packed", **cells))
+    run = tmp_path / "packed"
+    wait_for(lambda: sum(len(g) for g, _ in trial_records(run).values()) >= 6, timeout=240, interval=0.05)
+    out = interrupt(proc, signal.SIGINT)
+    assert proc.returncode == 130, out[-3000:]
+    plan = json.loads((run / "study.json").read_text())["plan"]
+    assert [t.get("packed") for t in plan["trials"]] == [3, 3, 3]  # one pool of the three
+    assert main(["weekend", "--resume", "--name", "packed", "--results", str(tmp_path), "--wandb", "disabled"]) == 0
+
+    def finals(name):
+        records = trial_records(tmp_path / name)
+        for generations_of, _ in records.values():
+            assert [g[metrics.GENERATION] for g in generations_of] == list(range(generations))
+        return sorted((g[0][metrics.SEED], final[metrics.FINAL_BEST]) for g, final in records.values())
+
+    assert finals("packed") == finals("alone")
