@@ -181,7 +181,8 @@ def simulate(seconds: Sequence[float], shards: Sequence[int], cpus: int, max_con
     free, now, pending = cpus, 0.0, list(range(len(seconds)))
     while pending:
         for i in list(pending):
-            if shards[i] <= free and (max_concurrent is None or len(running) < max_concurrent):
+            # a packed trial holds a share of a CPU (1/m): sums of shares round in their last bits
+            if shards[i] <= free + 1e-9 and (max_concurrent is None or len(running) < max_concurrent):
                 starts[i] = now
                 free -= shards[i]
                 heapq.heappush(running, (now + seconds[i], i))

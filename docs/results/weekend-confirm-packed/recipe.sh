@@ -14,17 +14,19 @@ frozen="$repo/.frozen/$commit"
 [ -d "$frozen" ] || git -C "$repo" worktree add -q --detach "$frozen" "$commit"
 mkdir -p "$repo/runs"
 cd "$frozen"
-study() {  # NAME, then the study's options
-  local name="$1" status=0
+study() {  # NAME, then the study's options; a failed study still lets the next one run
+  local name="$1"
   shift
   echo "$(date -u +%FT%TZ) $name $* start (commit $commit, load $(cut -d' ' -f1-3 /proc/loadavg))" >> "$repo/runs/sessions.log"
   PYTHONPATH="$frozen" WANDB_MODE=offline "$repo/.venv/bin/python" -m bilevel_tune.study weekend-confirm \
-    --results "$repo/runs" --name "$name" --wandb offline "$@" || status=$?
+    --results "$repo/runs" --wandb offline "$@" || status=$?
   echo "$(date -u +%FT%TZ) $name $* exit $status" >> "$repo/runs/sessions.log"
-  return $status
 }
-study weekend-confirm-packed "$@"
+status=0
+study packed --name weekend-confirm-packed "$@"
 # one trial of each population alone, at one CPU each as the shipped stage ran them
-study weekend-confirm-alone-pop1 --population 1 --optimize-params min_demand_frac --seed 1206 --set runtime.pack=off "$@"
-study weekend-confirm-alone-pop16 --population 16 --optimize-params min_demand_frac --seed 1206 --set runtime.pack=off \
-  --cpus-per-trial 1 "$@"
+study alone --name weekend-confirm-alone-pop1 --population 1 --optimize-params min_demand_frac --seed 1206 \
+  --set runtime.pack=off "$@"
+study alone --name weekend-confirm-alone-pop16 --population 16 --optimize-params min_demand_frac --seed 1206 \
+  --set runtime.pack=off --cpus-per-trial 1 "$@"
+exit $status
