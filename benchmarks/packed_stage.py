@@ -113,10 +113,10 @@ def main() -> int:
     p = tost(d, args.margin)
     ci = stats.ttest_1samp(d, 0.0).confidence_interval(1 - 2 * args.alpha)
     out.update(mean_difference=round(float(d.mean()), 5), ci90=[round(float(ci.low), 5), round(float(ci.high), 5)],
-               tost_p=round(p, 5), margin=args.margin, alpha=args.alpha, equivalent=bool(p < args.alpha))  # fmt: skip
+               tost_p=p, margin=args.margin, alpha=args.alpha, equivalent=bool(p < args.alpha))  # fmt: skip
     said = "equivalent" if p < args.alpha else "not shown equivalent"
     print(f"finals packed − shipped: mean {d.mean():+.4f}, {100 * (1 - 2 * args.alpha):.0f} % CI [{ci.low:+.4f}, "
-          f"{ci.high:+.4f}]; TOST within ±{args.margin:g}: p {p:.4f} — {said} at α {args.alpha:g}")  # fmt: skip
+          f"{ci.high:+.4f}]; TOST within ±{args.margin:g}: p {p:.2g} — {said} at α {args.alpha:g}")  # fmt: skip
     print(json.dumps(out))
     return 0
 

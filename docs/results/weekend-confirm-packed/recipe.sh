@@ -2,7 +2,8 @@
 # How weekend-confirm-packed runs (issue 69, item 4): weekend-confirm's stage 1 — its 12 trials, seeds 1206, 2026 and
 # 56, its full budget, real APPO — again with [runtime] pack = auto (the default: its 6 population-1 trials one lake
 # pool), from a clone of one frozen commit, then two of its trials alone (one of each population, with
-# `--set runtime.pack=off`) so that packed and unpacked are priced alike:
+# `--set runtime.pack=off`, as one study: its equal-budget re-evaluation needs both) so that packed and unpacked
+# are priced alike:
 #   setsid docs/results/weekend-confirm-packed/recipe.sh > runs/weekend-confirm-packed.out 2>&1 &
 #   setsid docs/results/weekend-confirm-packed/recipe.sh --resume > runs/weekend-confirm-packed.out 2>&1 &  # resumed
 # The run folders land in runs/ (git-ignored); runs/sessions.log keeps each session's start and exit.
@@ -24,9 +25,7 @@ study() {  # NAME, then the study's options; a failed study still lets the next 
 }
 status=0
 study packed --name weekend-confirm-packed "$@"
-# one trial of each population alone, at one CPU each as the shipped stage ran them
-study alone --name weekend-confirm-alone-pop1 --population 1 --optimize-params min_demand_frac --seed 1206 \
-  --set runtime.pack=off "$@"
-study alone --name weekend-confirm-alone-pop16 --population 16 --optimize-params min_demand_frac --seed 1206 \
+# one trial of each population alone (one cell each, seed 1206), at one CPU each as the shipped stage ran them
+study alone --name weekend-confirm-alone --population 1,16 --optimize-params min_demand_frac --seed 1206 \
   --set runtime.pack=off --cpus-per-trial 1 "$@"
 exit $status
