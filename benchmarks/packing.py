@@ -36,10 +36,9 @@ import torch  # noqa: E402
 from bilevel_tune.base.seeds import generation_seed  # noqa: E402
 from bilevel_tune.inner import InnerLoopConfig  # noqa: E402
 from bilevel_tune.inner.shards import Shard  # noqa: E402
+from bilevel_tune.planning.packing import PACK_LAKES  # noqa: E402 - a pool's lakes a generation, as runs pack them
 from bilevel_tune.worlds.fresh_water import Rules, WorldConfig  # noqa: E402
 from bilevel_tune.worlds.lakes import Lake  # noqa: E402
-
-PACK_LAKES = 16
 
 
 def config(quick: bool) -> InnerLoopConfig:

@@ -200,7 +200,6 @@ class PooledInnerLoop:
         self.pool = ray.get_actor(pool_name)
         self.member, self.stop_requested, self.inner_iters = member, stop_requested, inner_iters
         self.cpu_s = 0.0
-        self.packs = True
 
     @property
     def shards(self) -> int:
