@@ -121,11 +121,14 @@ def test_a_trained_lake_is_the_same_beside_any_block_mates_and_a_final_block_unt
     # lake streams: its numbers are its own, up to the last bits of the batched matmul (docs/inner-loop.md)
     for block in ([*mates[:1], lake], [*mates, lake], [lake, *mates]):
         assert abs(_lake_objective("lake", block, lake, 10) - alone) < 1e-6
+    # batched PPO too: each lake's GAE, minibatch order, loss, KL coefficient and clip its own
+    ppo_alone = _objectives("ppo", "lake", [lake], 10)[0]
+    assert abs(_objectives("ppo", "lake", [*mates, lake], 10)[-1] - ppo_alone) < 1e-6
     # block streams (a run from before lakes): one exploration stream for a block, so a block-mate moves it
     same_seed_mate = Lake(RULES[1], 5, 1)
     legacy = [_lake_objective("block", block, lake, 10) for block in ([lake], [lake, same_seed_mate])]
     assert abs(legacy[0] - legacy[1]) > 1e-4
     # untrained, a block of final lakes scores each seed's pair exactly as seed by seed (block streams) does
     lakes, _ = seed_lakes(RULES[:2], [3, 4, 5])
-    for loop in ("appo", "frozen"):
+    for loop in ("appo", "frozen", "ppo"):  # ppo: the batched module starts where RLlib's per-agent PPO does
         assert _objectives(loop, "lake", lakes, 0) == _objectives(loop, "block", lakes, 0), loop

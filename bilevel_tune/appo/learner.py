@@ -27,12 +27,8 @@ GRADIENT_NORM = "gradients_candidate_global_norm"  # per module: the mean of the
 CLIPPED = "gradients_candidates_clipped"  # per module: how many candidates' gradients were clipped
 
 
-class PopulationAPPOLearner(APPOTorchLearner):
-    def compute_loss_for_module(self, *, module_id, config, batch, fwd_out):
-        population = self.module[module_id].unwrapped().population
-        return population * super().compute_loss_for_module(
-            module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
-        )
+class ClippedPerCandidate:
+    """A population learner's gradient clip: each candidate's slice by its own global norm (`clip_per_candidate`)."""
 
     def postprocess_gradients_for_module(self, *, module_id, config=None, module_gradients_dict):
         if not config.grad_clip:
@@ -41,6 +37,14 @@ class PopulationAPPOLearner(APPOTorchLearner):
         self.metrics.log_value((module_id, GRADIENT_NORM), float(norms.mean()), window=1)
         self.metrics.log_value((module_id, CLIPPED), int((norms + 1e-6 > config.grad_clip).sum()), window=1)
         return dict(module_gradients_dict)
+
+
+class PopulationAPPOLearner(ClippedPerCandidate, APPOTorchLearner):
+    def compute_loss_for_module(self, *, module_id, config, batch, fwd_out):
+        population = self.module[module_id].unwrapped().population
+        return population * super().compute_loss_for_module(
+            module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
+        )
 
 
 def clip_per_candidate(gradients: list[torch.Tensor | None], grad_clip: float) -> torch.Tensor:

@@ -14,7 +14,7 @@ network and Adam are RLlib's.
 from __future__ import annotations
 
 from functools import partial
-from typing import Sequence
+from typing import Callable, Sequence
 
 from bilevel_tune.appo.batch import PopulationBatch
 from bilevel_tune.appo.env_runner import PopulationEnvRunner
@@ -60,11 +60,17 @@ def refuse_coupling_settings(algo_config) -> None:
 
 
 def build_population_algorithm(
-    config: InnerLoopConfig, rules: Sequence, seed: int, candidates: Sequence[int] = (), lakes: Sequence[Lake] = ()
+    config: InnerLoopConfig,
+    rules: Sequence,
+    seed: int,
+    candidates: Sequence[int] = (),
+    lakes: Sequence[Lake] = (),
+    method: Callable = None,
 ):
     """APPO over one PopulationAPPOModule for the block — one per kind of agent, where the world declares kinds —
     (`candidates`, default 0, 1, …, seed their initial weights). A block of `lakes`: each lake's initial weights
-    from its own (seed, index), and its world's streams too (`env_runner.PerLake`)."""
+    from its own (seed, index), and its world's streams too (`env_runner.PerLake`). `method(config, seed)` gives
+    another algorithm's config, its learner and connector set (`ppo.population_ppo_config`)."""
     from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
@@ -86,7 +92,7 @@ def build_population_algorithm(
     }
     first = kinds[0]
     algo_config = (
-        appo_config(config, seed)
+        (method or population_appo_config)(config, seed)
         .environment(
             env_config=block_env_config(config, rules, seed, lakes if config.streams == LAKE_STREAMS else ()),
             observation_space=first.observation_space,
@@ -96,11 +102,6 @@ def build_population_algorithm(
             clip_actions=False,
         )
         .env_runners(env_runner_cls=PopulationEnvRunner)
-        .learners(
-            learner_class=PopulationAPPOLearner,
-            learner_connector=partial(PopulationBatch, chunk=config.season_length),
-            add_default_connectors_to_learner_pipeline=False,
-        )
     )
     if len(kinds) == 1:  # every agent of one kind: RLlib's default module
         algo_config = algo_config.rl_module(rl_module_spec=modules[first.name])
@@ -108,8 +109,18 @@ def build_population_algorithm(
         algo_config = algo_config.multi_agent(policies=set(modules)).rl_module(
             rl_module_spec=MultiRLModuleSpec(rl_module_specs=modules)
         )
-    refuse_coupling_settings(algo_config)
     return algorithm_from(algo_config)
+
+
+def population_appo_config(config: InnerLoopConfig, seed: int):
+    """The study's APPO settings, learnt by `PopulationAPPOLearner` from `PopulationBatch`'s rows."""
+    algo_config = appo_config(config, seed).learners(
+        learner_class=PopulationAPPOLearner,
+        learner_connector=partial(PopulationBatch, chunk=config.season_length),
+        add_default_connectors_to_learner_pipeline=False,
+    )
+    refuse_coupling_settings(algo_config)
+    return algo_config
 
 
 class PopulationPolicyLoop(APPOLoop):
@@ -120,13 +131,19 @@ class PopulationPolicyLoop(APPOLoop):
     on which lakes share its block.
     """
 
+    def algorithm_config(self, config: InnerLoopConfig, seed: int):
+        """The RLlib algorithm's config, its learner and connector set, before the block's env and module."""
+        return population_appo_config(config, seed)
+
     def new_algorithm(self, rules, seed, candidates):
-        return build_population_algorithm(self.config, rules, seed, candidates)
+        return build_population_algorithm(self.config, rules, seed, candidates, method=self.algorithm_config)
 
     def reset_lakes(self, lakes: Sequence[Lake]) -> bool:
         """Fresh policies for a block of lakes, each under its own rules and seed."""
         lakes = list(lakes)
-        build = lambda rules, seed, candidates: build_population_algorithm(self.config, rules, seed, lakes=lakes)  # noqa: E731
+        build = lambda rules, seed, candidates: build_population_algorithm(  # noqa: E731
+            self.config, rules, seed, lakes=lakes, method=self.algorithm_config
+        )
         return self.renew([lake.rules for lake in lakes], lakes[0].seed, [lake.index for lake in lakes], build)
 
     def evaluate_lakes(self, seeds: Sequence[Sequence[int]]) -> list[Assessment]:

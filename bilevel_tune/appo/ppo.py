@@ -1,18 +1,25 @@
-"""The PPO loop (`ppo`): RLlib PPO through RLlib's per-agent path, a held-out learner (docs/verdicts.md).
+"""The PPO loop (`ppo`): RLlib PPO, a held-out learner (docs/verdicts.md) — batched as APPO is, or per agent.
 
-The same env shell as the per-agent APPO loop (`WorldEnv`: the block's copies of the world, every agent of
-candidate k — of each kind — sharing module `cand{k}`), RLlib's default PPO module per candidate, its initial
-weights drawn from `candidate_seed(seed, k)` as APPO's are, and the study's network and budget: K train()
-calls a generation, each on one season of the block (`fragments_per_batch` of them), the study's learning rate,
-discount, entropy coefficient and gradient clip. PPO's own method otherwise (RLlib's defaults: GAE with λ 1,
-the clipped surrogate, its KL term), with one epoch over one minibatch, so that a train() call learns from as
-much as an APPO one does. Evaluation is the shared one: explore off, the world's assessment.
+With lake streams (every run begun since lakes) `PPOPolicyLoop` trains the whole block — several final seeds'
+lakes — as one population module (`ppo_learner`: each candidate's GAE, minibatches, loss, KL coefficient and
+gradient clip its own), sampled by the population env runner. A run begun before keeps RLlib's per-agent path
+(`PerAgentPPOLoop`), on which it began: the per-agent APPO loop's env (`WorldEnv`, module `cand{k}` per
+candidate), RLlib's default PPO module. Either way each candidate's initial weights are drawn from
+`candidate_seed(seed, k)` as APPO's are, with the study's network and budget: K train() calls a generation, each
+on one season of the block (`fragments_per_batch` of them), the study's learning rate, discount, entropy
+coefficient and gradient clip. PPO's own method otherwise (RLlib's defaults: GAE with λ 1, the clipped
+surrogate, its adaptive KL term), one epoch of minibatches of one season's rows of a candidate.
+Evaluation is the shared one: explore off, the world's assessment.
 """
 
 from __future__ import annotations
 
+from functools import partial
+
 from bilevel_tune.appo.multiagent import MultiAgentPolicyLoop, build_multiagent_algorithm
+from bilevel_tune.appo.population import PopulationPolicyLoop
 from bilevel_tune.inner import InnerLoopConfig
+from bilevel_tune.inner.contract import LAKE_STREAMS
 
 
 def ppo_config(config: InnerLoopConfig, seed: int):
@@ -40,18 +47,46 @@ def ppo_config(config: InnerLoopConfig, seed: int):
     )
 
 
-class PPOPolicyLoop(MultiAgentPolicyLoop):
+def population_ppo_config(config: InnerLoopConfig, seed: int):
+    """PPO's settings, learnt by `PopulationPPOLearner` (which cuts its own minibatches) from `PopulationPPOBatch`."""
+    from bilevel_tune.appo.ppo_learner import PopulationPPOBatch, PopulationPPOLearner
+
+    algo_config = ppo_config(config, seed)
+    return algo_config.training(minibatch_size=None, shuffle_batch_per_epoch=False).learners(
+        learner_class=PopulationPPOLearner,
+        learner_connector=partial(PopulationPPOBatch, gamma=algo_config.gamma, lambda_=algo_config.lambda_),
+        add_default_connectors_to_learner_pipeline=False,
+    )
+
+
+class PPOLearnsInItsCall:
+    """PPO learns inside its train() call: nothing is queued, no learner thread to stop or count."""
+
+    def drain(self) -> None:
+        pass
+
+    def stop_algorithm(self, algo) -> bool:
+        algo.stop()  # PPO's local learner runs in the caller's thread
+        return True
+
+    def learner_thread_class(self) -> type | None:
+        return None
+
+
+class PerAgentPPOLoop(PPOLearnsInItsCall, MultiAgentPolicyLoop):
     """RLlib PPO, per agent: the per-agent APPO loop's env, modules and greedy actions, PPO's algorithm."""
 
     def new_algorithm(self, rules, seed, candidates):
         return build_multiagent_algorithm(self.config, rules, seed, candidates, algorithm=ppo_config)
 
-    def drain(self) -> None:
-        """PPO learns inside its train() call: nothing is queued."""
 
-    def stop_algorithm(self, algo) -> bool:
-        algo.stop()  # no learner thread: PPO's local learner runs in the caller's
-        return True
+class PPOPolicyLoop(PPOLearnsInItsCall, PopulationPolicyLoop):
+    """RLlib PPO on the population module; a run begun before lakes (block streams) gets `PerAgentPPOLoop`."""
 
-    def learner_thread_class(self) -> type | None:
-        return None  # PPO learns in its own train() call: no learner thread to count
+    def __new__(cls, config: InnerLoopConfig):
+        if config.streams != LAKE_STREAMS:
+            return PerAgentPPOLoop(config)  # the path such a run began on: its numbers as they were
+        return super().__new__(cls)
+
+    def algorithm_config(self, config: InnerLoopConfig, seed: int):
+        return population_ppo_config(config, seed)

@@ -7,7 +7,7 @@ sets and evaluates them (docs/inner-loop.md). Built-in loops are named in
     appo             bilevel_tune.appo:PopulationPolicyLoop               real RLlib APPO, one module per block
     appo-multiagent  bilevel_tune.appo.multiagent:MultiAgentPolicyLoop    real RLlib APPO, RLlib's per-agent path
     analytic         bilevel_tune.inner.analytic:AnalyticLoop             a deterministic stand-in
-    ppo              bilevel_tune.appo.ppo:PPOPolicyLoop                  real RLlib PPO, RLlib's per-agent path
+    ppo              bilevel_tune.appo.ppo:PPOPolicyLoop                  real RLlib PPO, one module per block
     frozen           bilevel_tune.appo.frozen:FrozenLoop                  APPO trained under a block's last rules,
                                                                           scored under each candidate's (a held-out
                                                                           learner: docs/verdicts.md)
@@ -31,8 +31,8 @@ its own random stream).
 A loop may also train a block of *lakes* of several seeds as one
 (`reset_lakes(lakes)`, `evaluate_lakes(seeds per lake)`; `worlds.lakes`): a
 trial's final seeds, a held-out job. With lake streams (`InnerLoopConfig.streams`)
-the population loop does, each lake drawing from its own (seed, index); any
-other loop runs such a block seed by seed (`Shard.lakes`).
+the population loops (APPO, PPO, frozen) do, each lake drawing from its own
+(seed, index); any other loop runs such a block seed by seed (`Shard.lakes`).
 """
 
 from __future__ import annotations
