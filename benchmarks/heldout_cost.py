@@ -13,10 +13,13 @@ its mean job and the job as a fraction of the mean trial in core-seconds, then t
 followed. The last line is one JSON object.
 
     python benchmarks/heldout_cost.py --run docs/results/weekend-confirm
+    python benchmarks/heldout_cost.py --run docs/results/weekend-confirm-packed --against docs/results/weekend-confirm
 
 reads the same figures off a run that has been through its held-out step (a shipped folder, or a run folder with
 its summary), at its own budget, without running anything: its sessions' logged wall time beside the jobs'
-seconds summed, which is what the step cost where a session ended without logging its wall.
+seconds summed, which is what the step cost where a session ended without logging its wall. `--against` prices
+its jobs against another such run's, learner by learner and summed over the learners both have (the JSON line
+gains `against`: each learner's ratio and `sum_over_learners`).
 """
 
 from __future__ import annotations
@@ -39,13 +42,17 @@ def main() -> int:
     parser.add_argument("--generations", type=int)
     parser.add_argument("--inner-iters", type=int)
     parser.add_argument("--run", type=Path, help="read a run that has been through its held-out step; run nothing")
+    parser.add_argument("--against", type=Path, help="with --run: another such run, its jobs' core-seconds the reference")
     args = parser.parse_args()
+    if args.against is not None and args.run is None:
+        parser.error("--against prices a --run's jobs: give --run too")
     if args.run is not None:
-        missing = [name for name in ("trials.csv", "heldout.csv", "study.json") if not (args.run / name).is_file()]
-        if missing:
-            parser.error(f"--run {args.run}: no {', '.join(missing)} in it (a shipped folder, or a run with its summary "
-                         "and held-out step)")  # fmt: skip
-        report(read(args.run), wall=None)
+        for run in filter(None, (args.run, args.against)):
+            missing = [name for name in ("trials.csv", "heldout.csv", "study.json") if not (run / name).is_file()]
+            if missing:
+                parser.error(f"{run}: no {', '.join(missing)} in it (a shipped folder, or a run with its summary "
+                             "and held-out step)")  # fmt: skip
+        report(read(args.run), wall=None, against=read(args.against) if args.against else None)
         return 0
     budget = [*(["--outer-iters", str(args.generations)] if args.generations else []),
               *(["--inner-iters", str(args.inner_iters)] if args.inner_iters else [])]  # fmt: skip
@@ -67,7 +74,24 @@ def read(run: Path) -> RunStore:
     return open_store(run)  # read only: it holds no lock and writes nothing
 
 
-def report(store: RunStore, wall: float | None) -> None:
+def job_core_s(store: RunStore) -> dict[str, float]:
+    """Each learner's mean held-out job in core-seconds (wall × CPUs, for a run from before the measure)."""
+    jobs = store.costs[store.costs["work"] == "held-out job"]
+    return {k: float(v) for k, v in jobs.groupby("learner", sort=False)["core_s"].mean().items()}
+
+
+def against_line(mine: dict[str, float], theirs: dict[str, float], name: str) -> tuple[str, dict]:
+    """This run's jobs against another's, learner by learner and summed over the learners both have."""
+    both = [learner for learner in mine if learner in theirs]
+    ratios = {learner: round(mine[learner] / theirs[learner], 3) for learner in both}
+    total = sum(mine[x] for x in both) / sum(theirs[x] for x in both)
+    parts = ", ".join(f"{x} {mine[x]:.1f}/{theirs[x]:.1f} = {ratios[x]:.2f}×" for x in both)
+    line = (f"against {name} (core-s a job, this run / that one): {parts}; summed over the {len(both)} learners: "
+            f"{sum(mine[x] for x in both):.1f}/{sum(theirs[x] for x in both):.1f} = {total:.3f}×")  # fmt: skip
+    return line, {**ratios, "sum_over_learners": round(total, 3)}
+
+
+def report(store: RunStore, wall: float | None, against: RunStore | None = None) -> None:
     """Each learner's mean job beside the mean trial, in wall seconds and in the core-seconds the operating system
     measured (the store's cost table: a record from before the measure is priced at wall × CPUs, and said so)."""
     costs = store.costs
@@ -99,6 +123,10 @@ def report(store: RunStore, wall: float | None) -> None:
           + (f", {unlogged} of them ended without logging theirs" if unlogged else ""))  # fmt: skip
     for line in priced:
         print(line)
+    compared = {}
+    if against is not None:
+        line, compared = against_line(job_core_s(store), job_core_s(against), against.run_dir.name)
+        print(line)
     print(json.dumps({
         "trials": len(trial_costs), "generations": generations, "inner_iters": budget["inner_iters"],
         "trial_s": round(trial_s, 2), "trial_core_s": round(trial_core, 2), "step_s": round(step_s, 2),
@@ -107,6 +135,7 @@ def report(store: RunStore, wall: float | None) -> None:
         "job_s": {k: round(float(v), 2) for k, v in per_job["wall_s"].items()},
         "job_core_s": {k: round(float(v), 2) for k, v in per_job["core_s"].items()},
         "job_over_trial": {k: round(float(v) / trial_core, 3) for k, v in per_job["core_s"].items()},
+        **({"against": compared} if against is not None else {}),
     }))  # fmt: skip
 
 

@@ -1,6 +1,6 @@
 """A job of final seeds — a trial's final re-evaluation, a held-out job — seed by seed and as one block of lakes.
 
-    python benchmarks/lake_blocks.py [--seeds 16] [--inner-iters 50] [--loops appo,frozen] [--quick]
+    python benchmarks/lake_blocks.py [--seeds 16] [--inner-iters 50] [--loops appo,frozen,ppo] [--quick]
 
 A job retrains two rule sets (the final rules and the status quo) on each of its final seeds and evaluates each
 on its own seed. With block streams (every run begun before lakes) a loop runs it seed by seed: per seed a fresh
@@ -10,10 +10,11 @@ its torch at one thread as a shard's is, and is priced in the CPU seconds the op
 (every thread: RLlib's learner thread too). At the weekend's world and network (5 farms, 150-day seasons, 256 ×
 256), or `--quick`'s (2 farms, 10-day seasons, 16 units).
 
-Then the lake's independence: one lake (rule set 0 on the job's first seed) trained K times alone, beside another
-seed's lakes, and beside more of them; its objective each way, and the largest difference from alone (the
-population module's batched matmul rounds a lake's rows by where they sit in the block: docs/inner-loop.md).
-The last line is one JSON object.
+Then, loop by loop, the lake's independence: one lake (rule set 0 on the job's first seed) trained K times alone,
+beside another seed's lakes, and beside more of them; its objective each way, and the largest difference from
+alone (the population module's batched matmul rounds a lake's rows by where they sit in the block:
+docs/inner-loop.md). `ppo` seed by seed is RLlib's per-agent PPO (what a run begun before lakes runs), as one
+block the batched PPO: its job before and after. The last line is one JSON object.
 """
 
 from __future__ import annotations
@@ -52,15 +53,15 @@ def job(loop: str, cfg: InnerLoopConfig, seeds: list[int], k: int) -> tuple[floa
     return core, wall
 
 
-def independence(cfg: InnerLoopConfig, seeds: list[int], k: int) -> dict[str, float]:
-    """The objective of one lake trained alone and in blocks with other seeds' lakes."""
+def independence(loop: str, cfg: InnerLoopConfig, seeds: list[int], k: int) -> dict[str, float]:
+    """The objective of one lake trained by `loop` alone and in blocks with other seeds' lakes."""
     lake = Lake(FINAL, seeds[0], 0)
     others = [Lake(Rules(fixed_quota=0.6 + 0.05 * i).as_dict(), seeds[1], i) for i in range(7)]
     blocks = {"alone": [lake], "after 1 lake": [others[0], lake], "after 3 lakes": [*others[:3], lake],
               "before 7 lakes": [lake, *others]}  # fmt: skip
     out = {}
     for name, block in blocks.items():
-        shard = Shard("appo", cfg)
+        shard = Shard(loop, cfg)
         report = shard.lakes(block, [[b.seed] for b in block], 0, k)
         shard.stop()
         out[name] = report.outcomes[block.index(lake)].objective
@@ -71,7 +72,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=16)
     parser.add_argument("--inner-iters", type=int, default=50)
-    parser.add_argument("--loops", default="appo,frozen")
+    parser.add_argument("--loops", default="appo,frozen,ppo")
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -89,12 +90,14 @@ def main() -> int:
         found[loop] = {"seeds_core_s": round(core_b, 2), "block_core_s": round(core_l, 2),
                        "seeds_wall_s": round(wall_b, 2), "block_wall_s": round(wall_l, 2),
                        "block_over_seeds": round(core_l / core_b, 3)}  # fmt: skip
-    lake = independence(config(args.quick, "lake"), seeds, args.inner_iters)
-    largest = max(abs(v - lake["alone"]) for v in lake.values())
-    print("one lake, K train() calls:", ", ".join(f"{name} {value:.12f}" for name, value in lake.items()),
-          f"— largest difference from alone {largest:.2g}")  # fmt: skip
+    lakes, largest = {}, {}
+    for loop in args.loops.split(","):
+        lakes[loop] = lake = independence(loop, config(args.quick, "lake"), seeds, args.inner_iters)
+        largest[loop] = max(abs(v - lake["alone"]) for v in lake.values())
+        print(f"{loop}: one lake, K train() calls:", ", ".join(f"{name} {value:.12f}" for name, value in lake.items()),
+              f"— largest difference from alone {largest[loop]:.2g}")  # fmt: skip
     print(json.dumps({"seeds": args.seeds, "inner_iters": args.inner_iters, "quick": args.quick, "jobs": found,
-                      "lake": lake, "lake_largest_difference": largest}))  # fmt: skip
+                      "lake": lakes, "lake_largest_difference": largest}))  # fmt: skip
     return 0
 
 

@@ -5,6 +5,7 @@ and the frozen learner's habits."""
 import dataclasses
 import json
 import types
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -283,3 +284,19 @@ def test_the_dry_run_plans_the_held_out_step_with_the_trials(ray_cluster, capsys
     assert "held-out learners, after the trials: analytic (its own), ppo" in out
     assert "  ppo: 8 job(s) × ~" in out and "held-out ETA" in out
     assert "for the whole command with its held-out step" in out.strip().splitlines()[-1]
+
+
+def test_the_packed_stages_held_out_jobs_cost_a_tenth_of_weekend_confirms_summed_over_its_learners():
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run(
+        [sys.executable, str(root / "benchmarks" / "heldout_cost.py"), "--run", str(root / "docs/results/weekend-confirm-packed"),
+         "--against", str(root / "docs/results/weekend-confirm")],
+        capture_output=True, text=True, check=True, cwd=root,
+    )  # fmt: skip
+    against = json.loads(out.stdout.strip().splitlines()[-1])["against"]
+    assert set(against) == {"appo (its own)", "analytic", "frozen", "ppo", "sum_over_learners"}
+    assert against["ppo"] < 0.25 and against["sum_over_learners"] <= 0.25  # PPO batched: one block a job
+    assert "summed over the 4 learners" in out.stdout
