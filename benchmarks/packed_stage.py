@@ -28,6 +28,10 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from bilevel_tune.report.pipeline import summarise
+from bilevel_tune.report.robustness import robustness
+from bilevel_tune.study_data.run_store import open_store
+
 from bilevel_tune.study_data.run_store import open_store
 
 
@@ -117,8 +121,37 @@ def main() -> int:
     said = "equivalent" if p < args.alpha else "not shown equivalent"
     print(f"finals packed − shipped: mean {d.mean():+.4f}, {100 * (1 - 2 * args.alpha):.0f} % CI [{ci.low:+.4f}, "
           f"{ci.high:+.4f}]; TOST within ±{args.margin:g}: p {p:.2g} — {said} at α {args.alpha:g}")  # fmt: skip
+    out["robustness"] = same_trials_robustness(args.packed, args.shipped, packed.index)
     print(json.dumps(out))
     return 0
+
+
+def same_trials_robustness(packed_run: Path, shipped_run: Path, trials) -> dict:
+    """Robustness of the packed run against the shipped run's held-out scores of the same trials, decided alike: the
+    packed run's design and Answers, each side's heldout.csv rows of these trials (`report.robustness`)."""
+    summary = summarise(open_store(packed_run))
+    heldout = open_store(shipped_run).heldout
+    theirs = robustness(summary.design, heldout[heldout["trial"].isin(trials)], summary.answers)
+    mine = summary.robustness
+    if mine is None or theirs is None:
+        print("robustness: no held-out scores on one side")
+        return {}
+    theirs_by = {(r.question, r.where, r.learner): r for r in theirs.rows}
+    print(f"robustness of the same {len(trials)} trials (the packed run's design and Answers; Holm at α {mine.alpha:g} "
+          "over each side's rows):")  # fmt: skip
+    print(f"  {'cell or comparison':<34} {'learner':<16} {'packed':<28} {'shipped':<28} same")
+    agree = compared = 0
+    for row in mine.rows:
+        other = theirs_by.get((row.question, row.where, row.learner))
+        if other is None:
+            print(f"  {row.where:<34} {row.learner:<16} {row.answer + ' ' + f'{row.effect.mean:+.4f}':<28} {'—':<28} —")
+            continue
+        compared += 1
+        agree += row.answer == other.answer
+        print(f"  {row.where:<34} {row.learner:<16} {row.answer + ' ' + f'{row.effect.mean:+.4f}':<28} "
+              f"{other.answer + ' ' + f'{other.effect.mean:+.4f}':<28} {'yes' if row.answer == other.answer else 'no'}")  # fmt: skip
+    print(f"robustness answers alike in {agree} of {compared} rows both runs have")
+    return {"rows_compared": compared, "rows_alike": agree}
 
 
 if __name__ == "__main__":
