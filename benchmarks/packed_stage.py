@@ -32,8 +32,6 @@ from bilevel_tune.report.pipeline import summarise
 from bilevel_tune.report.robustness import robustness
 from bilevel_tune.study_data.run_store import open_store
 
-from bilevel_tune.study_data.run_store import open_store
-
 
 def trial_costs(run: Path) -> pd.DataFrame:
     """Per trial: its population, final, core-seconds and whether they were measured."""

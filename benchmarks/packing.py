@@ -1,18 +1,19 @@
-"""Core-seconds per evaluation by population, each trial alone and packed 16 lakes to a block (`[runtime] pack`).
+"""Core-seconds per evaluation by population, each trial alone and packed 32 lakes to a block (`[runtime] pack`).
 
     python benchmarks/packing.py [--generations 3] [--inner-iters 50] [--populations 1,2,4,16] [--quick]
     python benchmarks/packing.py --compare PACKED_RUN ALONE_RUN
 
 Alone, a trial of population p trains its p lakes a generation as one block: a fresh Algorithm, K train() calls,
-one evaluation — the fixed part of that price is most of it at p = 1. Packed, 16/p trials' generations are one
-block of 16 lakes (each lake its own seed's and index's: `inner.lake_pool`), whatever p. Each way runs `generations`
+one evaluation — the fixed part of that price is most of it at p = 1. Packed, 32/p trials' generations are one
+block of 32 lakes (`planning.packing.PACK_LAKES`; each lake its own seed's and index's: `inner.lake_pool`),
+whatever p. Each way runs `generations`
 generations in this process, its torch at one thread as a shard's is, priced in the CPU seconds the operating
 system measured over them (every thread: RLlib's learner thread too), divided by the evaluations they made. At the
 weekend's world and network (5 farms, 150-day seasons, 256 × 256; one evaluation season a candidate), or
 `--quick`'s (2 farms, 10-day seasons, 16 units).
 
 The last line is one JSON object: per population its core-seconds per evaluation alone and packed,
-`packed_over_pop16` (a population-1 evaluation packed 16 to a block over a population-16 trial's evaluation) and
+`packed_over_pop16` (a population-1 evaluation packed 32 to a block over a population-16 trial's evaluation alone) and
 `unpacked_over_pop16` (the same alone: the shipped runs measured 4.7–5.8×).
 
 `--compare` reads two run folders of one command, with `[runtime] pack` auto and off (`python -m
@@ -61,7 +62,7 @@ def alone(shard: Shard, population: int, generations: int, k: int) -> float:
 
 
 def packed(shard: Shard, population: int, generations: int, k: int) -> float:
-    """Core-seconds per evaluation of 16/p trials of this population, each generation one block of their lakes."""
+    """Core-seconds per evaluation of 32/p trials of this population, each generation one block of their lakes."""
     trials = max(1, PACK_LAKES // population)
     cpu0 = time.process_time()
     for g in range(generations):
@@ -123,8 +124,8 @@ def main() -> int:
         found[p] = {"alone_core_s": round(one, 4), "packed_core_s": round(many, 4)}
     shard.stop()
     out = {"generations": args.generations, "inner_iters": args.inner_iters, "quick": args.quick, "populations": found}
-    if 1 in found and PACK_LAKES in found:
-        base = found[PACK_LAKES]["alone_core_s"]
+    if 1 in found and 16 in found:
+        base = found[16]["alone_core_s"]
         out["packed_over_pop16"] = round(found[1]["packed_core_s"] / base, 3)
         out["unpacked_over_pop16"] = round(found[1]["alone_core_s"] / base, 3)
         print(f"a population-1 evaluation over a population-16 one: packed {out['packed_over_pop16']:.2f}×, "

@@ -30,6 +30,7 @@ SHARED_RAY_FILES = frozenset(
         "test_notebook.py",
         "test_pilot.py",
         "test_population.py",
+        "test_ppo.py",
         "test_ray_compat.py",
         "test_rescoring.py",
         "test_scan.py",

@@ -75,22 +75,23 @@ def test_a_member_stopped_while_it_waits_leaves_and_the_others_go_on(ray_cluster
     ray.kill(pool)
 
 
-def test_trials_of_one_small_population_pack_into_pools_of_sixteen_lakes_and_the_plan_prices_each_as_one():
-    study = _study(LOOP, populations=(1, 4, 16), seeds=range(1, 21))
+def test_trials_of_one_population_pack_into_pools_of_32_lakes_and_the_plan_prices_each_as_one():
+    study = _study(LOOP, populations=(1, 4, 16, 32), seeds=range(1, 21))
     cells = compile_design(study).trial_cells
     packs = packing.packs_of(study, cells)
     sizes = sorted((p.cells[0].population, len(p.cells)) for p in packs)
-    # population 1: 40 trials (2 mechanisms × 20 seeds) in pools of 16, 16 and 8; population 4: 40 in pools of 4;
-    # population 16 is a block already
-    assert sizes == sorted([(1, 16), (1, 16), (1, 8)] + [(4, 4)] * 10)
+    # population 1: 40 trials (2 mechanisms × 20 seeds) in pools of 32 and 8; population 4: 40 in pools of 8;
+    # population 16: in pairs; population 32 is a block already
+    assert sizes == sorted([(1, 32), (1, 8)] + [(4, 8)] * 5 + [(16, 2)] * 20)
     assert all(p.lakes <= packing.PACK_LAKES and p.share == pack_share(len(p.cells)) for p in packs)
     model = CostModel(0.1, 0.05, 0.01, 0.0, 0.01, 0.001)
     plan = make_plan(cells, study.budget, 4, model, packs=packs)
-    member = next(t for t in plan.trials if t.packed == 16)
-    assert member.cpus == pytest.approx(1 / 16) and member.shards == 1
+    member = next(t for t in plan.trials if t.packed == 32)
+    assert member.cpus == pytest.approx(1 / 32) and member.shards == 1
+    assert all(t.packed == 2 and t.shards == 1 for t in plan.trials if t.cell.population == 16)  # never two blocks of 8
     lines = []
     describe_plan(study, plan, lines.append)
-    assert any(line.startswith("packed ([runtime] pack = auto): 40 trials of population 1 in 3 lake pool(s)") for line in lines)
+    assert any(line.startswith("packed ([runtime] pack = auto): 40 trials of population 1 in 2 lake pool(s)") for line in lines)
     # shares of a CPU that sum to it in all but their last bits still free it for a trial of two shards after them
     # (weekend-confirm's stage 1 in Tune's order: these durations ended in an IndexError before)
     shares = [1 / 6, 1 / 6, 2, 1, 1 / 6, 1 / 6, 1, 1, 1 / 6, 1 / 6, 1, 1]

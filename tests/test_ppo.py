@@ -49,3 +49,35 @@ def test_a_minibatch_takes_each_candidates_rows_from_its_own_shuffle_and_the_las
         assert set(rows[22:]) <= set(rows[:22]) and len(set(rows[22:])) == 8  # then 8 of its next shuffle
     alone = orders([5])  # the candidate's order is its generator's, whichever candidates share the module
     assert all(np.array_equal(a.numpy(), b.numpy()[10:20] - 22) for a, b in zip(alone, three))
+
+
+@pytest.mark.ray
+def test_the_batched_loss_of_one_candidate_is_rllibs_ppo_loss_on_its_rows(ray_cluster):
+    import torch
+    from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
+    from ray.rllib.core import DEFAULT_MODULE_ID
+
+    from bilevel_tune.appo.local_learner import local_learner
+    from bilevel_tune.appo.ppo import PPOPolicyLoop
+    from bilevel_tune.inner import InnerLoopConfig
+    from bilevel_tune.worlds.lakes import Lake
+
+    from .test_lakes import RULES, TINY
+
+    loop = PPOPolicyLoop(InnerLoopConfig(**TINY, streams="lake"))
+    try:
+        loop.reset_lakes([Lake(RULES[0], 5, 0)])
+        for _ in range(3):
+            loop.train()  # the weights and the KL coefficient off their start
+        learner, mid = local_learner(loop.algo), DEFAULT_MODULE_ID
+        learner.curr_kl_coeffs_per_module[mid].data = learner.kl_coeffs[mid][0].clone()  # RLlib's reads its own
+        assert float(learner.kl_coeffs[mid][0]) != 0.2  # adapted, by RLlib's rule, from this candidate's KL
+        fragments = loop.algo.env_runner_group.local_env_runner.sample()
+        rows = learner._learner_connector(rl_module=learner.module, batch={}, episodes=fragments, shared_data={})[mid]
+        fwd_out = learner.module[mid].forward_train(rows)
+        config = learner.config.get_config_for_module(mid)
+        mine = learner.compute_loss_for_module(module_id=mid, config=config, batch=rows, fwd_out=fwd_out)
+        stock = PPOTorchLearner.compute_loss_for_module(learner, module_id=mid, config=config, batch=rows, fwd_out=fwd_out)
+        assert torch.isclose(mine, stock, rtol=1e-5, atol=1e-7), (float(mine), float(stock))
+    finally:
+        loop.stop()
