@@ -2,7 +2,7 @@
 
 A trial of a small population pays a block's fixed price — a fresh Algorithm, a train step's overhead — for one or
 two lakes a generation: 5–6 times a population-16 trial's price per evaluation on the shipped runs; and a block of
-32 lakes costs a lake about a tenth less than one of 16 (docs/benchmarks.md). With `pack = "auto"`, trials whose
+32 lakes costs a lake 0.81× one of 16, measured in one process (docs/benchmarks.md). With `pack = "auto"`, trials whose
 lakes can share a block — one inner loop that trains lakes as one (lake streams, a loop with `reset_lakes`), one
 world and network, one K, one population and one number of generations, so that their searches run in step — go
 to one pool, `PACK_LAKES // population` of them a pool (population 16's in pairs): a block of about `PACK_LAKES`
@@ -22,7 +22,7 @@ from bilevel_tune.inner.lake_pool import pack_share
 from bilevel_tune.study_data.run_folder import Cell
 from bilevel_tune.study_data.trial_plan import TrialPlan
 
-PACK_LAKES = 32  # a pool's lakes a generation: two population-16 trials' (docs/benchmarks.md)
+PACK_LAKES = 32  # a pool's lakes a generation: two population-16 trials' (benchmarks/packing.py)
 AUTO = "auto"
 
 
