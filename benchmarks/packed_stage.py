@@ -13,7 +13,7 @@ PACKED_RUN ran some of SHIPPED_RUN's trials again (the same cells, seeds and bud
 * the whole shipped run (and each `--price` run: the campaign's) as it ran, and at the core-seconds an evaluation
   each population cost packed and alone here;
 * finals — each trial's final (the mean of its final seeds' scores of its best-so-far rules) packed minus shipped,
-  then TOST on those paired differences: equivalent within ±margin when both one-sided t-tests reject at α.
+  beside its core-seconds and shards each way, then TOST on those paired differences: equivalent within ±margin when both one-sided t-tests reject at α.
 
 The last line is one JSON object.
 """
@@ -34,14 +34,14 @@ from bilevel_tune.study_data.run_store import open_store
 
 
 def trial_costs(run: Path) -> pd.DataFrame:
-    """Per trial: its population, final, core-seconds and whether they were measured."""
+    """Per trial: its population, final, shards, core-seconds and whether they were measured."""
     store = open_store(run)
     costs = store.costs
     costs = costs[costs["work"] == "trial"].set_index("trial")
     trials = pd.read_csv(run / "trials.csv")
     trials["name"] = trials["trial"].str.replace(r"_[0-9a-f]{5}_\d{5}$", "", regex=True)  # less Tune's ids
     trials = trials.set_index("name")
-    out = trials[["population", "dims", "seed", "final_objective", "evaluations"]].copy()
+    out = trials[["population", "dims", "seed", "final_objective", "evaluations", "shards"]].copy()
     out["core_s"] = costs["core_s"].reindex(out.index)
     out["measured"] = costs["core_s_measured"].reindex(out.index)
     return out
@@ -109,9 +109,10 @@ def main() -> int:
     for run in [args.shipped, *args.price]:
         out.setdefault("runs", {})[run.name] = price(run, out["populations"])
     d = (packed.final_objective - same.final_objective).to_numpy()
-    d = (packed.final_objective - same.final_objective).to_numpy()
     for name, value in zip(packed.index, d):
-        print(f"  {name:<40} final packed − shipped {value:+.4f}")
+        mine, theirs = packed.loc[name], same.loc[name]
+        print(f"  {name:<40} final packed − shipped {value:+.4f}; core-s packed {mine.core_s:.0f} "
+              f"({mine.shards:g} shard(s)), shipped {theirs.core_s:.0f}{mark(same.measured)} ({theirs.shards:g})")  # fmt: skip
     p = tost(d, args.margin)
     ci = stats.ttest_1samp(d, 0.0).confidence_interval(1 - 2 * args.alpha)
     out.update(mean_difference=round(float(d.mean()), 5), ci90=[round(float(ci.low), 5), round(float(ci.high), 5)],
