@@ -65,7 +65,7 @@ def build_population_algorithm(
     seed: int,
     candidates: Sequence[int] = (),
     lakes: Sequence[Lake] = (),
-    method: Callable = None,
+    method: Callable | None = None,
 ):
     """APPO over one PopulationAPPOModule for the block — one per kind of agent, where the world declares kinds —
     (`candidates`, default 0, 1, …, seed their initial weights). A block of `lakes`: each lake's initial weights
