@@ -2,6 +2,7 @@
 
     python benchmarks/packing.py [--generations 3] [--inner-iters 50] [--populations 1,2,4,16] [--quick]
     python benchmarks/packing.py --compare PACKED_RUN ALONE_RUN
+    python benchmarks/packing.py --blocks 6,16,32,38,48,64
 
 Alone, a trial of population p trains its p lakes a generation as one block: a fresh Algorithm, K train() calls,
 one evaluation — the fixed part of that price is most of it at p = 1. Packed, 32/p trials' generations are one
@@ -15,6 +16,10 @@ weekend's world and network (5 farms, 150-day seasons, 256 × 256; one evaluatio
 The last line is one JSON object: per population its core-seconds per evaluation alone and packed,
 `packed_over_pop16` (a population-1 evaluation packed 32 to a block over a population-16 trial's evaluation alone) and
 `unpacked_over_pop16` (the same alone: the shipped runs measured 4.7–5.8×).
+
+`--blocks` prices a block by its lakes (population 16's generations, the last one's cut short), each size run once
+untimed first, as a pool's shard has run it before: the curve `planning.packing` cuts pools and parts by
+(`MAX_BLOCK_LAKES`).
 
 `--compare` reads two run folders of one command, with `[runtime] pack` auto and off (`python -m
 bilevel_tune.study weekend --quick --seed 1,2,3,4 [--set runtime.pack=off]`): each population's core-seconds per
@@ -72,6 +77,24 @@ def packed(shard: Shard, population: int, generations: int, k: int) -> float:
     return (time.process_time() - cpu0) / (generations * trials * population)
 
 
+def block_curve(shard: Shard, sizes: list[int], generations: int, k: int) -> dict[int, float]:
+    """Core-seconds a lake of a block of n lakes, n by n: population 16's generations, 16 lakes a seed."""
+    def block(n: int, g: int) -> list[Lake]:
+        return [Lake(candidates(j // 16, 16)[j % 16], generation_seed(1 + j // 16, g), j % 16) for j in range(n)]
+
+    print(f"{'lakes':>6} {'core-s a block':>15} {'a lake':>8}")
+    found = {}
+    for n in sizes:
+        shard.lakes(block(n, 99), [[99]] * n, 0, k)  # untimed: a size the shard has run before
+        cpu0 = time.process_time()
+        for g in range(generations):
+            shard.lakes(block(n, g), [[100 + g]] * n, 0, k)
+        per_block = (time.process_time() - cpu0) / generations
+        print(f"{n:>6} {per_block:15.2f} {per_block / n:8.3f}")
+        found[n] = round(per_block / n, 4)
+    return found
+
+
 def compare(packed_run: str, alone_run: str) -> dict:
     """Two runs of one command, packed and `--set runtime.pack=off`: core-seconds per evaluation by population,
     and whether their answers and finals agree."""
@@ -104,6 +127,7 @@ def main() -> int:
     parser.add_argument("--populations", default="1,2,4,16")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--compare", nargs=2, metavar=("PACKED_RUN", "ALONE_RUN"))
+    parser.add_argument("--blocks", help="lakes a block, comma-separated: core-seconds a lake by block size")
     args = parser.parse_args()
     if args.compare:
         print(json.dumps(compare(*args.compare)))
@@ -112,8 +136,15 @@ def main() -> int:
     cfg = config(args.quick)
     shard = Shard("appo", cfg)
     shard.generation(candidates(0, 1), 1, 0, [1], 1)  # untimed: the first build imports and warms up what the rest reuse
-    populations = [int(p) for p in args.populations.split(",")]
     where = "quick world" if args.quick else "the weekend's world and network"
+    if args.blocks:
+        print(f"{args.generations} generations a size, K = {args.inner_iters}, at {where}, one thread")
+        curve = block_curve(shard, [int(n) for n in args.blocks.split(",")], args.generations, args.inner_iters)
+        shard.stop()
+        print(json.dumps({"generations": args.generations, "inner_iters": args.inner_iters, "quick": args.quick,
+                          "core_s_a_lake": curve}))  # fmt: skip
+        return 0
+    populations = [int(p) for p in args.populations.split(",")]
     print(f"{args.generations} generations, K = {args.inner_iters}, at {where}, one thread; core-seconds per evaluation")
     print(f"{'population':>10} {'alone':>8} {'packed':>8} {'packed / alone':>15}")
     found = {}

@@ -4,6 +4,7 @@ CPU split by lakes; the pool waits for its members, but never for one that left 
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 
 import pytest
 
@@ -78,7 +79,7 @@ def test_a_member_stopped_while_it_waits_leaves_and_the_others_go_on(ray_cluster
 def test_trials_of_one_population_pack_into_pools_of_32_lakes_and_the_plan_prices_each_as_one():
     study = _study(LOOP, populations=(1, 4, 16, 32), seeds=range(1, 21))
     cells = compile_design(study).trial_cells
-    packs = packing.packs_of(study, cells)
+    packs = packing.packs_of(study, cells, cpus=128)  # a CPU a pool and a trial alone: nothing rides along another
     sizes = sorted((p.cells[0].population, len(p.cells)) for p in packs)
     # population 1: 40 trials (2 mechanisms × 20 seeds) in pools of 32 and 8; population 4: 40 in pools of 8;
     # population 16: in pairs; population 32 is a block already
@@ -88,10 +89,13 @@ def test_trials_of_one_population_pack_into_pools_of_32_lakes_and_the_plan_price
     plan = make_plan(cells, study.budget, 4, model, packs=packs)
     member = next(t for t in plan.trials if t.packed == 32)
     assert member.cpus == pytest.approx(1 / 32) and member.shards == 1
+    unit = next(p for p in packs if len(p.cells) == 32)  # a pack of one population: one trial of all its lakes
+    assert member.seconds == pytest.approx(model.trial_s(replace(unit.cells[0], population=32), 1, study.budget))
     assert all(t.packed == 2 and t.shards == 1 for t in plan.trials if t.cell.population == 16)  # never two blocks of 8
     lines = []
     describe_plan(study, plan, lines.append)
-    assert any(line.startswith("packed ([runtime] pack = auto): 40 trials of population 1 in 2 lake pool(s)") for line in lines)
+    assert "packed ([runtime] pack = auto): 1 lake pool of 32 trials of population 1, 32 lakes a block, one CPU each " \
+        "(1/n a trial: the shards column)" in lines  # fmt: skip
     # shares of a CPU that sum to it in all but their last bits still free it for a trial of two shards after them
     # (weekend-confirm's stage 1 in Tune's order: these durations ended in an IndexError before)
     shares = [1 / 6, 1 / 6, 2, 1, 1 / 6, 1 / 6, 1, 1, 1 / 6, 1 / 6, 1, 1]
@@ -99,9 +103,40 @@ def test_trials_of_one_population_pack_into_pools_of_32_lakes_and_the_plan_price
     starts = simulate(durations, shares, 2, None)
     assert all(start >= 0 for start in starts) and starts[2] >= max(durations[i] for i in (0, 1, 4, 5, 8, 9))
     off = _study(LOOP, populations=(1,), seeds=(1, 2), pack="off")
-    assert packing.packs_of(off, compile_design(off).trial_cells) == []
+    assert packing.packs_of(off, compile_design(off).trial_cells, cpus=2) == []
     analytic = _study("analytic", populations=(1,), seeds=(1, 2))  # a loop that trains lake by lake: never packed
-    assert packing.packs_of(analytic, compile_design(analytic).trial_cells) == []
+    assert packing.packs_of(analytic, compile_design(analytic).trial_cells, cpus=2) == []
+
+
+def test_a_small_pool_rides_along_a_larger_one_while_the_session_has_more_pools_than_cpus():
+    """weekend-confirm's stage 1 on 2 CPUs: its six population-1 trials (6 lakes a generation, 250 generations)
+    ride along a pair of population 16 (32 lakes, 75 generations): 38 lakes a block for 75 generations, then 6;
+    the two other pairs keep the other CPU busy."""
+    study = load_study("weekend-confirm")
+    study = replace(study, populations=(1, 16), seeds=(1206, 2026, 56), inner=LOOP)
+    cells = compile_design(study).trial_cells
+    packs = packing.packs_of(study, cells, cpus=2)
+    assert sorted(sorted(c.population for c in p.cells) for p in packs) == [[1] * 6 + [16] * 2, [16] * 2, [16] * 2]
+    mixed = next(p for p in packs if p.lakes == 38)
+    assert [cells.index(c) for c in mixed.cells] == sorted(cells.index(c) for c in mixed.cells)  # Tune's order
+    model = CostModel(0.1, 0.05, 0.01, 0.0, 0.01, 0.001)
+    gens = {c.population: c.generations for c in mixed.cells}
+    assert gens[1] > gens[16]
+    phases = gens[16] * model.generation_s(38, study.budget.inner_iters, study.budget.eval_episodes) + (
+        gens[1] - gens[16]) * model.generation_s(6, study.budget.inner_iters, study.budget.eval_episodes)  # fmt: skip
+    fixed = model.trial_s(replace(mixed.cells[0], population=38, generations=0), 1, study.budget)
+    assert mixed.seconds(model, study.budget) == pytest.approx(fixed + phases)
+    plan = make_plan(cells, study.budget, 2, model, packs=packs)
+    planned = {t.cell.key: t for t in plan.trials}
+    by_population = {c.population: planned[c.key] for c in mixed.cells}
+    assert by_population[16].seconds < by_population[1].seconds == pytest.approx(fixed + phases)
+    assert all(t.packed == 8 for t in by_population.values())
+    lines = []
+    describe_plan(study, plan, lines.append)
+    assert any(line.startswith("packed ([runtime] pack = auto): 1 lake pool of 6 trials of population 1 + 2 trials of "
+                               "population 16, 38 lakes a block") for line in lines)  # fmt: skip
+    # with a CPU a pool, none rides: four pools, the population-1 trials by themselves
+    assert sorted(p.lakes for p in packing.packs_of(study, cells, cpus=4)) == [6, 32, 32, 32]
 
 
 def _study(loop: str, populations, seeds, pack: str = "auto"):

@@ -45,7 +45,7 @@ def plan_run(
             refresh=options.recalibrate,
             probe_if_missing=probe or options.recalibrate,
         )
-        packs = packing.packs_of(study, cells) if cpus > 1 else []  # one CPU: a pool would stall every other trial
+        packs = packing.packs_of(study, cells, cpus) if cpus > 1 else []  # one CPU: a pool would stall every other trial
         return make_plan(cells, study.budget, cpus, model, options.cpus_per_trial, options.max_concurrent, packs)
     except PlanError as err:
         raise UsageError(str(err)) from None

@@ -30,7 +30,9 @@ from bilevel_tune.worlds.lakes import Lake
 
 JOIN_WAIT_S = 120.0  # how long a block waits for a member of this session that has not asked yet
 STRAGGLER_S = 600.0  # … and for one seen before: far above a member's own seconds between blocks (its optimiser)
-MAX_BLOCK_LAKES = 128  # a block's most lakes: more waiting lakes run as several blocks, one after another
+# a block's most lakes: more waiting lakes run as several blocks, one after another; past about 40 a lake costs more
+# (benchmarks/packing.py --blocks), and a pool's final re-evaluations (32 lakes a request) run as its generations do
+MAX_BLOCK_LAKES = 48
 LEAVE_TIMEOUT_S = 5.0
 
 

@@ -139,9 +139,13 @@ class Plan:
 
     @property
     def core_s(self) -> float:
-        """The trials' CPUs held over their time: what they cost in core-seconds, a shard's CPU busy throughout
-        (trials.csv's core_s is what the operating system measured after)."""
-        return sum(t.seconds * t.cpus for t in self.trials)
+        """The trials' CPUs held over their time: what they cost in core-seconds, a shard's CPU busy throughout — a
+        pack's one CPU until its last member is done — (trials.csv's core_s is what the operating system measured
+        after)."""
+        planned = {t.cell.key: t for t in self.trials}
+        packed = {c.key for pack in self.packs for c in pack.cells}
+        pools = sum(max(planned[c.key].seconds for c in pack.cells) for pack in self.packs)
+        return pools + sum(t.seconds * t.cpus for t in self.trials if t.cell.key not in packed)
 
     def shards_of(self, key) -> int:
         return next(t.shards for t in self.trials if t.cell.key == key)
@@ -203,27 +207,26 @@ def make_plan(
     packs: Sequence = (),
 ) -> Plan:
     """Shards per trial (cells in Tune's start order), their start times and durations; a pack's trials
-    (`planning.packing`) as one trial of all their lakes on one CPU, where its first member starts."""
+    (`planning.packing`) as one unit on one CPU, where its first member starts, priced by `Pack.seconds`."""
     if cpus < 1:
         raise PlanError(f"the cluster has {cpus} CPUs; a trial needs at least one")
     if cpus_per_trial is not None and cpus_per_trial > cpus:
         raise PlanError(f"--cpus-per-trial {cpus_per_trial} exceeds the cluster's {cpus} CPUs")
     members = {c.key: pack for pack in packs for c in pack.cells}
-    units: list[tuple[Cell, Any]] = []  # (what the plan schedules, its pack or None)
+    units: list[tuple[Cell, Any]] = []  # (what the plan schedules: a trial, or a pack at its first member; its pack)
     for cell in cells:
         pack = members.get(cell.key)
-        if pack is None:
-            units.append((cell, None))
-        elif pack.cells[0].key == cell.key:
-            units.append((pack.unit, pack))
-    single = {i for i, (_, pack) in enumerate(units) if pack is not None}
-    plan = _units_plan([unit for unit, _ in units], budget, cpus, model, cpus_per_trial, max_concurrent, single)
+        if pack is None or pack.cells[0].key == cell.key:
+            units.append((cell, pack))
+    priced = {i: pack.seconds(model, budget) for i, (_, pack) in enumerate(units) if pack is not None}
+    plan = _units_plan([unit for unit, _ in units], budget, cpus, model, cpus_per_trial, max_concurrent, priced)
     if not packs:
         return plan
     trials: dict[tuple, TrialPlan] = {}
     for (unit, pack), t in zip(units, plan.trials):
         for cell in pack.cells if pack is not None else (unit,):
-            trials[cell.key] = t if pack is None else TrialPlan(cell, 1, t.start_s, t.seconds, packed=len(pack.cells))
+            own = t.seconds if pack is None else pack.seconds(model, budget, until=cell.generations)
+            trials[cell.key] = t if pack is None else TrialPlan(cell, 1, t.start_s, own, packed=len(pack.cells))
     return dataclasses.replace(plan, trials=tuple(trials[c.key] for c in cells), packs=tuple(packs))
 
 
@@ -234,15 +237,16 @@ def _units_plan(
     model: CostModel,
     cpus_per_trial: int | None,
     max_concurrent: int | None,
-    single: set[int],
+    priced: dict[int, float],
 ) -> Plan:
-    """`make_plan` over what it schedules: trials, and packs as one trial each (`single`: one CPU, always)."""
-    cap = [1 if i in single else min(c.population, cpus) for i, c in enumerate(cells)]
-    shards = [min(cpus_per_trial, c.population) if cpus_per_trial and i not in single else 1 for i, c in enumerate(cells)]
+    """`make_plan` over what it schedules: trials, and packs as one unit each (`priced`: their seconds, on one CPU
+    always)."""
+    cap = [1 if i in priced else min(c.population, cpus) for i, c in enumerate(cells)]
+    shards = [min(cpus_per_trial, c.population) if cpus_per_trial and i not in priced else 1 for i, c in enumerate(cells)]
 
     def schedule(alloc: Sequence[int]) -> tuple[list[float], list[float], list[float]]:
         """(end times, latest first — the makespan, then the runner-up, … —, starts, durations)."""
-        seconds = [model.trial_s(c, s, budget) for c, s in zip(cells, alloc)]
+        seconds = [priced[i] if i in priced else model.trial_s(c, s, budget) for i, (c, s) in enumerate(zip(cells, alloc))]
         starts = simulate(seconds, alloc, cpus, max_concurrent)
         return sorted((s + d for s, d in zip(starts, seconds)), reverse=True), starts, seconds
 
@@ -284,15 +288,20 @@ def _earlier(a: Sequence[float], b: Sequence[float]) -> bool:
 
 
 def packing_lines(packs: Sequence) -> list[str]:
-    """What `--dry-run` and a session's plan say of its packs ([runtime] pack): one line per population."""
-    by_population: dict[int, list] = {}
+    """What `--dry-run` and a session's plan say of its packs ([runtime] pack): one line per kind of pool (its
+    trials by population), with how many pools are alike."""
+    kinds: dict[str, int] = {}
     for pack in packs:
-        by_population.setdefault(pack.cells[0].population, []).append(pack)
+        counts: dict[int, int] = {}
+        for cell in pack.cells:
+            counts[cell.population] = counts.get(cell.population, 0) + 1
+        members = " + ".join(f"{n} trial{'s' * (n > 1)} of population {p}" for p, n in sorted(counts.items()))
+        kind = f"{members}, {pack.lakes} lakes a block"
+        kinds[kind] = kinds.get(kind, 0) + 1
     return [
-        f"packed ([runtime] pack = auto): {sum(len(p.cells) for p in group)} trials of population {population} in "
-        f"{len(group)} lake pool(s) of {'/'.join(sorted({str(len(p.cells)) for p in group}))} trials, "
-        f"{'/'.join(sorted({str(p.lakes) for p in group}))} lakes a block, one CPU each (1/n a trial: the shards column)"
-        for population, group in sorted(by_population.items())
+        f"packed ([runtime] pack = auto): {n} lake pool{'s' * (n > 1)} of {kind}, one CPU each (1/n a trial: the "
+        "shards column)"
+        for kind, n in kinds.items()
     ]
 
 
