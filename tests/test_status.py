@@ -268,3 +268,30 @@ def test_a_held_out_step_under_way_times_what_it_can(held_out_midway):
         )
     finally:
         lock.release()
+
+
+def test_a_packed_trial_runs_faster_once_its_pools_shorter_searches_end():
+    """weekend-confirm's stage on 2 CPUs: six population-1 trials ride along a pair of population 16 (38 lakes a
+    block); once the pair's 75 generations end, the six run on in blocks of 6 lakes, at that block's price."""
+    from bilevel_tune.cli.status import TrialProgress, pool_left
+
+    price = lambda lakes: 2.0 + 0.3 * lakes  # noqa: E731 - seconds a generation of a block of this many lakes
+    rider = TrialProgress("pop1", 250, 10, False, 21.7, 21.7)
+    host = TrialProgress("pop16", 75, 10, False, 21.7, 21.7)
+    mates = [(rider, 1)] * 6 + [(host, 16)] * 2
+    assert pool_left(host, mates, price) == pytest.approx(65 * 21.7)
+    assert pool_left(rider, mates, price) == pytest.approx(65 * 21.7 + 175 * 21.7 * price(6) / price(38))
+    alone = [(rider, 1)] * 6  # the pair gone: its own pace throughout
+    assert pool_left(rider, alone, price) == pytest.approx(240 * 21.7)
+    from dataclasses import replace
+
+    from bilevel_tune.planning import packing
+
+    study = load_study("weekend-confirm").with_overrides(populations=(1, 16), seeds=(1206, 2026, 56))
+    study = replace(study, inner="tests.inner_loops:LakesLoop")  # a loop that packs, without RLlib's imports
+
+    cells = compile_design(study).stage_cells(1)
+    plan = make_plan(cells, study.budget, 2, MODEL, packs=packing.packs_of(study, cells, cpus=2))
+    recorded = plan.to_dict(study)["trials"]
+    pools = {t["pool"] for t in recorded if "packed" in t}
+    assert pools == {0, 1, 2} and all(("pool" in t) == ("packed" in t) for t in recorded)

@@ -71,6 +71,20 @@ def seconds_left(trial: TrialProgress, peer_pace: float | None, planned_s: float
     return planned_s, "as planned"
 
 
+def pool_left(trial: TrialProgress, mates: Sequence[tuple[TrialProgress, int]], generation_s) -> float:
+    """A packed trial's seconds left (`mates`: its pool's members under way, itself too, each with its population):
+    at its own pace while every one of them runs, then faster as the shorter searches end and the pool's blocks
+    shrink, by `generation_s(lakes)` (the plan's model of a generation of a block)."""
+    ahead = lambda t: max(t.generations - t.done, 0)  # noqa: E731
+    now = generation_s(sum(population for _, population in mates))
+    left, passed = 0.0, 0
+    for end in sorted({ahead(t) for t, _ in mates if ahead(t) <= ahead(trial)}):
+        lakes = sum(population for t, population in mates if ahead(t) >= end)
+        left += (end - passed) * trial.sec_per_gen * generation_s(lakes) / now
+        passed = end
+    return left
+
+
 def print_status(run_dir: Path) -> None:
     """`--status` on the command line: `show_status` to stdout, which a reader may close early (`| head`)."""
     try:
@@ -135,10 +149,30 @@ def show_status(run_dir: Path, out: Callable[[str], None] = print, now: dt.datet
     planned_s = {t["trial"]: t["seconds"] for t in plan.get("trials", [])} if calibrated else {}
     peers = _cell_paces(design, store, stage, {t.name: t for t in progress})
     left = [seconds_left(t, peers.get(_pace_key(c)), planned_s.get(t.name)) for t, c in zip(progress, cells)]
+    left = _pools_left(progress, cells, left, plan, design) if calibrated else left
     width = max(len(t.name) for t in progress)
     for trial, (seconds, source) in zip(progress, left):
         out(trial.line(width, seconds, source))
     out(_look_eta(stage, stage >= planned, progress, [s for s, _ in left], plan, record, now if held else None))
+
+
+def _pools_left(progress, cells, left, plan: Mapping[str, Any], design: Design) -> list:
+    """`left`, a packed trial's under way at its own pace by `pool_left` (its pool from the plan; a plan from before
+    pools were recorded leaves it as it is)."""
+    from bilevel_tune.planning.plan import CostModel
+
+    pool_of = {t["trial"]: t["pool"] for t in plan.get("trials", []) if "pool" in t}
+    model, budget = CostModel(**plan["model"]), design.budget
+    mates: dict[int, list[tuple[TrialProgress, int]]] = {}
+    for t, cell in zip(progress, cells):
+        if t.name in pool_of and t.sec_per_gen and not t.finished:
+            mates.setdefault(pool_of[t.name], []).append((t, cell.population))
+    generation_s = lambda lakes: model.generation_s(lakes, budget.inner_iters, budget.eval_episodes)  # noqa: E731
+    return [
+        (pool_left(t, mates[pool_of[t.name]], generation_s), "its own pace, its pool's blocks shrinking")
+        if t.name in pool_of and t.sec_per_gen and not t.finished else found
+        for t, found in zip(progress, left)
+    ]  # fmt: skip
 
 
 def _held_out_lines(store: RunStore, held: bool, now: dt.datetime) -> list[str]:

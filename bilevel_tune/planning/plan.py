@@ -159,7 +159,9 @@ class Plan:
         return [groups[k] for k in sorted(groups)]
 
     def to_dict(self, study) -> dict[str, Any]:
-        """The plan as study.json keeps it (by work alone, no ETA: its seconds are units of work)."""
+        """The plan as study.json keeps it (by work alone, no ETA: its seconds are units of work); a packed trial
+        with its pool's index among the plan's packs."""
+        pools = {c.key: k for k, pack in enumerate(self.packs) for c in pack.cells}
         return {
             "cpus": self.cpus,
             "fixed_cpus_per_trial": self.fixed,
@@ -168,7 +170,7 @@ class Plan:
                 {
                     "trial": trial_name(study, t.cell),
                     "shards": t.shards,
-                    **({"packed": t.packed} if t.packed else {}),
+                    **({"packed": t.packed, "pool": pools[t.cell.key]} if t.packed else {}),
                     "start_s": round(t.start_s, 1),
                     "seconds": round(t.seconds, 1),
                 }
