@@ -99,6 +99,7 @@ def _with_riders(pools: list[list[TrialPlan]], cpus: int, others: int) -> list[l
     lakes = lambda pool: sum(p.cell.population for p in pool)  # noqa: E731
     generations = lambda pool: max(p.cell.generations for p in pool)  # noqa: E731
     pools = [list(pool) for pool in pools]
+
     def hosts(small: list[TrialPlan]) -> list[list[TrialPlan]]:
         return [pool for pool in pools if pool is not small and _key(pool[0]) == _key(small[0])
                 and lakes(pool) + lakes(small) <= MAX_BLOCK_LAKES]  # fmt: skip

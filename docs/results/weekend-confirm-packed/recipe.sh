@@ -12,7 +12,7 @@
 # The run folders land in $RESULTS (runs/ by default, git-ignored); runs/sessions.log keeps each session's start
 # and exit.
 set -euo pipefail
-commit="${COMMIT:-HEAD}"
+commit="${COMMIT:-5a8ffa3}"  # the shipped folder's (RESULTS=runs/riders)
 repo="$(git -C "$(dirname "$0")" rev-parse --show-toplevel)"
 commit="$(git -C "$repo" rev-parse "$commit")"
 frozen="$repo/.frozen/$commit"
