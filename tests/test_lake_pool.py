@@ -131,6 +131,8 @@ def test_a_small_pool_rides_along_a_larger_one_while_the_session_has_more_pools_
     by_population = {c.population: planned[c.key] for c in mixed.cells}
     assert by_population[16].seconds < by_population[1].seconds == pytest.approx(fixed + phases)
     assert all(t.packed == 8 for t in by_population.values())
+    # the plan's core-seconds: each pool's one CPU until its last member is done (all 12 trials pack here)
+    assert plan.core_s == pytest.approx(sum(p.seconds(model, study.budget) for p in packs))
     lines = []
     describe_plan(study, plan, lines.append)
     assert any(line.startswith("packed ([runtime] pack = auto): 1 lake pool of 6 trials of population 1 + 2 trials of "
