@@ -163,14 +163,15 @@ def _pools_left(progress, cells, left, plan: Mapping[str, Any], design: Design) 
 
     pool_of = {t["trial"]: t["pool"] for t in plan.get("trials", []) if "pool" in t}
     model, budget = CostModel(**plan["model"]), design.budget
+    pooled = lambda t: t.name in pool_of and t.sec_per_gen and not t.finished  # noqa: E731 - under way, in a pool
     mates: dict[int, list[tuple[TrialProgress, int]]] = {}
     for t, cell in zip(progress, cells):
-        if t.name in pool_of and t.sec_per_gen and not t.finished:
+        if pooled(t):
             mates.setdefault(pool_of[t.name], []).append((t, cell.population))
     generation_s = lambda lakes: model.generation_s(lakes, budget.inner_iters, budget.eval_episodes)  # noqa: E731
     return [
         (pool_left(t, mates[pool_of[t.name]], generation_s), "its own pace, its pool's blocks shrinking")
-        if t.name in pool_of and t.sec_per_gen and not t.finished else found
+        if pooled(t) else found
         for t, found in zip(progress, left)
     ]  # fmt: skip
 

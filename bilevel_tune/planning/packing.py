@@ -68,16 +68,18 @@ def packs_of(study, cells: Sequence[Cell], cpus: int) -> list[Pack]:
     """The session's packs on `cpus` CPUs: its cells (Tune's order) that pack, in pools (the module's docstring);
     a pool of one trial is no pack. Each pack's cells in Tune's order."""
     order = {cell.key: i for i, cell in enumerate(cells)}
-    pools: list[list[TrialPlan]] = []
+    pools: list[tuple[str, list[TrialPlan]]] = []  # (what its trials' lakes share: `_key`, its trials)
     groups = _groups([TrialPlan.of(study, cell) for cell in cells], _key)
-    for group in (group for key, group in groups.items() if key is not None):
+    for key, group in groups.items():
+        if key is None:
+            continue
         for together in _groups(group, lambda plan: (plan.cell.population, plan.cell.generations)).values():
             size = max(1, PACK_LAKES // together[0].cell.population)
-            pools += [together[first : first + size] for first in range(0, len(together), size)]
-    pools = _with_riders(pools, cpus, others=len(groups.get(None, [])))
+            pools += [(key, together[first : first + size]) for first in range(0, len(together), size)]
+    _ride_along(pools, cpus, others=len(groups.get(None, [])))
     run = uuid.uuid4().hex[:8]  # names unique on a cluster that runs several studies
     packs = []
-    for pool in pools:
+    for _, pool in pools:
         if len(pool) > 1:
             pool = sorted(pool, key=lambda plan: order[plan.cell.key])
             packs.append(Pack(f"bilevel-lakes-{run}-{len(packs)}", tuple(p.cell for p in pool),
@@ -92,26 +94,25 @@ def _groups(plans: Sequence[TrialPlan], key) -> dict:
     return groups
 
 
-def _with_riders(pools: list[list[TrialPlan]], cpus: int, others: int) -> list[list[TrialPlan]]:
-    """Small pools (a trial alone among them) ride along others of their group while the session has more pools,
-    `others` trials that do not pack counted in, than CPUs: the smallest first, each along the pool it shares the
-    most generations with (then the fullest) whose blocks stay within `MAX_BLOCK_LAKES`."""
-    lakes = lambda pool: sum(p.cell.population for p in pool)  # noqa: E731
-    generations = lambda pool: max(p.cell.generations for p in pool)  # noqa: E731
-    pools = [list(pool) for pool in pools]
+def _ride_along(pools: list[tuple[str, list[TrialPlan]]], cpus: int, others: int) -> None:
+    """Small pools (a trial alone among them) ride along others of their kind, in place, while the session has more
+    pools, `others` trials that do not pack counted in, than CPUs: the smallest first, each along the pool it
+    shares the most generations with (then the fullest) whose blocks stay within `MAX_BLOCK_LAKES`."""
+    lakes = lambda pool: sum(p.cell.population for p in pool[1])  # noqa: E731
+    generations = lambda pool: max(p.cell.generations for p in pool[1])  # noqa: E731
 
-    def hosts(small: list[TrialPlan]) -> list[list[TrialPlan]]:
-        return [pool for pool in pools if pool is not small and _key(pool[0]) == _key(small[0])
+    def hosts(small) -> list:
+        return [pool for pool in pools if pool is not small and pool[0] == small[0]
                 and lakes(pool) + lakes(small) <= MAX_BLOCK_LAKES]  # fmt: skip
 
     while len(pools) + others > cpus:
-        small = next((pool for pool in sorted(pools, key=lakes) if lakes(pool) <= PACK_LAKES // 2 and hosts(pool)), None)
+        rides = ((small, hosts(small)) for small in sorted(pools, key=lakes) if lakes(small) <= PACK_LAKES // 2)
+        small, can_host = next(((small, found) for small, found in rides if found), (None, []))
         if small is None:
-            break
-        host = max(hosts(small), key=lambda pool: (min(generations(pool), generations(small)), lakes(pool)))
-        host += small
-        pools.remove(small)
-    return pools
+            return
+        host = max(can_host, key=lambda pool: (min(generations(pool), generations(small)), lakes(pool)))
+        host[1].extend(small[1])
+        pools[:] = [pool for pool in pools if pool is not small]
 
 
 def packable(plan: TrialPlan) -> bool:

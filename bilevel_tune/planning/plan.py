@@ -21,6 +21,7 @@ import dataclasses
 import datetime as dt
 import heapq
 import math
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -292,14 +293,12 @@ def _earlier(a: Sequence[float], b: Sequence[float]) -> bool:
 def packing_lines(packs: Sequence) -> list[str]:
     """What `--dry-run` and a session's plan say of its packs ([runtime] pack): one line per kind of pool (its
     trials by population), with how many pools are alike."""
-    kinds: dict[str, int] = {}
-    for pack in packs:
-        counts: dict[int, int] = {}
-        for cell in pack.cells:
-            counts[cell.population] = counts.get(cell.population, 0) + 1
-        members = " + ".join(f"{n} trial{'s' * (n > 1)} of population {p}" for p, n in sorted(counts.items()))
-        kind = f"{members}, {pack.lakes} lakes a block"
-        kinds[kind] = kinds.get(kind, 0) + 1
+    def kind(pack) -> str:
+        counts = sorted(Counter(cell.population for cell in pack.cells).items())
+        members = " + ".join(f"{n} trial{'s' * (n > 1)} of population {p}" for p, n in counts)
+        return f"{members}, {pack.lakes} lakes a block"
+
+    kinds = Counter(kind(pack) for pack in packs)
     return [
         f"packed ([runtime] pack = auto): {n} lake pool{'s' * (n > 1)} of {kind}, one CPU each (1/n a trial: the "
         "shards column)"
